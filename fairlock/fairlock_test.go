@@ -1,0 +1,265 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+func queue(t *testing.T, raw rueidis.Client, name string) []string {
+	t.Helper()
+	q, err := raw.Do(t.Context(), raw.B().Lrange().Key(lockcore.Derived(lockcore.QueuePrefix, name)).Start(0).Stop(-1).Build()).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// TestArrivalOrder queues waiters from two Clients one after another and
+// checks that they acquire in that order, and that the queue list shows
+// them in that order while they wait.
+func TestArrivalOrder(t *testing.T) {
+	c1 := relocktest.Client(t)
+	c2 := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := rlock.WithOwner(t.Context(), "holder")
+	if err := c1.GetFairLock(name).Lock(holder); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 6
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+		want  []string
+	)
+	for i := range n {
+		c := []*rlock.Client{c1, c2}[i%2]
+		owner := "w" + strconv.Itoa(i)
+		want = append(want, c.ID()+":"+owner)
+		wg.Go(func() {
+			ctx := rlock.WithOwner(t.Context(), owner)
+			l := c.GetFairLock(name)
+			if err := l.Lock(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		// The next waiter arrives only after this one is queued.
+		relocktest.Eventually(t, 5*time.Second, "waiter "+owner+" queued", func() bool {
+			return len(queue(t, raw, name)) == i+1
+		})
+	}
+	if got := queue(t, raw, name); !slices.Equal(got, want) {
+		t.Errorf("queue = %v, want %v", got, want)
+	}
+	if err := c1.GetFairLock(name).Unlock(holder); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if wantOrder := []int{0, 1, 2, 3, 4, 5}; !slices.Equal(order, wantOrder) {
+		t.Errorf("acquisition order = %v, want %v", order, wantOrder)
+	}
+	if q := queue(t, raw, name); len(q) != 0 {
+		t.Errorf("queue after all = %v, want empty", q)
+	}
+}
+
+func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := rlock.WithOwner(t.Context(), "holder")
+	l := c.GetFairLock(name)
+	if err := l.Lock(holder); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "quitter"))
+	errc := make(chan error, 1)
+	go func() { errc <- l.Lock(ctx) }()
+	relocktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queue(t, raw, name)) == 1 })
+	cancel()
+	err := <-errc
+	if !errors.Is(err, fairlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock = %v, want ErrNotAcquired and Canceled", err)
+	}
+	if q := queue(t, raw, name); len(q) != 0 {
+		t.Errorf("queue after cancel = %v, want empty", q)
+	}
+	zcard, _ := raw.Do(t.Context(), raw.B().Zcard().Key(lockcore.Derived(lockcore.TimeoutPrefix, name)).Build()).AsInt64()
+	if zcard != 0 {
+		t.Errorf("timeout set has %d entries after cancel, want 0", zcard)
+	}
+	// A TryLock whose wait ends leaves the queue too.
+	ok, err := l.TryLock(rlock.WithOwner(t.Context(), "patient"), 50*time.Millisecond, 0)
+	if ok || err != nil {
+		t.Errorf("TryLock = %v, %v, want false, nil", ok, err)
+	}
+	if q := queue(t, raw, name); len(q) != 0 {
+		t.Errorf("queue after TryLock = %v, want empty", q)
+	}
+	_ = l.Unlock(holder)
+}
+
+// TestDeadWaiterDoesNotStall leaves a waiter in the queue the way a process
+// that died would (queued, never refreshing), and checks that the next
+// waiter gets the lock within the documented bound once it is free.
+func TestDeadWaiterDoesNotStall(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	l := c.GetFairLock(name)
+	holder := rlock.WithOwner(t.Context(), "holder")
+	if err := l.Lock(holder); err != nil {
+		t.Fatal(err)
+	}
+	// A vanished Client's waiter: queued with a fresh deadline, then gone.
+	ghost := "0b5e55ed-0000-4000-8000-000000000000:ghost"
+	if err := raw.Do(t.Context(), raw.B().Rpush().Key(lockcore.Derived(lockcore.QueuePrefix, name)).Element(ghost).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(fairlock.WaiterTimeout).UnixMilli()
+	if err := raw.Do(t.Context(), raw.B().Zadd().Key(lockcore.Derived(lockcore.TimeoutPrefix, name)).ScoreMember().ScoreMember(float64(deadline), ghost).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+
+	got := make(chan time.Time, 1)
+	go func() {
+		ctx := rlock.WithOwner(t.Context(), "next")
+		if err := l.Lock(ctx); err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(ctx)
+	}()
+	relocktest.Eventually(t, 5*time.Second, "second waiter queued", func() bool { return len(queue(t, raw, name)) == 2 })
+	released := time.Now()
+	if err := l.Unlock(holder); err != nil {
+		t.Fatal(err)
+	}
+	at := <-got
+	bound := fairlock.WaiterTimeout + fairlock.RefreshInterval + 250*time.Millisecond
+	if d := at.Sub(released); d > bound {
+		t.Errorf("next waiter acquired %v after the release, want within %v", d, bound)
+	}
+}
+
+func TestFixedLeasePassesToHead(t *testing.T) {
+	c := relocktest.Client(t)
+	name := relocktest.Name(t)
+	l := c.GetFairLock(name)
+	if err := l.LockLease(rlock.WithOwner(t.Context(), "crashed"), 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ctx := rlock.WithOwner(t.Context(), "head")
+	if err := l.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 200*time.Millisecond+fairlock.RefreshInterval+200*time.Millisecond {
+		t.Errorf("head acquired %v after a 200ms lease began", d)
+	}
+	_ = l.Unlock(ctx)
+}
+
+func TestReentryAndNotHeld(t *testing.T) {
+	c := relocktest.Client(t)
+	l := c.GetFairLock(relocktest.Name(t))
+	ctx := rlock.WithOwner(t.Context(), "a")
+	for range 3 {
+		if err := l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := l.HoldCount(ctx); n != 3 {
+		t.Errorf("HoldCount = %d, want 3", n)
+	}
+	if err := l.Unlock(rlock.WithOwner(t.Context(), "b")); !errors.Is(err, rlock.ErrNotHeld) {
+		t.Errorf("Unlock by non-holder = %v, want rlock.ErrNotHeld", err)
+	}
+	for range 3 {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
+		t.Errorf("Unlock of a free fair lock = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestTryOnceRespectsQueue(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	l := c.GetFairLock(name)
+	holder := rlock.WithOwner(t.Context(), "holder")
+	if err := l.Lock(holder); err != nil {
+		t.Fatal(err)
+	}
+	waiter := rlock.WithOwner(t.Context(), "waiter")
+	done := make(chan error, 1)
+	go func() {
+		err := l.Lock(waiter)
+		if err == nil {
+			err = l.Unlock(waiter)
+		}
+		done <- err
+	}()
+	relocktest.Eventually(t, 5*time.Second, "waiter queued", func() bool { return len(queue(t, raw, name)) == 1 })
+	// A newcomer's single attempt does not jump the queue, and leaves no trace.
+	if ok, err := l.TryLock(rlock.WithOwner(t.Context(), "newcomer"), 0, 0); ok || err != nil {
+		t.Errorf("TryLock = %v, %v, want false, nil", ok, err)
+	}
+	if q := queue(t, raw, name); len(q) != 1 {
+		t.Errorf("queue = %v, want only the waiter", q)
+	}
+	_ = l.Unlock(holder)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDoOnFairLock(t *testing.T) {
+	c := relocktest.Client(t)
+	l := c.GetFairLock(relocktest.Name(t))
+	ran := false
+	err := l.Do(t.Context(), func(ctx context.Context) error {
+		held, err := l.IsHeldByOwner(ctx)
+		if err != nil || !held {
+			return fmt.Errorf("IsHeldByOwner in Do = %v, %v", held, err)
+		}
+		ran = true
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatalf("Do = %v, ran %v", err, ran)
+	}
+	if locked, _ := l.IsLocked(t.Context()); locked {
+		t.Error("locked after Do")
+	}
+}

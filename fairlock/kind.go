@@ -1,0 +1,82 @@
+package fairlock
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/lua"
+)
+
+// WaiterTimeout is how long a queued waiter keeps its place without
+// refreshing it. A waiter whose process died is dropped once it reaches
+// the head of the queue and this has passed since its last refresh.
+const WaiterTimeout = 750 * time.Millisecond
+
+// RefreshInterval is how often a live waiter refreshes its place (and
+// looks at the lock when no notification came).
+const RefreshInterval = WaiterTimeout / 3
+
+// kind holds the fair lock's scripts.
+type kind struct{}
+
+var _ lockcore.Kind = kind{}
+
+func keys(name string) (queue, timeouts, channel string) {
+	return lockcore.Derived(lockcore.QueuePrefix, name),
+		lockcore.Derived(lockcore.TimeoutPrefix, name),
+		lockcore.Channel(name)
+}
+
+func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
+	queue, timeouts, _ := keys(r.Name)
+	join := "0"
+	if r.Waiting {
+		join = "1"
+	}
+	pttl, err := lua.FairAcquire.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts},
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field, strconv.FormatInt(WaiterTimeout.Milliseconds(), 10), join}).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return lockcore.Attempt{Acquired: true}, nil
+	}
+	if err != nil {
+		return lockcore.Attempt{}, err
+	}
+	// Sleep until the holder's lease ends or the next refresh, whichever
+	// comes first.
+	retry := RefreshInterval
+	if pttl >= 0 {
+		retry = min(retry, time.Duration(pttl)*time.Millisecond+time.Millisecond)
+	}
+	return lockcore.Attempt{Retry: retry}, nil
+}
+
+func (kind) Release(ctx context.Context, r lockcore.Request, requestID string) (int64, error) {
+	queue, timeouts, channel := keys(r.Name)
+	return lua.FairUnlock.Exec(ctx, r.Core.RDB,
+		[]string{r.Name, queue, timeouts, channel, lockcore.Derived(lockcore.LatchPrefix, r.Name) + ":" + requestID},
+		[]string{lockcore.UnlockMessage, strconv.FormatInt(r.LeaseMs, 10), r.Field, r.Core.PublishCommand(),
+			strconv.FormatInt(lockcore.LatchLifetime.Milliseconds(), 10)}).AsInt64()
+}
+
+func (kind) ForceRelease(ctx context.Context, c *lockcore.Core, name string) (bool, error) {
+	queue, timeouts, channel := keys(name)
+	n, err := lua.FairForceUnlock.Exec(ctx, c.RDB, []string{name, queue, timeouts, channel},
+		[]string{lockcore.UnlockMessage, c.PublishCommand()}).AsInt64()
+	return n == 1, err
+}
+
+func (kind) Abandon(ctx context.Context, r lockcore.Request) error {
+	queue, timeouts, channel := keys(r.Name)
+	return lua.FairAbandon.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
+		[]string{r.Field, r.Core.PublishCommand(), lockcore.UnlockMessage}).Error()
+}
+
+// WaitChannel is the waiter's own channel: an unlock wakes only the head
+// of the queue.
+func (kind) WaitChannel(r lockcore.Request) string {
+	return lockcore.Channel(r.Name) + ":" + r.Field
+}

@@ -1,0 +1,202 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/pubsub"
+	"github.com/relock-go/relock/watchdog"
+)
+
+// DefaultWatchdogTimeout is the lease the watchdog keeps renewing.
+const DefaultWatchdogTimeout = 30 * time.Second
+
+// MinWatchdogTimeout is the shortest watchdog lease accepted: renewals run
+// every third of it, and each needs a round trip.
+const MinWatchdogTimeout = 30 * time.Millisecond
+
+// releaseTimeout bounds a release that runs on a detached context (Unlock
+// with a cancelled context, the release inside Do, giving back a hold won
+// after the caller's context ended).
+const releaseTimeout = 5 * time.Second
+
+// LatchLifetime is how long an unlock's answer is kept for a resent request.
+const LatchLifetime = 10 * time.Second
+
+// Config is what a Client is built from.
+type Config struct {
+	RDB             rueidis.Client
+	OwnsRDB         bool // Close closes RDB
+	WatchdogTimeout time.Duration
+	// WatchdogTimeoutSet is set when WatchdogTimeout was given (so 0 is
+	// rejected instead of taken as the default).
+	WatchdogTimeoutSet bool
+	Linger          time.Duration // pub/sub linger; 0 for the hub's default
+	OnLost          func(name, owner string, cause error)
+}
+
+// Core is the state one Client shares with every lock it hands out: the
+// Redis client, the client ID, the pub/sub hub, the watchdog and the local
+// record of holds.
+type Core struct {
+	RDB             rueidis.Client
+	ID              string
+	WatchdogTimeout time.Duration
+	Hub             *pubsub.Hub
+	Watchdog        *watchdog.Watchdog
+
+	ownsRDB bool
+	onLost  func(name, owner string, cause error)
+	publish string
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	anon     atomic.Uint64
+	requests atomic.Uint64
+
+	mu    sync.Mutex
+	holds map[holdKey]*Hold
+}
+
+// NewCore builds the shared state. It does no I/O.
+func NewCore(cfg Config) (*Core, error) {
+	if cfg.RDB == nil {
+		return nil, invalid("nil rueidis client")
+	}
+	if err := CheckConfig(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.WatchdogTimeout == 0 {
+		cfg.WatchdogTimeout = DefaultWatchdogTimeout
+	}
+	c := &Core{
+		RDB:             cfg.RDB,
+		ID:              uuid.NewString(),
+		WatchdogTimeout: cfg.WatchdogTimeout,
+		ownsRDB:         cfg.OwnsRDB,
+		onLost:          cfg.OnLost,
+		publish:         "publish",
+		closed:          make(chan struct{}),
+		holds:           make(map[holdKey]*Hold),
+	}
+	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: wakePolicy})
+	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.renew})
+	return c, nil
+}
+
+// CheckConfig checks the options of cfg (not its client). A zero watchdog
+// timeout means the default.
+func CheckConfig(cfg Config) error {
+	d := cfg.WatchdogTimeout
+	if (d != 0 || cfg.WatchdogTimeoutSet) && (d < MinWatchdogTimeout || d > MaxLease) {
+		return invalid("watchdog timeout %v is outside [%v, %v]", d, MinWatchdogTimeout, MaxLease)
+	}
+	return nil
+}
+
+// wakePolicy: an unlock message wakes one local waiter, any other message
+// (Redisson's read-lock release) wakes all of them.
+func wakePolicy(_, payload string) pubsub.Wake {
+	if payload == UnlockMessage {
+		return pubsub.WakeOne
+	}
+	return pubsub.WakeAll
+}
+
+// Close stops renewals and subscriptions and waits for them. Waits in
+// progress end with ErrClosed; running Do functions see their context
+// cancelled with cause ErrClosed. Held locks then expire by their lease.
+func (c *Core) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.mu.Lock()
+		holds := make([]*Hold, 0, len(c.holds))
+		for _, h := range c.holds {
+			holds = append(holds, h)
+		}
+		c.mu.Unlock()
+		for _, h := range holds {
+			h.end(ErrClosed)
+		}
+		c.Watchdog.Close()
+		c.closeErr = c.Hub.Close()
+		if c.ownsRDB {
+			c.RDB.Close()
+		}
+	})
+	return c.closeErr
+}
+
+// PublishCommand is the command the scripts publish with.
+func (c *Core) PublishCommand() string { return c.publish }
+
+// Closed is closed when Close has begun.
+func (c *Core) Closed() <-chan struct{} { return c.closed }
+
+// CheckOpen returns ErrClosed once Close has begun.
+func (c *Core) CheckOpen() error {
+	select {
+	case <-c.closed:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
+// AnonymousOwner returns a fresh owner, "anon-<n>", for an acquisition made
+// with a context that carries none. Owners of that form are reserved for
+// this use: an owner given with WithOwner should not look like one.
+func (c *Core) AnonymousOwner() string {
+	return "anon-" + strconv.FormatUint(c.anon.Add(1), 10)
+}
+
+// renew is the watchdog's RenewFunc: the owner-checked renewal script for
+// each hold, pipelined in one round trip.
+func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
+	execs := make([]rueidis.LuaExec, len(leases))
+	for i, l := range leases {
+		h := l.Value().(*Hold)
+		execs[i] = rueidis.LuaExec{
+			Keys: []string{h.key.name},
+			Args: []string{strconv.FormatInt(Millis(l.Duration()), 10), h.key.field},
+		}
+	}
+	results := lua.LockRenew.ExecMulti(ctx, c.RDB, execs...)
+	errs := make([]error, len(leases))
+	for i, r := range results {
+		n, err := r.AsInt64()
+		switch {
+		case err != nil:
+			errs[i] = err
+		case n == 0:
+			errs[i] = watchdog.ErrNotHeld
+		}
+	}
+	return errs
+}
+
+// detached returns a context for a release that must happen even when ctx
+// has ended: it keeps ctx's values, drops its cancellation, and is bounded
+// by releaseTimeout.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+}
+
+// closedOr returns err joined with ErrClosed when the Client is closed, so a
+// Redis error caused by Close still matches ErrClosed.
+func (c *Core) closedOr(err error) error {
+	if err != nil && c.CheckOpen() != nil && !errors.Is(err, ErrClosed) {
+		return errors.Join(err, ErrClosed)
+	}
+	return err
+}

@@ -1,0 +1,38 @@
+package lockcore
+
+import "strings"
+
+// Prefixes of the keys and channels derived from a lock name, as Redisson
+// names them.
+const (
+	ChannelPrefix = "redisson_lock__channel"
+	QueuePrefix   = "redisson_lock_queue"
+	TimeoutPrefix = "redisson_lock_timeout"
+	TokenPrefix   = "redisson_lock_token"
+	LatchPrefix   = "redisson_unlock_latch"
+)
+
+// Messages published on a lock's channel.
+const (
+	// UnlockMessage wakes one waiter: the lock was released.
+	UnlockMessage = "0"
+	// WakeAllMessage wakes every waiter (Redisson's read-lock release).
+	WakeAllMessage = "1"
+)
+
+// Derived returns the key or channel prefix derives from name, by Redisson's
+// rule: "prefix:{name}", or "prefix:name" when name already has a hash tag
+// (contains '{'), so that the user's tag decides the slot. Either way the
+// derived key shares the lock key's hash slot.
+func Derived(prefix, name string) string {
+	if strings.Contains(name, "{") {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}
+
+// Channel is the lock's unlock notification channel.
+func Channel(name string) string { return Derived(ChannelPrefix, name) }
+
+// Field is the hash field of an owner of a Client: "<clientID>:<owner>".
+func Field(clientID, owner string) string { return clientID + ":" + owner }

@@ -1,0 +1,127 @@
+package lockcore
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/lua"
+)
+
+// Request names one hold: the lock and the field of its owner.
+type Request struct {
+	Core  *Core
+	Name  string
+	Field string
+	// LeaseMs is the lease to set, in whole milliseconds (> 0).
+	LeaseMs int64
+	// Waiting is set when the caller goes on waiting if this attempt fails
+	// (a fair lock then keeps its place in the queue).
+	Waiting bool
+}
+
+// Attempt is the outcome of one acquire script.
+type Attempt struct {
+	Acquired bool
+	// Token is the fencing token of the hold, for the kinds that have one.
+	Token int64
+	// Retry is how long to sleep at most before the next attempt when no
+	// notification comes (the holder's remaining lease); 0 means only a
+	// notification, the wait limit or the context ends the sleep.
+	Retry time.Duration
+}
+
+// Kind is what differs between lock kinds: the scripts that take, release
+// and force open a lock, and where a waiter listens. Renewal is shared: it
+// resets the lease of the hash while the field exists.
+type Kind interface {
+	// Acquire makes one attempt to take or re-enter the lock.
+	Acquire(ctx context.Context, r Request) (Attempt, error)
+	// Release releases one hold level and returns the field's remaining
+	// count, or -1 when it held nothing. requestID makes a resent request
+	// harmless.
+	Release(ctx context.Context, r Request, requestID string) (int64, error)
+	// ForceRelease deletes the lock whoever holds it; true if there was a hold.
+	ForceRelease(ctx context.Context, c *Core, name string) (bool, error)
+	// Abandon is called when a waiting acquisition gives up without the lock.
+	Abandon(ctx context.Context, r Request) error
+	// WaitChannel is the channel a waiter of r listens on.
+	WaitChannel(r Request) string
+}
+
+// Reentrant is the Kind of Redisson's RLock.
+type Reentrant struct{}
+
+var _ Kind = Reentrant{}
+
+// Acquire runs lock_acquire.lua.
+func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
+	ttl, err := lua.LockAcquire.Exec(ctx, r.Core.RDB, []string{r.Name},
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field}).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return Attempt{Acquired: true}, nil
+	}
+	if err != nil {
+		return Attempt{}, err
+	}
+	return Attempt{Retry: retryAfter(ttl)}, nil
+}
+
+// Release runs lock_unlock.lua.
+func (Reentrant) Release(ctx context.Context, r Request, requestID string) (int64, error) {
+	return r.Core.ReleaseScript(ctx, r, requestID)
+}
+
+// ForceRelease runs lock_force_unlock.lua.
+func (Reentrant) ForceRelease(ctx context.Context, c *Core, name string) (bool, error) {
+	n, err := lua.LockForceUnlock.Exec(ctx, c.RDB, []string{name, Channel(name)},
+		[]string{UnlockMessage, c.publish}).AsInt64()
+	return n == 1, err
+}
+
+// Abandon has nothing to undo for a reentrant lock.
+func (Reentrant) Abandon(context.Context, Request) error { return nil }
+
+// WaitChannel is the lock's unlock channel.
+func (Reentrant) WaitChannel(r Request) string { return Channel(r.Name) }
+
+// ReleaseScript runs lock_unlock.lua for r, latched by requestID.
+func (c *Core) ReleaseScript(ctx context.Context, r Request, requestID string) (int64, error) {
+	return lua.LockUnlock.Exec(ctx, c.RDB,
+		[]string{r.Name, Channel(r.Name), Derived(LatchPrefix, r.Name) + ":" + requestID},
+		[]string{UnlockMessage, strconv.FormatInt(r.LeaseMs, 10), r.Field, c.PublishCommand(),
+			strconv.FormatInt(LatchLifetime.Milliseconds(), 10)}).AsInt64()
+}
+
+// retryAfter turns a holder's PTTL into the longest sleep before the next
+// attempt: just past the lease's end. A key without expiry (-1) gives 0:
+// wait for a notification only.
+func retryAfter(pttl int64) time.Duration {
+	if pttl < 0 {
+		return 0
+	}
+	return time.Duration(pttl)*time.Millisecond + time.Millisecond
+}
+
+// Fenced is the Kind of a FencedLock: a reentrant lock whose every new
+// acquisition increments a counter.
+type Fenced struct{ Reentrant }
+
+// Acquire runs fenced_acquire.lua.
+func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
+	vals, err := lua.FencedAcquire.Exec(ctx, r.Core.RDB,
+		[]string{r.Name, Derived(TokenPrefix, r.Name)},
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field}).AsIntSlice()
+	if err != nil {
+		return Attempt{}, err
+	}
+	if len(vals) != 2 {
+		return Attempt{}, errUnexpected("fenced acquire", vals)
+	}
+	if vals[0] == 1 {
+		return Attempt{Acquired: true, Token: vals[1]}, nil
+	}
+	return Attempt{Retry: retryAfter(vals[1])}, nil
+}

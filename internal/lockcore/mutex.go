@@ -1,0 +1,496 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/lua"
+)
+
+// NoLimit is the wait of Lock and LockLease: until the context ends.
+const NoLimit time.Duration = -1
+
+// attemptTimeout bounds one acquire script. The script runs on a context
+// detached from the caller's, so that a caller whose context ends while the
+// script is in flight still learns whether it won (and then gives the hold
+// back) instead of leaving a hold nobody knows of. When the caller's context
+// has a deadline, the script may outlive it by attemptGrace only: a reply
+// that comes later leaves an unknown outcome, which the lease bounds.
+const (
+	attemptTimeout = 5 * time.Second
+	attemptGrace   = 100 * time.Millisecond
+)
+
+// Mutex is the generic reentrant lock behind every lock kind. A handle is
+// cheap: it does no I/O until a method is called.
+type Mutex struct {
+	core *Core
+	name string
+	kind Kind
+
+	mu   sync.Mutex
+	anon string // the owner of the handle's current anonymous hold
+}
+
+// NewMutex returns a handle on the lock name of kind k.
+func NewMutex(c *Core, name string, k Kind) *Mutex {
+	return &Mutex{core: c, name: name, kind: k}
+}
+
+// Name is the lock's name.
+func (m *Mutex) Name() string { return m.name }
+
+// Core is the Client state the handle belongs to.
+func (m *Mutex) Core() *Core { return m.core }
+
+func (m *Mutex) check() error {
+	if err := m.core.CheckOpen(); err != nil {
+		return err
+	}
+	return CheckName(m.name)
+}
+
+// ctxOwner returns the owner in ctx, checked, and whether there was one.
+func ctxOwner(ctx context.Context) (string, bool, error) {
+	owner, ok := OwnerFrom(ctx)
+	if !ok {
+		return "", false, nil
+	}
+	if err := CheckOwner(owner); err != nil {
+		return "", true, err
+	}
+	return owner, true, nil
+}
+
+// holder returns the owner that Unlock and the queries act for: the one in
+// ctx, else the handle's current anonymous hold ("" when there is none).
+func (m *Mutex) holder(ctx context.Context) (string, error) {
+	owner, ok, err := ctxOwner(ctx)
+	if err != nil || ok {
+		return owner, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.anon, nil
+}
+
+func (m *Mutex) request(field string, lease time.Duration) Request {
+	return Request{Core: m.core, Name: m.name, Field: field, LeaseMs: Millis(lease)}
+}
+
+// Lock waits until it holds the lock on the watchdog lease or ctx ends.
+func (m *Mutex) Lock(ctx context.Context) error {
+	_, _, err := m.Acquire(ctx, NoLimit, 0)
+	return err
+}
+
+// LockLease waits until it holds the lock on a fixed lease or ctx ends.
+func (m *Mutex) LockLease(ctx context.Context, lease time.Duration) error {
+	if err := CheckLease(lease); err != nil {
+		return err
+	}
+	_, _, err := m.Acquire(ctx, NoLimit, lease)
+	return err
+}
+
+// TryLock tries once (wait 0) or waits up to wait.
+func (m *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	_, ok, err := m.TryAcquire(ctx, wait, lease)
+	return ok, err
+}
+
+// TryAcquire is TryLock that also returns the hold's fencing token.
+func (m *Mutex) TryAcquire(ctx context.Context, wait, lease time.Duration) (int64, bool, error) {
+	if err := CheckWait(wait); err != nil {
+		return 0, false, err
+	}
+	if lease != 0 {
+		if err := CheckLease(lease); err != nil {
+			return 0, false, err
+		}
+	}
+	return m.Acquire(ctx, wait, lease)
+}
+
+// Acquire takes the lock for the owner in ctx (or a fresh anonymous owner),
+// waiting up to wait (NoLimit: until ctx ends; 0: one attempt). lease 0
+// means the watchdog lease. Arguments other than the owner are assumed
+// checked. It returns (token, true, nil) on success, (0, false, nil) when
+// the wait ended with ctx live, and an error otherwise; after an error or
+// a false result the owner holds nothing it did not hold before and no
+// waiter state is left behind.
+func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, bool, error) {
+	if err := m.check(); err != nil {
+		return 0, false, err
+	}
+	owner, named, err := ctxOwner(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, notAcquired(err)
+	}
+	if !named {
+		owner = m.core.AnonymousOwner()
+	}
+	renew := lease == 0
+	if renew {
+		lease = m.core.WatchdogTimeout
+	}
+	r := m.request(Field(m.core.ID, owner), lease)
+	h, err := m.core.beginAcquire(m.name, r.Field, owner, renew)
+	if err != nil {
+		return 0, false, notAcquired(err)
+	}
+	a, err := m.wait(ctx, r, wait)
+	m.core.endAcquire(h, a.Acquired, lease, renew)
+	if a.Acquired && !named {
+		m.mu.Lock()
+		m.anon = owner
+		m.mu.Unlock()
+	}
+	return a.Token, a.Acquired, err
+}
+
+// notAcquired is the error of a wait that ended with cause.
+func notAcquired(cause error) error {
+	return errors.Join(ErrNotAcquired, cause)
+}
+
+// wait is the acquire-wait loop every lock kind uses. After a failed
+// attempt it subscribes to the kind's wait channel, attempts again (so an
+// unlock between the two is never missed), then sleeps until a
+// notification, the holder's remaining lease, the wait limit, ctx's end or
+// Close, and attempts again.
+func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration) (Attempt, error) {
+	var limit <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		limit = t.C
+	}
+	r.Waiting = wait != 0
+	a, err := m.attempt(ctx, r)
+	if err != nil && r.Waiting {
+		m.abandon(ctx, r)
+	}
+	if err != nil || a.Acquired || wait == 0 {
+		return a, err
+	}
+	sub, err := m.core.Hub.Subscribe(ctx, m.kind.WaitChannel(r))
+	if err != nil {
+		m.abandon(ctx, r)
+		if ctx.Err() != nil {
+			return Attempt{}, notAcquired(ctx.Err())
+		}
+		return Attempt{}, m.core.closedOr(redisError("subscribe", m.name, err))
+	}
+	woken := false // a wake-up was taken and not yet used by an attempt
+	defer func() { sub.Leave(woken) }()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		a, err = m.attempt(ctx, r)
+		if err != nil || a.Acquired {
+			if err != nil {
+				m.abandon(ctx, r)
+			} else {
+				woken = false
+			}
+			return a, err
+		}
+		woken = false
+		var retryC <-chan time.Time
+		if a.Retry > 0 {
+			retry.Reset(a.Retry)
+			retryC = retry.C
+		}
+		select {
+		case <-sub.C():
+			woken = true
+		case <-retryC:
+		case <-limit:
+			m.abandon(ctx, r)
+			return Attempt{}, nil
+		case <-ctx.Done():
+			m.abandon(ctx, r)
+			return Attempt{}, notAcquired(ctx.Err())
+		case <-m.core.closed:
+			m.abandon(ctx, r)
+			return Attempt{}, notAcquired(ErrClosed)
+		}
+		retry.Stop()
+	}
+}
+
+// attempt runs the acquire script once. The script runs on a detached,
+// bounded context: if ctx ends meanwhile and the lock was won, the level is
+// given back and ctx's error returned, as if the attempt had not been made.
+func (m *Mutex) attempt(ctx context.Context, r Request) (Attempt, error) {
+	if err := ctx.Err(); err != nil {
+		return Attempt{}, notAcquired(err)
+	}
+	deadline := time.Now().Add(attemptTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Add(attemptGrace).Before(deadline) {
+		deadline = d.Add(attemptGrace)
+	}
+	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	a, err := m.kind.Acquire(actx, r)
+	cancel()
+	if err != nil {
+		return Attempt{}, m.core.closedOr(redisError("acquire", m.name, err))
+	}
+	if a.Acquired && ctx.Err() != nil {
+		m.giveBack(ctx, r)
+		return Attempt{}, notAcquired(ctx.Err())
+	}
+	return a, nil
+}
+
+// giveBack releases the level an attempt won after its caller gave up.
+func (m *Mutex) giveBack(ctx context.Context, r Request) {
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	_, _ = m.kind.Release(dctx, r, m.core.requestID())
+}
+
+// abandon tells the kind that a waiting acquisition gave up.
+func (m *Mutex) abandon(ctx context.Context, r Request) {
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	_ = m.kind.Abandon(dctx, r)
+}
+
+// Unlock releases one hold level of the owner in ctx (or of the handle's
+// anonymous hold). It runs on a detached context, so it works when ctx has
+// already ended.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	owner, err := m.holder(ctx)
+	if err != nil {
+		return err
+	}
+	if owner == "" {
+		return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold on this handle", ErrNotHeld, m.name)
+	}
+	field := Field(m.core.ID, owner)
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	h, lease := m.core.beginRelease(m.name, field)
+	remaining, err := m.kind.Release(dctx, m.request(field, lease), m.core.requestID())
+	m.core.endRelease(h, remaining, err)
+	if err != nil {
+		return m.core.closedOr(redisError("unlock", m.name, err))
+	}
+	if remaining <= 0 {
+		m.mu.Lock()
+		if m.anon == owner {
+			m.anon = ""
+		}
+		m.mu.Unlock()
+	}
+	if remaining < 0 {
+		return fmt.Errorf("%w: %q by owner %q", ErrNotHeld, m.name, owner)
+	}
+	return nil
+}
+
+// ForceUnlock deletes the lock whoever holds it, on a detached context.
+// Holds of this Client on the lock end as lost.
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	ok, err := m.kind.ForceRelease(dctx, m.core, m.name)
+	if err != nil {
+		return false, m.core.closedOr(redisError("force unlock", m.name, err))
+	}
+	if ok {
+		m.core.endAll(m.name, fmt.Errorf("%w: %q was force-unlocked", ErrLockLost, m.name))
+	}
+	return ok, nil
+}
+
+// IsLocked reports whether anyone holds the lock.
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	n, err := m.core.RDB.Do(ctx, m.core.RDB.B().Exists().Key(m.name).Build()).AsInt64()
+	if err != nil {
+		return false, m.core.closedOr(redisError("exists", m.name, err))
+	}
+	return n == 1, nil
+}
+
+// HoldCount is the hold count of the owner in ctx (or of the handle's
+// anonymous hold); 0 when it holds nothing.
+func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	owner, err := m.holder(ctx)
+	if err != nil || owner == "" {
+		return 0, err
+	}
+	n, err := m.core.RDB.Do(ctx, m.core.RDB.B().Hget().Key(m.name).Field(Field(m.core.ID, owner)).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, m.core.closedOr(redisError("hold count", m.name, err))
+	}
+	return int(n), nil
+}
+
+// IsHeldByOwner reports whether the owner in ctx (or the handle's anonymous
+// hold) holds the lock.
+func (m *Mutex) IsHeldByOwner(ctx context.Context) (bool, error) {
+	n, err := m.HoldCount(ctx)
+	return n > 0, err
+}
+
+// RemainingLease is the lock's remaining lease: 0 when it is not locked, a
+// negative duration when the key has no expiry (not written by relock).
+func (m *Mutex) RemainingLease(ctx context.Context) (time.Duration, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	ms, err := m.core.RDB.Do(ctx, m.core.RDB.B().Pttl().Key(m.name).Build()).AsInt64()
+	if err != nil {
+		return 0, m.core.closedOr(redisError("pttl", m.name, err))
+	}
+	switch {
+	case ms == -2:
+		return 0, nil
+	case ms < 0:
+		return -1, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Done returns a channel that is closed when the current hold of the owner
+// in ctx (or the handle's anonymous hold) ends: by its final Unlock, by
+// loss, or by Close. When the owner holds nothing this Client knows of, the
+// channel is already closed.
+func (m *Mutex) Done(ctx context.Context) <-chan struct{} {
+	owner, err := m.holder(ctx)
+	if err == nil && owner != "" {
+		if h := m.core.lookup(m.name, Field(m.core.ID, owner)); h != nil {
+			return h.Done()
+		}
+	}
+	return closedChan
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Do acquires the lock on the watchdog lease, runs fn, and releases it.
+// fn's context is cancelled with cause ErrLockLost as soon as the hold is
+// known to be lost (or ErrClosed at Close); Do then returns fn's error
+// joined with that cause. If acquiring fails, fn does not run.
+// With no owner in ctx, Do acts for a fresh owner and puts it in fn's
+// context, so calls made with that context re-enter.
+func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return invalid("nil function given to Do")
+	}
+	if _, ok := OwnerFrom(ctx); !ok {
+		ctx = WithOwner(ctx, m.core.AnonymousOwner())
+	}
+	if _, _, err := m.Acquire(ctx, NoLimit, 0); err != nil {
+		return err
+	}
+	owner, _ := OwnerFrom(ctx)
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	unwatch := func() {}
+	if h := m.core.lookup(m.name, Field(m.core.ID, owner)); h != nil {
+		unwatch = h.watch(cancel)
+	} else {
+		cancel(fmt.Errorf("%w: %q", ErrLockLost, m.name))
+	}
+	err := fn(fnCtx)
+	unwatch()
+	cause := context.Cause(fnCtx)
+	if !errors.Is(cause, ErrLockLost) && !errors.Is(cause, ErrClosed) {
+		cause = nil
+	}
+	uerr := m.Unlock(ctx)
+	switch {
+	case cause != nil:
+		return joinNew(err, cause)
+	case uerr != nil:
+		return errors.Join(err, uerr)
+	}
+	return err
+}
+
+// joinNew joins err and cause unless err already matches cause.
+func joinNew(err, cause error) error {
+	if err == nil {
+		return cause
+	}
+	if errors.Is(err, cause) {
+		return err
+	}
+	return errors.Join(err, cause)
+}
+
+// requestID names one release request for the unlock latch.
+func (c *Core) requestID() string {
+	return c.ID + ":" + strconv.FormatUint(c.requests.Add(1), 10)
+}
+
+// endAll ends every hold of this Client on name with cause.
+func (c *Core) endAll(name string, cause error) {
+	c.mu.Lock()
+	var hs []*Hold
+	for k, h := range c.holds {
+		if k.name == name && h.count > 0 {
+			hs = append(hs, h)
+		}
+	}
+	c.mu.Unlock()
+	for _, h := range hs {
+		h.end(cause)
+	}
+}
+
+// Token is the fencing token of the current hold of the owner in ctx (or
+// of the handle's anonymous hold).
+func (m *Mutex) Token(ctx context.Context) (int64, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	owner, err := m.holder(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if owner != "" {
+		token, err := lua.FencedToken.Exec(ctx, m.core.RDB,
+			[]string{m.name, Derived(TokenPrefix, m.name)}, []string{Field(m.core.ID, owner)}).AsInt64()
+		if err == nil {
+			return token, nil
+		}
+		if !rueidis.IsRedisNil(err) {
+			return 0, m.core.closedOr(redisError("token", m.name, err))
+		}
+	}
+	return 0, fmt.Errorf("%w: %q: no hold, so no token", ErrNotHeld, m.name)
+}

@@ -1,0 +1,49 @@
+package redistest
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+var shared struct {
+	once sync.Once
+	srv  *Server
+	err  error
+}
+
+// Shared returns the test package's own server, started on first use and
+// stopped by Main. Tests that kill, pause or restart a server use Start.
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	srv, err := SharedServer()
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	return srv
+}
+
+// SharedServer is Shared for code without a testing.TB, such as examples.
+func SharedServer() (*Server, error) {
+	shared.once.Do(func() { shared.srv, shared.err = StartServer() })
+	return shared.srv, shared.err
+}
+
+// Main is the body of a test package's TestMain: it runs the tests, stops
+// the shared server, and fails the run if a goroutine outlived its test.
+func Main(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	if shared.srv != nil {
+		_ = shared.srv.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

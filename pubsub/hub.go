@@ -1,0 +1,434 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Wake says which local waiters of a channel a message wakes.
+type Wake int
+
+const (
+	// WakeOne wakes the longest-waiting local waiter of the channel that has
+	// no wake-up pending yet. If every waiter already has one, the message
+	// changes nothing.
+	WakeOne Wake = iota
+	// WakeAll wakes every local waiter of the channel.
+	WakeAll
+	// Ignore wakes nobody.
+	Ignore
+)
+
+// ErrClosed is returned by [Hub.Subscribe] once the hub is closed.
+var ErrClosed = errors.New("pubsub: hub closed")
+
+// DefaultLinger is the linger used when [Options.Linger] is zero.
+const DefaultLinger = 200 * time.Millisecond
+
+const (
+	// maxBatch bounds the channels named by one SUBSCRIBE or UNSUBSCRIBE.
+	maxBatch = 1000
+	// Reconnection backoff: the first retry is immediate, then the delay
+	// doubles from backoffMin up to backoffMax.
+	backoffMin = 10 * time.Millisecond
+	backoffMax = time.Second
+)
+
+// Options configure a [Hub]. The zero value is ready to use.
+type Options struct {
+	// Linger is how long a channel stays subscribed after its last local
+	// waiter left; a waiter arriving meanwhile needs no new SUBSCRIBE.
+	// Zero means DefaultLinger (200ms); a negative value unsubscribes as
+	// soon as the last waiter leaves.
+	Linger time.Duration
+	// Policy decides, for each message received, which waiters of its
+	// channel are woken. It runs on the connection's reader goroutine and
+	// must be quick and must not block. Nil wakes every waiter
+	// ([WakeAll]) for every message; a value other than WakeOne, WakeAll
+	// and Ignore is treated as Ignore. It must not panic.
+	Policy func(channel, payload string) Wake
+}
+
+// Hub multiplexes the local waiters of many channels over one Redis
+// subscription connection. Its methods are safe for concurrent use.
+// A Hub must be closed with [Hub.Close] to stop its goroutine.
+type Hub struct {
+	rdb    rueidis.Client
+	linger time.Duration
+	policy func(channel, payload string) Wake
+
+	ctx    context.Context // ends at Close; bounds the hub's own I/O
+	cancel context.CancelFunc
+	kick   chan struct{} // tells the loop there is work (1-buffered)
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	closed     bool
+	started    bool
+	chans      map[string]*topic
+	pending    []*topic // channels waiting for SUBSCRIBE, in order
+	idleHead   *topic   // lingering channels, oldest first
+	idleTail   *topic
+	subscribed int // channels subscribed on the server
+}
+
+// op is the command the loop currently has in flight for a channel.
+type op uint8
+
+const (
+	opNone op = iota
+	opSub
+	opUnsub
+)
+
+// topic is the hub's state for one Redis channel. It exists while the
+// channel has waiters, is queued, is in flight or is subscribed.
+type topic struct {
+	name       string
+	head, tail *Waiter // waiters in arrival order
+	n          int     // number of waiters
+	attempt    *attempt
+
+	idleAt             time.Time // when the last waiter left (valid if idle)
+	idlePrev, idleNext *topic
+
+	op       op
+	onServer bool // subscribed on the current connection
+	queued   bool // in Hub.pending
+	solo     bool // a batch with it was refused: send it alone next time
+	idle     bool // in the idle (linger) list
+	resub    bool // wake every waiter once subscribed again
+}
+
+// attempt is one effort to subscribe a channel; the Subscribe calls that
+// need the channel's subscription wait for it to be done.
+type attempt struct {
+	done  chan struct{}
+	err   error
+	tries int // SUBSCRIBE commands sent for it
+}
+
+func (a *attempt) finish(err error) {
+	a.err = err
+	close(a.done)
+}
+
+// Waiter is one local waiter on a channel, returned by [Hub.Subscribe].
+// It receives wake-ups on [Waiter.C] until [Waiter.Leave].
+type Waiter struct {
+	h          *Hub
+	c          *topic
+	prev, next *Waiter
+	wake       chan struct{}
+	left       bool
+}
+
+// New returns a hub that subscribes through rdb. It does no I/O: the
+// subscription connection is made on the first [Hub.Subscribe]. The hub
+// does not own rdb; close the hub before rdb.
+func New(rdb rueidis.Client, opt Options) *Hub {
+	linger := opt.Linger
+	switch {
+	case linger == 0:
+		linger = DefaultLinger
+	case linger < 0:
+		linger = 0
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Hub{
+		rdb:    rdb,
+		linger: linger,
+		policy: opt.Policy,
+		ctx:    ctx,
+		cancel: cancel,
+		kick:   make(chan struct{}, 1),
+		chans:  make(map[string]*topic),
+	}
+}
+
+// Subscribe registers a new waiter on channel. When the channel is not yet
+// subscribed (nor lingering), Subscribe makes the hub send SUBSCRIBE and
+// returns only after the server confirmed it, so that any PUBLISH on
+// channel made after Subscribe returns reaches the waiter. Concurrent
+// calls for one channel share one SUBSCRIBE; calls for different channels
+// may share one command.
+//
+// It fails with [ErrClosed] once the hub is closed, with the Redis or
+// connection error when the subscription could not be made, and with
+// ctx's error when ctx ends first. On error no waiter is left registered.
+func (h *Hub) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, err)
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if !h.started {
+		h.started = true
+		h.wg.Add(1)
+		go h.run()
+	}
+	c := h.chans[channel]
+	if c == nil {
+		c = &topic{name: channel}
+		h.chans[channel] = c
+	}
+	w := &Waiter{h: h, c: c, wake: make(chan struct{}, 1)}
+	c.push(w)
+	if c.idle {
+		h.idleRemove(c)
+	}
+	if c.onServer && c.op == opNone {
+		h.mu.Unlock()
+		return w, nil
+	}
+	a := c.attempt
+	if a == nil {
+		a = &attempt{done: make(chan struct{})}
+		c.attempt = a
+		// A channel with a command in flight is looked at again by the
+		// loop when the command is answered.
+		if c.op == opNone && !c.queued {
+			h.enqueue(c)
+		}
+	}
+	h.mu.Unlock()
+
+	select {
+	case <-a.done:
+		if a.err == nil {
+			return w, nil
+		}
+		w.Leave(false)
+		if errors.Is(a.err, ErrClosed) {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, a.err)
+	case <-ctx.Done():
+		w.Leave(false)
+		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, ctx.Err())
+	}
+}
+
+// C returns the channel on which the waiter receives wake-ups. It has
+// room for one wake-up: wake-ups that arrive while one is pending merge
+// into it.
+func (w *Waiter) C() <-chan struct{} { return w.wake }
+
+// Leave unregisters the waiter; calling it again does nothing. If the
+// waiter had a wake-up pending, or passOn is true (the caller took a
+// wake-up from C but did not use it), one wake-up is handed to the next
+// waiter of the channel, if there is one. When the channel has no waiter
+// left, it is unsubscribed after the hub's linger unless a new waiter
+// arrives first.
+func (w *Waiter) Leave(passOn bool) {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.left {
+		return
+	}
+	w.left = true
+	c := w.c
+	c.remove(w)
+	select {
+	case <-w.wake:
+		passOn = true
+	default:
+	}
+	if passOn {
+		c.wakeOne()
+	}
+	h.settle(c)
+}
+
+// Subscribed returns the number of channels currently subscribed on the
+// server by the hub, lingering ones included.
+func (h *Hub) Subscribed() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.subscribed
+}
+
+// Close closes the hub: Subscribe calls in progress and later fail with
+// [ErrClosed], every waiter still registered gets a wake-up, the
+// subscription connection is closed, and Close waits for the hub's
+// goroutine to end. Waiters may still call Leave. Close is idempotent and
+// always returns nil.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		for _, c := range h.chans {
+			c.wakeAll()
+			if c.attempt != nil {
+				c.attempt.finish(ErrClosed)
+				c.attempt = nil
+			}
+		}
+	}
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+	return nil
+}
+
+// onMessage is the connection's message hook. It runs on the reader
+// goroutine and never blocks beyond the hub's short critical sections.
+func (h *Hub) onMessage(m rueidis.PubSubMessage) {
+	wake := WakeAll
+	if h.policy != nil {
+		wake = h.policy(m.Channel, m.Message)
+	}
+	if wake != WakeOne && wake != WakeAll {
+		return
+	}
+	h.mu.Lock()
+	if c := h.chans[m.Channel]; c != nil {
+		if wake == WakeOne {
+			c.wakeOne()
+		} else {
+			c.wakeAll()
+		}
+	}
+	h.mu.Unlock()
+}
+
+// push appends w to the channel's waiters.
+func (c *topic) push(w *Waiter) {
+	w.prev = c.tail
+	if c.tail != nil {
+		c.tail.next = w
+	} else {
+		c.head = w
+	}
+	c.tail = w
+	c.n++
+}
+
+// remove unlinks w from the channel's waiters.
+func (c *topic) remove(w *Waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		c.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		c.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	c.n--
+}
+
+// wakeOne gives a wake-up to the oldest waiter that has none pending.
+func (c *topic) wakeOne() {
+	for w := c.head; w != nil; w = w.next {
+		select {
+		case w.wake <- struct{}{}:
+			return
+		default:
+		}
+	}
+}
+
+// wakeAll gives a wake-up to every waiter that has none pending.
+func (c *topic) wakeAll() {
+	for w := c.head; w != nil; w = w.next {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// enqueue queues c for SUBSCRIBE and wakes the loop. h.mu is held.
+func (h *Hub) enqueue(c *topic) {
+	c.queued = true
+	h.pending = append(h.pending, c)
+	h.poke()
+}
+
+// poke wakes the loop without blocking.
+func (h *Hub) poke() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// settle brings c in line with its waiters after a change: a subscribed
+// channel without waiters starts to linger, a channel nobody needs any
+// more is forgotten. h.mu is held.
+func (h *Hub) settle(c *topic) {
+	if c.n > 0 {
+		if c.idle {
+			h.idleRemove(c)
+		}
+		return
+	}
+	if c.op != opNone {
+		return // the loop settles c when its command is answered
+	}
+	if c.attempt != nil {
+		// Every Subscribe waiting for it has given up.
+		c.attempt.finish(errNoWaiters)
+		c.attempt = nil
+	}
+	if c.queued {
+		return // the loop drops it from the queue
+	}
+	if c.onServer {
+		if !c.idle {
+			h.idlePush(c)
+		}
+		return
+	}
+	if h.chans[c.name] == c {
+		delete(h.chans, c.name)
+	}
+}
+
+// errNoWaiters finishes an attempt that nobody waits for any more.
+var errNoWaiters = errors.New("pubsub: no waiters left")
+
+// idlePush appends c to the linger list. h.mu is held.
+func (h *Hub) idlePush(c *topic) {
+	c.idle = true
+	c.idleAt = time.Now()
+	c.idlePrev, c.idleNext = h.idleTail, nil
+	if h.idleTail != nil {
+		h.idleTail.idleNext = c
+	} else {
+		h.idleHead = c
+		h.poke() // the loop's timer must learn of the new first deadline
+	}
+	h.idleTail = c
+}
+
+// idleRemove takes c off the linger list. h.mu is held.
+func (h *Hub) idleRemove(c *topic) {
+	if !c.idle {
+		return
+	}
+	if c.idlePrev != nil {
+		c.idlePrev.idleNext = c.idleNext
+	} else {
+		h.idleHead = c.idleNext
+	}
+	if c.idleNext != nil {
+		c.idleNext.idlePrev = c.idlePrev
+	} else {
+		h.idleTail = c.idlePrev
+	}
+	c.idlePrev, c.idleNext = nil, nil
+	c.idle = false
+}

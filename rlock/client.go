@@ -1,0 +1,112 @@
+package rlock
+
+import (
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/lockcore"
+)
+
+// Client hands out locks. It owns one watchdog (one goroutine renewing
+// every lease it holds) and one pub/sub connection shared by every waiter.
+// A Client is safe for concurrent use; create one per process and share it.
+type Client struct {
+	core *lockcore.Core
+}
+
+// Option configures a Client.
+type Option func(*lockcore.Config)
+
+// WithWatchdogTimeout sets the lease that the watchdog keeps renewing while
+// a lock taken without a lease is held. Renewals run every d/3. A holder
+// that dies without unlocking blocks others for at most d.
+// The default is 30s; d must be between 30ms and 100 years.
+func WithWatchdogTimeout(d time.Duration) Option {
+	return func(c *lockcore.Config) { c.WatchdogTimeout, c.WatchdogTimeoutSet = d, true }
+}
+
+// WithLostHandler sets a function called when a hold on the watchdog lease
+// is lost: a renewal found it gone (expired, deleted, force-unlocked) or no
+// renewal succeeded before the lease ran out. It runs on the watchdog's
+// goroutine and must return quickly. The default is none.
+func WithLostHandler(fn func(name, owner string, cause error)) Option {
+	return func(c *lockcore.Config) { c.OnLost = fn }
+}
+
+// NewClient builds a rueidis client from opt and a Client that owns it:
+// Close closes both. Unless opt.PipelineMultiplex is set, every command
+// is pipelined on one connection (rueidis would open up to four): lock
+// traffic is many small scripts, which one auto-pipelined connection
+// carries best, and the Client then uses two connections in all (one more
+// for pub/sub).
+func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
+	cfg := config(opts)
+	if err := lockcore.CheckConfig(cfg); err != nil {
+		return nil, err
+	}
+	if opt.PipelineMultiplex == 0 {
+		opt.PipelineMultiplex = -1
+	}
+	rdb, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RDB, cfg.OwnsRDB = rdb, true
+	core, err := lockcore.NewCore(cfg)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &Client{core: core}, nil
+}
+
+// New returns a Client that uses rdb, which the caller owns: Close leaves
+// it open.
+func New(rdb rueidis.Client, opts ...Option) (*Client, error) {
+	cfg := config(opts)
+	cfg.RDB = rdb
+	core, err := lockcore.NewCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{core: core}, nil
+}
+
+func config(opts []Option) lockcore.Config {
+	var cfg lockcore.Config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+// Close stops lease renewals and subscriptions and waits for them. Waits in
+// progress end with an error matching ErrNotAcquired and ErrClosed; the
+// contexts of running Do functions are cancelled with cause ErrClosed.
+// Locks still held are not released: they expire when their lease runs
+// out. Every call after Close returns ErrClosed. Close is idempotent.
+func (c *Client) Close() error { return c.core.Close() }
+
+// ID is the UUID, made once per Client, at the start of every hash field
+// this Client writes ("<ID>:<owner>").
+func (c *Client) ID() string { return c.core.ID }
+
+// GetLock returns a handle on the reentrant lock name. It does no I/O; a
+// bad name is reported by the handle's methods.
+func (c *Client) GetLock(name string) *Lock {
+	return &Lock{m: lockcore.NewMutex(c.core, name, lockcore.Reentrant{})}
+}
+
+// GetFairLock returns a handle on the fair (FIFO) lock name. It does no
+// I/O; a bad name is reported by the handle's methods.
+func (c *Client) GetFairLock(name string) *fairlock.Lock {
+	return fairlock.New(c.core, name)
+}
+
+// GetFencedLock returns a handle on the fenced lock name: a reentrant lock
+// whose every new acquisition gets a fencing token.
+func (c *Client) GetFencedLock(name string) *FencedLock {
+	return &FencedLock{lock{m: lockcore.NewMutex(c.core, name, lockcore.Fenced{})}}
+}

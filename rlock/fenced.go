@@ -1,0 +1,44 @@
+package rlock
+
+import (
+	"context"
+	"time"
+)
+
+// FencedLock is a Lock whose every new acquisition (not a re-entry) gets a
+// fencing token, strictly greater than every token handed out before for
+// its name, even after the lock expired or was deleted. The counter is the
+// Redis key redisson_lock_token:{name}, which never expires.
+//
+// A lease can run out while its holder is paused (a long GC, a stopped VM)
+// and the holder then acts as if it still held the lock. Pass the token to
+// the resource with every write and have the resource refuse a token older
+// than one it has seen: that, not the lock alone, protects the resource.
+//
+// FencedLock has every method of Lock (Name, Lock, LockLease, TryLock,
+// Unlock, ForceUnlock, IsLocked, IsHeldByOwner, HoldCount, RemainingLease,
+// Do, Done), promoted from the Lock it embeds.
+type FencedLock struct {
+	lock
+}
+
+// lock lets FencedLock embed Lock without a field named Lock, which would
+// hide the Lock method.
+type lock = Lock
+
+// LockAndGetToken is Lock that returns the hold's token. A re-entry
+// returns the token of the hold it re-enters.
+func (l *FencedLock) LockAndGetToken(ctx context.Context) (int64, error) {
+	token, _, err := l.lock.m.Acquire(ctx, -1, 0)
+	return token, err
+}
+
+// TryLockAndGetToken is TryLock that returns the hold's token.
+func (l *FencedLock) TryLockAndGetToken(ctx context.Context, wait, lease time.Duration) (token int64, ok bool, err error) {
+	return l.lock.m.TryAcquire(ctx, wait, lease)
+}
+
+// Token is the token of the current hold of the owner in ctx (without one:
+// the handle's anonymous hold). It returns an error matching ErrNotHeld if
+// that owner holds nothing.
+func (l *FencedLock) Token(ctx context.Context) (int64, error) { return l.lock.m.Token(ctx) }

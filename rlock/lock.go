@@ -1,0 +1,100 @@
+package rlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/relock-go/relock/internal/lockcore"
+)
+
+// Lock is a handle on a reentrant lock, held in the Redis hash <name> with
+// one field "<clientID>:<owner>" -> hold count. Handles are cheap and safe
+// for concurrent use; any number of handles may name the same lock.
+type Lock struct {
+	m *lockcore.Mutex
+}
+
+// Name is the lock's name: the key of its Redis hash.
+func (l *Lock) Name() string { return l.m.Name() }
+
+// Lock acquires l for the owner in ctx, waiting until it is free or ctx
+// ends. It holds the lock on the watchdog lease, renewed while the owner
+// holds it. If the owner already holds l, Lock re-enters it: the hold count
+// goes up by one and the lease is reset. If Lock returns an error, the
+// owner does not hold l (beyond what it held before) and no waiter state is
+// left behind; when ctx ended the wait, the error matches both
+// ErrNotAcquired and ctx.Err(); when Close did, ErrNotAcquired and
+// ErrClosed.
+func (l *Lock) Lock(ctx context.Context) error { return l.m.Lock(ctx) }
+
+// LockLease is Lock with a fixed lease: the lock expires lease after it was
+// taken (or re-entered) unless unlocked first, and is never renewed. lease
+// must be at least 1ms; it is rounded up to whole milliseconds.
+func (l *Lock) LockLease(ctx context.Context, lease time.Duration) error {
+	return l.m.LockLease(ctx, lease)
+}
+
+// TryLock acquires l like Lock but gives up after wait: wait 0 makes one
+// attempt. lease 0 holds on the watchdog lease; lease > 0 is a fixed lease
+// (at least 1ms). It returns (true, nil) when the owner holds l, (false,
+// nil) when the wait ended without it while ctx is still live, and (false,
+// err) otherwise: a context that ended, a closed Client, a Redis error,
+// ErrInvalidArgument.
+func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	return l.m.TryLock(ctx, wait, lease)
+}
+
+// Unlock releases one hold level of the owner in ctx; the last level
+// deletes the lock and wakes a waiter. Without an owner in ctx it releases
+// the handle's current anonymous hold. It returns an error matching
+// ErrNotHeld, and changes nothing, when the owner holds nothing.
+//
+// Unlock runs on a short context detached from ctx, so it works when ctx
+// has already ended. A resent Unlock (after a dropped connection) cannot
+// release twice: each request is latched in Redis for a few seconds. If
+// Unlock returns another error, the outcome is unknown; the hold is no
+// longer renewed and ends at the latest when its lease runs out.
+func (l *Lock) Unlock(ctx context.Context) error { return l.m.Unlock(ctx) }
+
+// ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
+// reports whether there was a hold. It works when ctx has already ended.
+// Holds of this Client on the lock are reported lost.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) { return l.m.ForceUnlock(ctx) }
+
+// IsLocked reports whether any owner holds the lock.
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) { return l.m.IsLocked(ctx) }
+
+// IsHeldByOwner reports whether the owner in ctx (without one: the
+// handle's anonymous hold) holds the lock.
+func (l *Lock) IsHeldByOwner(ctx context.Context) (bool, error) { return l.m.IsHeldByOwner(ctx) }
+
+// HoldCount is the hold count of the owner in ctx (without one: of the
+// handle's anonymous hold); 0 when it holds nothing.
+func (l *Lock) HoldCount(ctx context.Context) (int, error) { return l.m.HoldCount(ctx) }
+
+// RemainingLease is the time left on the lock's lease, whoever holds it: 0
+// with no error when it is not locked, and a negative duration when its
+// key has no expiry (never the case for a lock relock wrote).
+func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
+	return l.m.RemainingLease(ctx)
+}
+
+// Do acquires l like Lock (watchdog lease), runs fn, then unlocks. fn's
+// context is derived from ctx and carries the owner; it is cancelled with
+// context.Cause ErrLockLost as soon as the hold is known to be lost, and
+// with cause ErrClosed when the Client closes. Do returns fn's error; if the
+// hold was lost while fn ran, the error also matches ErrLockLost. If
+// acquiring fails, fn does not run and Do returns that error. The release
+// works even when ctx has ended. A nil fn is ErrInvalidArgument.
+func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return l.m.Do(ctx, fn)
+}
+
+// Done returns a channel that is closed when the current hold of the owner
+// in ctx (without one: the handle's anonymous hold) ends, by its final
+// Unlock, by loss, or by Close. It is how a user of Lock and Unlock learns
+// that a hold on the watchdog lease was lost: select on it beside the
+// work. If the owner holds nothing this Client knows of, the channel is
+// already closed. A hold on a fixed lease is not watched: its channel
+// closes at its final Unlock only.
+func (l *Lock) Done(ctx context.Context) <-chan struct{} { return l.m.Done(ctx) }

@@ -1,0 +1,27 @@
+package rlock
+
+import (
+	"context"
+
+	"github.com/relock-go/relock/internal/lockcore"
+)
+
+// WithOwner returns a copy of ctx that carries owner. Every lock call made
+// with that context, on any handle of the same Client, acts for that owner:
+// taking a lock it already holds re-enters it and raises its hold count.
+//
+// An owner is any non-empty string of at most 256 bytes without control
+// characters. An invalid owner is reported, as ErrInvalidArgument, by the
+// lock call that uses it. Owners of the form "anon-<number>" are reserved
+// for anonymous holds.
+//
+// A context without an owner gets a fresh owner for each acquisition: the
+// lock then behaves like sync.Mutex and is not reentrant.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return lockcore.WithOwner(ctx, owner)
+}
+
+// OwnerFrom returns the owner ctx carries, if any.
+func OwnerFrom(ctx context.Context) (owner string, ok bool) {
+	return lockcore.OwnerFrom(ctx)
+}
