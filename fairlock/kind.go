@@ -37,10 +37,11 @@ func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 	if r.Waiting {
 		join = "1"
 	}
-	pttl, err := lua.FairAcquire.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field, strconv.FormatInt(WaiterTimeout.Milliseconds(), 10), join}).AsInt64()
+	res, unsynced := r.Core.RunAcquire(ctx, lua.FairAcquire, []string{r.Name, queue, timeouts},
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field, strconv.FormatInt(WaiterTimeout.Milliseconds(), 10), join})
+	pttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
-		return lockcore.Attempt{Acquired: true}, nil
+		return lockcore.Attempt{Acquired: true, Unsynced: unsynced}, nil
 	}
 	if err != nil {
 		return lockcore.Attempt{}, err

@@ -3,9 +3,9 @@
 // what it returns.
 //
 // Scripts that are safe to send twice (an owner-checked renewal, a read, an
-// unlock guarded by a per-request latch key) are built with
-// rueidis.NewLuaScriptRetryable; the others are never resent, because a
-// resent HINCRBY adds a hold level.
+// unlock guarded by a per-request latch key) are marked retryable, so
+// rueidis resends them after a connection error; the others are never
+// resent, because a resent HINCRBY adds a hold level.
 //
 // The fair-lock scripts that read the queue are built as fair_prune.lua
 // followed by the script's own file, so the pruning of dead waiters is
@@ -13,10 +13,32 @@
 package lua
 
 import (
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 
 	"github.com/redis/rueidis"
 )
+
+// Script is a Lua script with its source and SHA1, for callers that
+// pipeline it with other commands themselves (EVALSHA, then EVAL on
+// NOSCRIPT).
+type Script struct {
+	*rueidis.Lua
+	Body string
+	SHA1 string
+}
+
+func script(body string, retryable bool) *Script {
+	sum := sha1.Sum([]byte(body))
+	s := &Script{Body: body, SHA1: hex.EncodeToString(sum[:])}
+	if retryable {
+		s.Lua = rueidis.NewLuaScriptRetryable(body)
+	} else {
+		s.Lua = rueidis.NewLuaScript(body)
+	}
+	return s
+}
 
 var (
 	//go:embed lock_acquire.lua
@@ -47,33 +69,33 @@ var (
 
 var (
 	// LockAcquire takes or re-enters a reentrant lock. Never resent.
-	LockAcquire = rueidis.NewLuaScript(lockAcquire)
+	LockAcquire = script(lockAcquire, false)
 	// LockUnlock releases one hold level; latched by request ID, so resending
 	// it is safe.
-	LockUnlock = rueidis.NewLuaScriptRetryable(lockUnlock)
+	LockUnlock = script(lockUnlock, true)
 	// LockForceUnlock deletes a lock whoever holds it. Never resent: a resent
 	// delete could remove a newer hold.
-	LockForceUnlock = rueidis.NewLuaScript(lockForceUnlock)
+	LockForceUnlock = script(lockForceUnlock, false)
 	// LockRenew resets the lease of a hold that still exists. Owner-checked,
 	// so resending it is safe.
-	LockRenew = rueidis.NewLuaScriptRetryable(lockRenew)
+	LockRenew = script(lockRenew, true)
 	// FencedAcquire takes or re-enters a fenced lock and returns its token.
 	// Never resent.
-	FencedAcquire = rueidis.NewLuaScript(fencedAcquire)
+	FencedAcquire = script(fencedAcquire, false)
 	// FencedToken reads the token of the caller's current hold. Read-only.
-	FencedToken = rueidis.NewLuaScriptRetryable(fencedToken)
+	FencedToken = script(fencedToken, true)
 	// FenceWrite writes a fenced register if the token is not stale. Not
 	// resent: a resent write could land after a newer one.
-	FenceWrite = rueidis.NewLuaScript(fenceWrite)
+	FenceWrite = script(fenceWrite, false)
 
 	// FairAcquire takes or re-enters a fair lock, or joins (refreshes a place
 	// in) its queue. Never resent.
-	FairAcquire = rueidis.NewLuaScript(fairPrune + fairAcquire)
+	FairAcquire = script(fairPrune + fairAcquire, false)
 	// FairUnlock releases one level of a fair lock and wakes the head of its
 	// queue; latched by request ID.
-	FairUnlock = rueidis.NewLuaScriptRetryable(fairPrune + fairUnlock)
+	FairUnlock = script(fairPrune + fairUnlock, true)
 	// FairAbandon takes a waiter out of a fair lock's queue. Idempotent.
-	FairAbandon = rueidis.NewLuaScriptRetryable(fairAbandon)
+	FairAbandon = script(fairAbandon, true)
 	// FairForceUnlock deletes a fair lock and wakes the head of its queue.
-	FairForceUnlock = rueidis.NewLuaScript(fairPrune + fairForceUnlock)
+	FairForceUnlock = script(fairPrune + fairForceUnlock, false)
 )

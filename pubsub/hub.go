@@ -52,15 +52,22 @@ type Options struct {
 	// ([WakeAll]) for every message; a value other than WakeOne, WakeAll
 	// and Ignore is treated as Ignore. It must not panic.
 	Policy func(channel, payload string) Wake
+	// Sharded uses sharded pub/sub (SSUBSCRIBE, Redis 7): each channel is
+	// subscribed on the node that serves its slot, over the client's own
+	// connections, with one goroutine per subscribed channel. Off by
+	// default: the one dedicated connection of classic pub/sub is cheaper,
+	// and Redisson publishes with PUBLISH.
+	Sharded bool
 }
 
 // Hub multiplexes the local waiters of many channels over one Redis
 // subscription connection. Its methods are safe for concurrent use.
 // A Hub must be closed with [Hub.Close] to stop its goroutine.
 type Hub struct {
-	rdb    rueidis.Client
-	linger time.Duration
-	policy func(channel, payload string) Wake
+	rdb     rueidis.Client
+	sharded bool
+	linger  time.Duration
+	policy  func(channel, payload string) Wake
 
 	ctx    context.Context // ends at Close; bounds the hub's own I/O
 	cancel context.CancelFunc
@@ -141,13 +148,14 @@ func New(rdb rueidis.Client, opt Options) *Hub {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Hub{
-		rdb:    rdb,
-		linger: linger,
-		policy: opt.Policy,
-		ctx:    ctx,
-		cancel: cancel,
-		kick:   make(chan struct{}, 1),
-		chans:  make(map[string]*topic),
+		rdb:     rdb,
+		sharded: opt.Sharded,
+		linger:  linger,
+		policy:  opt.Policy,
+		ctx:     ctx,
+		cancel:  cancel,
+		kick:    make(chan struct{}, 1),
+		chans:   make(map[string]*topic),
 	}
 }
 

@@ -1,24 +1,40 @@
 package pubsub
 
 import (
+	"context"
 	"errors"
 	"time"
 
 	"github.com/redis/rueidis"
 )
 
-// conn is the hub's subscription connection.
-type conn struct {
-	dc   rueidis.DedicatedClient
-	errs <-chan error // yields (at most once) why the hooks stopped
+// conn is the hub's subscription connection: the one dedicated connection
+// of classic pub/sub, or, in sharded mode, the set of SSUBSCRIBE receivers.
+type conn interface {
+	// subscribe subscribes names and returns once the server confirmed.
+	subscribe(ctx context.Context, names []string) error
+	// unsubscribe unsubscribes names.
+	unsubscribe(ctx context.Context, names []string) error
+	// broken yields (at most once) why the connection stopped working.
+	broken() <-chan error
+	close()
 }
 
 var errConnClosed = errors.New("pubsub: subscription connection closed")
 
-// connect takes a dedicated connection and installs the message hook.
-// A connection that could not be dialed fails here: rueidis reports its
-// error on the hooks' channel at once.
-func (h *Hub) connect() (*conn, error) {
+// dedicated is classic pub/sub over one dedicated connection.
+type dedicated struct {
+	dc   rueidis.DedicatedClient
+	errs <-chan error
+}
+
+// connect opens the hub's connection. A dedicated connection that could
+// not be dialed fails here: rueidis reports its error on the hooks'
+// channel at once.
+func (h *Hub) connect() (conn, error) {
+	if h.sharded {
+		return newShardedConn(h), nil
+	}
 	dc, _ := h.rdb.Dedicate()
 	errs := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: h.onMessage})
 	select {
@@ -30,8 +46,20 @@ func (h *Hub) connect() (*conn, error) {
 		return nil, err
 	default:
 	}
-	return &conn{dc: dc, errs: errs}, nil
+	return &dedicated{dc: dc, errs: errs}, nil
 }
+
+func (d *dedicated) subscribe(ctx context.Context, names []string) error {
+	return d.dc.Do(ctx, d.dc.B().Subscribe().Channel(names...).Build()).Error()
+}
+
+func (d *dedicated) unsubscribe(ctx context.Context, names []string) error {
+	return d.dc.Do(ctx, d.dc.B().Unsubscribe().Channel(names...).Build()).Error()
+}
+
+func (d *dedicated) broken() <-chan error { return d.errs }
+
+func (d *dedicated) close() { d.dc.Close() }
 
 // run is the hub's only goroutine. It owns the connection and sends every
 // SUBSCRIBE and UNSUBSCRIBE, one command at a time, so the state of the
@@ -39,7 +67,7 @@ func (h *Hub) connect() (*conn, error) {
 func (h *Hub) run() {
 	defer h.wg.Done()
 	var (
-		cn       *conn
+		cn       conn
 		failures int // connection failures since the last good SUBSCRIBE
 		timer    = time.NewTimer(time.Hour)
 	)
@@ -47,7 +75,7 @@ func (h *Hub) run() {
 	defer timer.Stop()
 	defer func() {
 		if cn != nil {
-			cn.dc.Close()
+			cn.close()
 		}
 	}()
 
@@ -70,7 +98,7 @@ func (h *Hub) run() {
 				if h.ctx.Err() != nil {
 					return
 				}
-				cn.dc.Close()
+				cn.close()
 				cn = nil
 				failures++
 				h.dropped()
@@ -86,7 +114,7 @@ func (h *Hub) run() {
 		// deadline, or the connection's end.
 		var errs <-chan error
 		if cn != nil {
-			errs = cn.errs
+			errs = cn.broken()
 		}
 		if d, ok := h.nextDeadline(); ok {
 			timer.Reset(time.Until(d))
@@ -96,7 +124,7 @@ func (h *Hub) run() {
 		case <-h.kick:
 		case <-timer.C:
 		case <-errs:
-			cn.dc.Close()
+			cn.close()
 			cn = nil
 			h.dropped()
 		}
@@ -174,14 +202,14 @@ func (h *Hub) nextDeadline() (time.Time, bool) {
 // step sends one batch of SUBSCRIBE and one of UNSUBSCRIBE, if there is
 // work for them. It reports whether it sent anything, and returns an error
 // when the connection is no longer usable.
-func (h *Hub) step(cn *conn) (worked bool, err error) {
+func (h *Hub) step(cn conn) (worked bool, err error) {
 	if subs := h.takePending(); len(subs) > 0 {
 		worked = true
 		names := make([]string, len(subs))
 		for i, c := range subs {
 			names[i] = c.name
 		}
-		err = cn.dc.Do(h.ctx, cn.dc.B().Subscribe().Channel(names...).Build()).Error()
+		err = cn.subscribe(h.ctx, names)
 		if fatal := h.subscribeDone(subs, err); fatal {
 			return worked, err
 		}
@@ -192,7 +220,7 @@ func (h *Hub) step(cn *conn) (worked bool, err error) {
 		for i, c := range unsubs {
 			names[i] = c.name
 		}
-		err = cn.dc.Do(h.ctx, cn.dc.B().Unsubscribe().Channel(names...).Build()).Error()
+		err = cn.unsubscribe(h.ctx, names)
 		if fatal := h.unsubscribeDone(unsubs, err); fatal {
 			return worked, err
 		}

@@ -35,6 +35,40 @@ func WithLostHandler(fn func(name, owner string, cause error)) Option {
 	return func(c *lockcore.Config) { c.OnLost = fn }
 }
 
+// WithShardedPubSub makes unlocks publish with SPUBLISH and waiters listen
+// with SSUBSCRIBE (Redis 7 sharded pub/sub). On Redis Cluster a message
+// then travels only within the shard that holds the lock, instead of over
+// the whole cluster bus, and each waiter subscribes on the node that
+// serves its lock (one goroutine per lock name being waited on).
+//
+// Turn it on for a large cluster with heavy lock traffic when every client
+// of these locks is relock with this option. Leave it off (the default)
+// when Redisson clients share the locks: they publish and subscribe with
+// classic PUBLISH/SUBSCRIBE and would neither wake nor be woken by ours.
+func WithShardedPubSub() Option {
+	return func(c *lockcore.Config) { c.ShardedPubSub = true }
+}
+
+// WithReplicaSync makes every acquisition wait, with WAIT, until at least
+// replicas replicas confirmed it, for up to timeout. When fewer confirm,
+// the acquisition is released and fails with an error matching
+// ErrNotAcquired and ErrReplicaSync. The default is no check.
+//
+// What it guarantees: when an acquisition succeeds, the lock's write was on
+// that many replicas at that moment, so a failover to one of them keeps the
+// hold. What it does not: WAIT does not make Redis strongly consistent. A
+// failover can still promote a replica that missed the write (Sentinel and
+// Cluster pick replicas by their offset, not by this check), renewals and
+// releases are not checked, and a replica that confirmed can still lose
+// the write if it restarts without persistence. Use fencing tokens for
+// safety; this check only narrows the window.
+//
+// The script and WAIT go out together on one connection from rueidis'
+// pool of dedicated connections (WAIT blocks its connection).
+func WithReplicaSync(replicas int, timeout time.Duration) Option {
+	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout = replicas, timeout }
+}
+
 // NewClient builds a rueidis client from opt and a Client that owns it:
 // Close closes both. Unless opt.PipelineMultiplex is set, every command
 // is pipelined on one connection (rueidis would open up to four): lock

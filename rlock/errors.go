@@ -20,4 +20,8 @@ var (
 	// wait, a negative lease or one under 1ms, a nil function. A call that
 	// returns it has sent nothing to Redis.
 	ErrInvalidArgument = lockcore.ErrInvalidArgument
+	// ErrReplicaSync: with WithReplicaSync, an acquisition that too few
+	// replicas confirmed in time; it was released, and the error also
+	// matches ErrNotAcquired.
+	ErrReplicaSync = lockcore.ErrReplicaSync
 )

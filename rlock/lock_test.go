@@ -416,6 +416,15 @@ func TestKilledServerIsAnError(t *testing.T) {
 	if _, err := l.IsLocked(tctx); err == nil {
 		t.Error("IsLocked on a dead server = nil error")
 	}
+	// A waiting Lock rides out the outage until its context ends, then
+	// reports both the context and the last Redis failure.
+	wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer wcancel()
+	err := c.GetLock("other").Lock(wctx)
+	if !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Lock on a dead server = %v, want ErrNotAcquired, DeadlineExceeded and the connection error", err)
+	}
 }
 
 func TestWaitEndedByContext(t *testing.T) {

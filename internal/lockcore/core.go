@@ -3,7 +3,9 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +43,13 @@ type Config struct {
 	WatchdogTimeoutSet bool
 	Linger          time.Duration // pub/sub linger; 0 for the hub's default
 	OnLost          func(name, owner string, cause error)
+	// ShardedPubSub publishes with SPUBLISH and waits with SSUBSCRIBE.
+	ShardedPubSub bool
+	// Replicas, when above 0, makes every acquisition wait (up to
+	// ReplicaTimeout) for that many replicas to confirm it, and fail
+	// otherwise.
+	Replicas       int
+	ReplicaTimeout time.Duration
 }
 
 // Core is the state one Client shares with every lock it hands out: the
@@ -53,9 +62,11 @@ type Core struct {
 	Hub             *pubsub.Hub
 	Watchdog        *watchdog.Watchdog
 
-	ownsRDB bool
-	onLost  func(name, owner string, cause error)
-	publish string
+	ownsRDB        bool
+	onLost         func(name, owner string, cause error)
+	publish        string
+	replicas       int
+	replicaTimeout time.Duration
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -86,10 +97,15 @@ func NewCore(cfg Config) (*Core, error) {
 		ownsRDB:         cfg.OwnsRDB,
 		onLost:          cfg.OnLost,
 		publish:         "publish",
+		replicas:        cfg.Replicas,
+		replicaTimeout:  cfg.ReplicaTimeout,
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*Hold),
 	}
-	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: wakePolicy})
+	if cfg.ShardedPubSub {
+		c.publish = "spublish"
+	}
+	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: wakePolicy, Sharded: cfg.ShardedPubSub})
 	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.renew})
 	return c, nil
 }
@@ -100,6 +116,12 @@ func CheckConfig(cfg Config) error {
 	d := cfg.WatchdogTimeout
 	if (d != 0 || cfg.WatchdogTimeoutSet) && (d < MinWatchdogTimeout || d > MaxLease) {
 		return invalid("watchdog timeout %v is outside [%v, %v]", d, MinWatchdogTimeout, MaxLease)
+	}
+	if cfg.Replicas < 0 {
+		return invalid("negative replica count %d", cfg.Replicas)
+	}
+	if cfg.Replicas > 0 && cfg.ReplicaTimeout < time.Millisecond {
+		return invalid("replica sync timeout %v is under 1ms", cfg.ReplicaTimeout)
 	}
 	return nil
 }
@@ -199,4 +221,32 @@ func (c *Core) closedOr(err error) error {
 		return errors.Join(err, ErrClosed)
 	}
 	return err
+}
+
+// RunAcquire runs an acquire script. With replica sync on, it pipelines
+// the script with WAIT on one connection (WAIT counts the acknowledgements
+// of that connection's writes) and returns, beside the script's reply, an
+// error matching ErrReplicaSync when fewer replicas confirmed in time.
+func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []string) (rueidis.RedisResult, error) {
+	if c.replicas == 0 {
+		return s.Exec(ctx, c.RDB, keys, args), nil
+	}
+	wait := func() rueidis.Completed {
+		return c.RDB.B().Wait().Numreplicas(int64(c.replicas)).Timeout(c.replicaTimeout.Milliseconds()).Build()
+	}
+	res := c.RDB.DoMulti(ctx,
+		c.RDB.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
+	if err := res[0].Error(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		// The script did not run: send its body.
+		res = c.RDB.DoMulti(ctx,
+			c.RDB.B().Eval().Script(s.Body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
+	}
+	acked, err := res[1].AsInt64()
+	switch {
+	case err != nil:
+		return res[0], fmt.Errorf("%w: WAIT: %w", ErrReplicaSync, err)
+	case acked < int64(c.replicas):
+		return res[0], fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrReplicaSync, acked, c.replicas, c.replicaTimeout)
+	}
+	return res[0], nil
 }

@@ -18,6 +18,9 @@ var (
 	ErrLockLost        = errors.New("relock: lock lost while held")
 	ErrClosed          = errors.New("relock: client closed")
 	ErrInvalidArgument = errors.New("relock: invalid argument")
+	// ErrReplicaSync: an acquisition that fewer replicas than required
+	// confirmed in time (it was released again).
+	ErrReplicaSync = errors.New("relock: too few replicas confirmed the acquisition")
 )
 
 // invalid returns an ErrInvalidArgument with detail.

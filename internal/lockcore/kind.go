@@ -27,6 +27,9 @@ type Attempt struct {
 	Acquired bool
 	// Token is the fencing token of the hold, for the kinds that have one.
 	Token int64
+	// Unsynced is set when the lock was taken but fewer replicas than
+	// required confirmed it: the caller gives it back and fails.
+	Unsynced error
 	// Retry is how long to sleep at most before the next attempt when no
 	// notification comes (the holder's remaining lease); 0 means only a
 	// notification, the wait limit or the context ends the sleep.
@@ -58,10 +61,11 @@ var _ Kind = Reentrant{}
 
 // Acquire runs lock_acquire.lua.
 func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
-	ttl, err := lua.LockAcquire.Exec(ctx, r.Core.RDB, []string{r.Name},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field}).AsInt64()
+	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, []string{r.Name},
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field})
+	ttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
-		return Attempt{Acquired: true}, nil
+		return Attempt{Acquired: true, Unsynced: unsynced}, nil
 	}
 	if err != nil {
 		return Attempt{}, err
@@ -111,9 +115,10 @@ type Fenced struct{ Reentrant }
 
 // Acquire runs fenced_acquire.lua.
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
-	vals, err := lua.FencedAcquire.Exec(ctx, r.Core.RDB,
+	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire,
 		[]string{r.Name, Derived(TokenPrefix, r.Name)},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field}).AsIntSlice()
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field})
+	vals, err := res.AsIntSlice()
 	if err != nil {
 		return Attempt{}, err
 	}
@@ -121,7 +126,7 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 		return Attempt{}, errUnexpected("fenced acquire", vals)
 	}
 	if vals[0] == 1 {
-		return Attempt{Acquired: true, Token: vals[1]}, nil
+		return Attempt{Acquired: true, Token: vals[1], Unsynced: unsynced}, nil
 	}
 	return Attempt{Retry: retryAfter(vals[1])}, nil
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/pubsub"
 )
 
 // NoLimit is the wait of Lock and LockLease: until the context ends.
@@ -168,6 +170,11 @@ func notAcquired(cause error) error {
 // unlock between the two is never missed), then sleeps until a
 // notification, the holder's remaining lease, the wait limit, ctx's end or
 // Close, and attempts again.
+//
+// A waiting call rides out transient failures (a dropped connection, a
+// failover, LOADING, READONLY, BUSY, OOM): it retries every retryBackoff
+// until the wait ends, and the error it then returns includes the last
+// failure. A single attempt (wait 0) returns the failure at once.
 func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration) (Attempt, error) {
 	var limit <-chan time.Time
 	if wait > 0 {
@@ -176,44 +183,69 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration) (Attemp
 		limit = t.C
 	}
 	r.Waiting = wait != 0
-	a, err := m.attempt(ctx, r)
-	if err != nil && r.Waiting {
-		m.abandon(ctx, r)
-	}
-	if err != nil || a.Acquired || wait == 0 {
-		return a, err
-	}
-	sub, err := m.core.Hub.Subscribe(ctx, m.kind.WaitChannel(r))
-	if err != nil {
-		m.abandon(ctx, r)
-		if ctx.Err() != nil {
-			return Attempt{}, notAcquired(ctx.Err())
+	var (
+		sub     *pubsub.Waiter
+		woken   bool  // a wake-up was taken and not yet used by an attempt
+		lastErr error // the last transient failure
+	)
+	defer func() {
+		if sub != nil {
+			sub.Leave(woken)
 		}
-		return Attempt{}, m.core.closedOr(redisError("subscribe", m.name, err))
-	}
-	woken := false // a wake-up was taken and not yet used by an attempt
-	defer func() { sub.Leave(woken) }()
+	}()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
 	for {
-		a, err = m.attempt(ctx, r)
-		if err != nil || a.Acquired {
-			if err != nil {
+		a, err := m.attempt(ctx, r)
+		if err != nil && r.Waiting && m.transient(ctx, err) {
+			lastErr, err = err, nil
+			a = Attempt{Retry: retryBackoff}
+		}
+		if err != nil && ctx.Err() != nil {
+			// The context ended: say so, and what failed before.
+			if !errors.Is(err, ErrNotAcquired) {
+				err = notAcquired(errors.Join(ctx.Err(), err))
+			}
+			if lastErr != nil {
+				err = errors.Join(err, lastErr)
+			}
+		}
+		if err != nil || a.Acquired || wait == 0 {
+			if err != nil && r.Waiting {
 				m.abandon(ctx, r)
-			} else {
+			}
+			if a.Acquired {
 				woken = false
 			}
 			return a, err
 		}
 		woken = false
+		if sub == nil {
+			// Subscribe after the first failed attempt, then attempt
+			// again at once: an unlock in between is not missed.
+			if sub, err = m.core.Hub.Subscribe(ctx, m.kind.WaitChannel(r)); err == nil {
+				continue
+			}
+			err = m.core.closedOr(redisError("subscribe", m.name, err))
+			if ctx.Err() != nil || !m.transient(ctx, err) {
+				m.abandon(ctx, r)
+				return Attempt{}, notAcquired(errors.Join(ctx.Err(), err))
+			}
+			lastErr = err
+			a.Retry = retryBackoff
+		}
 		var retryC <-chan time.Time
 		if a.Retry > 0 {
 			retry.Reset(a.Retry)
 			retryC = retry.C
 		}
+		var wake <-chan struct{}
+		if sub != nil {
+			wake = sub.C()
+		}
 		select {
-		case <-sub.C():
+		case <-wake:
 			woken = true
 		case <-retryC:
 		case <-limit:
@@ -221,7 +253,7 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration) (Attemp
 			return Attempt{}, nil
 		case <-ctx.Done():
 			m.abandon(ctx, r)
-			return Attempt{}, notAcquired(ctx.Err())
+			return Attempt{}, notAcquired(errors.Join(ctx.Err(), lastErr))
 		case <-m.core.closed:
 			m.abandon(ctx, r)
 			return Attempt{}, notAcquired(ErrClosed)
@@ -230,9 +262,41 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration) (Attemp
 	}
 }
 
+// retryBackoff is how long a waiting call sleeps after a transient failure.
+const retryBackoff = 100 * time.Millisecond
+
+// transient reports whether a failed attempt may be retried by a waiting
+// call: the Client is open, ctx is live, and the failure is a connection
+// error or an error reply that means the script did not run.
+func (m *Mutex) transient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || m.core.CheckOpen() != nil || errors.Is(err, ErrInvalidArgument) ||
+		errors.Is(err, ErrReplicaSync) {
+		return false
+	}
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return notRunReply(re.Error())
+	}
+	return true
+}
+
+// notRunReply reports whether an error reply means the script did not
+// run (or stopped before writing): the server was busy, loading, read-only
+// or out of memory, or not serving the slot yet.
+func notRunReply(msg string) bool {
+	for _, prefix := range []string{"LOADING", "READONLY", "BUSY", "OOM", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOSCRIPT"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // attempt runs the acquire script once. The script runs on a detached,
 // bounded context: if ctx ends meanwhile and the lock was won, the level is
 // given back and ctx's error returned, as if the attempt had not been made.
+// When the reply is lost (a connection error), a first acquisition of the
+// owner finds out from Redis whether it won.
 func (m *Mutex) attempt(ctx context.Context, r Request) (Attempt, error) {
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, notAcquired(err)
@@ -242,8 +306,15 @@ func (m *Mutex) attempt(ctx context.Context, r Request) (Attempt, error) {
 		deadline = d.Add(attemptGrace)
 	}
 	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
 	a, err := m.kind.Acquire(actx, r)
-	cancel()
+	if err != nil {
+		if _, isReply := rueidis.IsRedisErr(err); !isReply && m.core.CheckOpen() == nil && !m.holdsLevels(r) {
+			if won, ok := m.resolve(actx, r); ok {
+				a, err = won, nil
+			}
+		}
+	}
 	if err != nil {
 		return Attempt{}, m.core.closedOr(redisError("acquire", m.name, err))
 	}
@@ -251,7 +322,35 @@ func (m *Mutex) attempt(ctx context.Context, r Request) (Attempt, error) {
 		m.giveBack(ctx, r)
 		return Attempt{}, notAcquired(ctx.Err())
 	}
+	if a.Acquired && a.Unsynced != nil {
+		m.giveBack(ctx, r)
+		return Attempt{}, notAcquired(fmt.Errorf("%q: %w", m.name, a.Unsynced))
+	}
 	return a, nil
+}
+
+// holdsLevels reports whether this Client already counts levels of r's
+// hold (a re-entry): then a lost reply cannot be resolved by looking.
+func (m *Mutex) holdsLevels(r Request) bool {
+	h := m.core.lookup(r.Name, r.Field)
+	if h == nil {
+		return false
+	}
+	m.core.mu.Lock()
+	defer m.core.mu.Unlock()
+	return h.count > 0
+}
+
+// resolve finds out whether an attempt whose reply was lost won the lock:
+// the owner held nothing before, so it holds the lock now exactly when its
+// field is in the hash. ok is false when Redis cannot tell either.
+func (m *Mutex) resolve(ctx context.Context, r Request) (Attempt, bool) {
+	token, err := lua.FencedToken.Exec(ctx, m.core.RDB,
+		[]string{r.Name, Derived(TokenPrefix, r.Name)}, []string{r.Field}).AsInt64()
+	if err != nil {
+		return Attempt{}, false // not won (nil reply), or Redis cannot tell
+	}
+	return Attempt{Acquired: true, Token: token}, true
 }
 
 // giveBack releases the level an attempt won after its caller gave up.

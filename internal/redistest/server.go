@@ -44,6 +44,7 @@ type Server struct {
 	Dir string
 
 	args []string
+	conf string // a config file given first on the command line (sentinels)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -67,6 +68,12 @@ func Start(tb testing.TB, args ...string) *Server {
 
 // StartServer starts a redis-server that the caller must Stop.
 func StartServer(args ...string) (*Server, error) {
+	return startWith("", args...)
+}
+
+// startWith starts a redis-server with an optional config file, which is
+// written into the server's directory first (confText "" for none).
+func startWith(confText string, args ...string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if s, derr := startDocker(args...); derr == nil {
 			return s, nil
@@ -79,6 +86,14 @@ func StartServer(args ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	conf := ""
+	if confText != "" {
+		conf = filepath.Join(dir, "server.conf")
+		if err := os.WriteFile(conf, []byte(confText), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	var lastErr error
 	// A free port can be taken by someone else between the probe and the
 	// server's bind; try a few ports before giving up.
@@ -88,7 +103,7 @@ func StartServer(args ...string) (*Server, error) {
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, args: args}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, args: args, conf: conf}
 		if lastErr = s.launch(); lastErr == nil {
 			return s, nil
 		}
@@ -99,7 +114,11 @@ func StartServer(args ...string) (*Server, error) {
 
 // launch starts the process on s.Port and waits until it answers PING.
 func (s *Server) launch() error {
-	argv := []string{
+	var argv []string
+	if s.conf != "" {
+		argv = append(argv, s.conf)
+	}
+	argv = append(argv,
 		"--port", strconv.Itoa(s.Port),
 		"--bind", "127.0.0.1",
 		"--dir", s.Dir,
@@ -108,7 +127,7 @@ func (s *Server) launch() error {
 		"--daemonize", "no",
 		"--logfile", filepath.Join(s.Dir, "redis.log"),
 		"--protected-mode", "no",
-	}
+	)
 	argv = append(argv, s.args...)
 	cmd := exec.Command("redis-server", argv...)
 	// The server dies with the test process, even when the test is killed.

@@ -1,0 +1,298 @@
+// Package topology_test runs the lock kinds on a local Redis Cluster and
+// behind Sentinel, with servers the tests start themselves.
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// rueidis' cluster client closes the connections of removed nodes from a
+// goroutine that sleeps 5s first; it is not relock's.
+func TestMain(m *testing.M) {
+	redistest.Main(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+}
+
+// locker is what the behaviour checks need of every lock kind.
+type locker interface {
+	Name() string
+	Lock(ctx context.Context) error
+	TryLock(ctx context.Context, wait, lease time.Duration) (bool, error)
+	Unlock(ctx context.Context) error
+	HoldCount(ctx context.Context) (int, error)
+	IsLocked(ctx context.Context) (bool, error)
+}
+
+type kind struct {
+	name string
+	get  func(c *rlock.Client, name string) locker
+	// channel is where a waiter with the given hash field listens.
+	channel func(name, field string) string
+}
+
+func lockChannel(name, _ string) string { return lockcore.Channel(name) }
+
+var kinds = []kind{
+	{"Lock", func(c *rlock.Client, name string) locker { return c.GetLock(name) }, lockChannel},
+	{"FairLock", func(c *rlock.Client, name string) locker { return c.GetFairLock(name) },
+		func(name, field string) string { return lockcore.Channel(name) + ":" + field }},
+	{"FencedLock", func(c *rlock.Client, name string) locker { return c.GetFencedLock(name) }, lockChannel},
+}
+
+// subscribers counts the subscribers of channel on every node, classic
+// and sharded.
+func subscribers(t *testing.T, nodes []*redistest.Server, channel string) int64 {
+	t.Helper()
+	var total int64
+	for _, s := range nodes {
+		for _, sub := range []string{"NUMSUB", "SHARDNUMSUB"} {
+			msg, err := s.Do(t.Context(), "PUBSUB", sub, channel)
+			if err != nil {
+				continue
+			}
+			if vals, _ := msg.ToArray(); len(vals) == 2 {
+				n, _ := vals[1].AsInt64()
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+func newClient(t *testing.T, opt rueidis.ClientOption, opts ...rlock.Option) *rlock.Client {
+	t.Helper()
+	c, err := rlock.NewClient(opt, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// behave checks exclusion, re-entry and a prompt hand-off to a waiter on
+// the lock name, between two Clients.
+func behave(t *testing.T, nodes []*redistest.Server, c1, c2 *rlock.Client, k kind, name string) {
+	t.Helper()
+	get := k.get
+	ctx := t.Context()
+	a := rlock.WithOwner(ctx, "a")
+	b := rlock.WithOwner(ctx, "b")
+	l1, l2 := get(c1, name), get(c2, name)
+	if err := l1.Lock(a); err != nil {
+		t.Fatalf("%s: Lock: %v", name, err)
+	}
+	if err := l1.Lock(a); err != nil {
+		t.Fatalf("%s: re-entry: %v", name, err)
+	}
+	if n, err := l1.HoldCount(a); err != nil || n != 2 {
+		t.Errorf("%s: HoldCount = %d, %v, want 2", name, n, err)
+	}
+	if ok, err := l2.TryLock(b, 0, 0); err != nil || ok {
+		t.Errorf("%s: TryLock by another owner = %v, %v, want false, nil", name, ok, err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- l2.Lock(b) }()
+	channel := k.channel(name, c2.ID()+":b")
+	waitFor(t, "the waiter to subscribe", func() bool { return subscribers(t, nodes, channel) == 1 })
+	if err := l1.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := l1.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("%s: waiter: %v", name, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: waiter not woken by the unlock", name)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("%s: hand-off took %v, want well under the 30s lease", name, d)
+	}
+	if err := l2.Unlock(b); err != nil {
+		t.Fatal(err)
+	}
+	if locked, err := l2.IsLocked(ctx); err != nil || locked {
+		t.Errorf("%s: IsLocked after release = %v, %v", name, locked, err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// namesOnEveryNode returns lock names whose slots are served by every node
+// of the cluster, plus one with the user's own hash tag.
+func namesOnEveryNode(t *testing.T, cl *redistest.Cluster, prefix string) []string {
+	t.Helper()
+	seen := map[int]bool{}
+	var names []string
+	for i := 0; len(seen) < len(cl.Nodes) && i < 100; i++ {
+		name := fmt.Sprintf("%s:%d", prefix, i)
+		node, err := cl.NodeFor(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !seen[node.Port] {
+			seen[node.Port] = true
+			names = append(names, name)
+		}
+	}
+	if len(seen) < len(cl.Nodes) {
+		t.Fatalf("names reach %d of %d nodes", len(seen), len(cl.Nodes))
+	}
+	return append(names, prefix+":{user:7}:orders")
+}
+
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	for _, sharded := range []bool{false, true} {
+		var opts []rlock.Option
+		mode := "classic pub/sub"
+		if sharded {
+			opts = append(opts, rlock.WithShardedPubSub())
+			mode = "sharded pub/sub"
+		}
+		t.Run(mode, func(t *testing.T) {
+			c1 := newClient(t, cl.ClientOption(), opts...)
+			c2 := newClient(t, cl.ClientOption(), opts...)
+			for _, k := range kinds {
+				t.Run(k.name, func(t *testing.T) {
+					for _, name := range namesOnEveryNode(t, cl, "cl:"+mode+":"+k.name) {
+						behave(t, cl.Nodes, c1, c2, k, name)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestClusterFairOrderAndTokens(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c1 := newClient(t, cl.ClientOption())
+	c2 := newClient(t, cl.ClientOption())
+	raw := newRaw(t, cl.ClientOption())
+	ctx := t.Context()
+	name := "cl:fair"
+	holder := rlock.WithOwner(ctx, "holder")
+	if err := c1.GetFairLock(name).Lock(holder); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	queue := lockcore.Derived(lockcore.QueuePrefix, name)
+	for i := range 4 {
+		c := []*rlock.Client{c1, c2}[i%2]
+		wg.Go(func() {
+			o := rlock.WithOwner(ctx, fmt.Sprint("w", i))
+			l := c.GetFairLock(name)
+			if err := l.Lock(o); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			_ = l.Unlock(o)
+		})
+		waitFor(t, "waiter queued", func() bool {
+			n, _ := raw.Do(ctx, raw.B().Llen().Key(queue).Build()).AsInt64()
+			return n == int64(i+1)
+		})
+	}
+	if err := c1.GetFairLock(name).Unlock(holder); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if !slices.Equal(order, []int{0, 1, 2, 3}) {
+		t.Errorf("fair order on the cluster = %v, want 0 1 2 3", order)
+	}
+
+	var last int64
+	for i := range 3 {
+		c := []*rlock.Client{c1, c2}[i%2]
+		l := c.GetFencedLock("cl:fenced")
+		tok, err := l.LockAndGetToken(holder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok <= last {
+			t.Errorf("token %d after %d", tok, last)
+		}
+		last = tok
+		_ = l.Unlock(holder)
+	}
+}
+
+func TestClusterShardedSubscriptionEnds(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := newClient(t, cl.ClientOption(), rlock.WithShardedPubSub())
+	ctx := t.Context()
+	name := "cl:sharded:numsub"
+	node, err := cl.NodeFor(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shardnumsub := func() int64 {
+		msg, err := node.Do(ctx, "PUBSUB", "SHARDNUMSUB", lockcore.Channel(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, _ := msg.ToArray()
+		if len(vals) != 2 {
+			return -1
+		}
+		n, _ := vals[1].AsInt64()
+		return n
+	}
+	a := rlock.WithOwner(ctx, "a")
+	l := c.GetLock(name)
+	if err := l.Lock(a); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(rlock.WithOwner(ctx, "b"))
+	got := make(chan error, 1)
+	go func() { got <- l.Lock(wctx) }()
+	waitFor(t, "SSUBSCRIBE on the lock's node", func() bool { return shardnumsub() == 1 })
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled waiter = %v", err)
+	}
+	waitFor(t, "the sharded subscription to end", func() bool { return shardnumsub() == 0 })
+	_ = l.Unlock(a)
+}
+
+func newRaw(t *testing.T, opt rueidis.ClientOption) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
