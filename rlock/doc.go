@@ -29,7 +29,7 @@
 //	<name>                             hash: "<clientID>:<owner>" -> hold count
 //	redisson_lock__channel:{<name>}    pub/sub: "0" published at each release
 //	redisson_lock_token:{<name>}       fencing counter of a FencedLock
-//	redisson_unlock_latch:{<name>}:<request>  an unlock's answer, kept 10s
+//	redisson_unlock_latch:{<name>}:<request>  an unlock's answer, kept 6s
 //
 // A name that already contains "{" is not wrapped again (prefix:<name>), so a
 // user's own hash tag decides the slot. Every key a script touches shares

@@ -51,7 +51,7 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 //
 // Unlock runs on a short context detached from ctx, so it works when ctx
 // has already ended. A resent Unlock (after a dropped connection) cannot
-// release twice: each request is latched in Redis for a few seconds. If
+// release twice: each request is latched in Redis for 6 seconds. If
 // Unlock returns another error, the outcome is unknown; the hold is no
 // longer renewed and ends at the latest when its lease runs out.
 func (l *Lock) Unlock(ctx context.Context) error { return l.m.Unlock(ctx) }

@@ -14,8 +14,8 @@ import (
 var ErrNotHeld = errors.New("watchdog: lease no longer held")
 
 // ErrExpired is the loss cause when no renewal succeeded before the lease ran
-// out. When a renewal had failed, the cause joins ErrExpired with the last
-// renewal error, so errors.Is matches both.
+// out. When a renewal had failed, the cause wraps both ErrExpired and the
+// last renewal error (on one line), so errors.Is matches both.
 var ErrExpired = errors.New("watchdog: lease expired before a renewal succeeded")
 
 // ErrClosed is returned by Add after Close.
@@ -323,5 +323,5 @@ func expiredCause(last error) error {
 	if last == nil {
 		return ErrExpired
 	}
-	return errors.Join(ErrExpired, last)
+	return fmt.Errorf("%w: last renewal error: %w", ErrExpired, last)
 }

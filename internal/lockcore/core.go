@@ -30,8 +30,10 @@ const MinWatchdogTimeout = 30 * time.Millisecond
 // after the caller's context ended).
 const releaseTimeout = 5 * time.Second
 
-// LatchLifetime is how long an unlock's answer is kept for a resent request.
-const LatchLifetime = 10 * time.Second
+// LatchLifetime is how long an unlock's answer is kept for a resent
+// request: a little longer than a release may be resent (rueidis resends
+// only within the release's releaseTimeout).
+const LatchLifetime = releaseTimeout + time.Second
 
 // Config is what a Client is built from.
 type Config struct {
@@ -41,8 +43,8 @@ type Config struct {
 	// WatchdogTimeoutSet is set when WatchdogTimeout was given (so 0 is
 	// rejected instead of taken as the default).
 	WatchdogTimeoutSet bool
-	Linger          time.Duration // pub/sub linger; 0 for the hub's default
-	OnLost          func(name, owner string, cause error)
+	Linger             time.Duration // pub/sub linger; 0 for the hub's default
+	OnLost             func(name, owner string, cause error)
 	// ShardedPubSub publishes with SPUBLISH and waits with SSUBSCRIBE.
 	ShardedPubSub bool
 	// Replicas, when above 0, makes every acquisition wait (up to

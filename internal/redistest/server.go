@@ -1,4 +1,5 @@
-// Package redistest starts throwaway redis-server processes for tests.
+// Package redistest starts throwaway redis-server processes for tests (and
+// for the relock demo).
 //
 // Each server listens on a free loopback port, keeps its files in a private
 // temporary directory, and is stopped by PID (and its directory removed) when
@@ -130,8 +131,10 @@ func (s *Server) launch() error {
 	)
 	argv = append(argv, s.args...)
 	cmd := exec.Command("redis-server", argv...)
-	// The server dies with the test process, even when the test is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The server dies with the process that started it, even when that is
+	// killed, and lives in its own process group, so a terminal's Ctrl-C
+	// reaches only that process, which stops the server in its own time.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}

@@ -35,6 +35,12 @@ func SharedServer() (*Server, error) {
 // Main is the body of a test package's TestMain: it runs the tests, stops
 // the shared server, and fails the run if a goroutine outlived its test.
 func Main(m *testing.M, opts ...goleak.Option) {
+	os.Exit(Run(m, opts...))
+}
+
+// Run is Main for a TestMain with its own clean-up: it returns the exit
+// code instead of exiting.
+func Run(m *testing.M, opts ...goleak.Option) int {
 	code := m.Run()
 	if shared.srv != nil {
 		_ = shared.srv.Stop()
@@ -45,5 +51,5 @@ func Main(m *testing.M, opts ...goleak.Option) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }

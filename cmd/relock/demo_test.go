@@ -1,0 +1,59 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemo runs the demo against a redis-server it starts itself (nothing
+// answers at 127.0.0.1:1), to its end.
+func TestDemo(t *testing.T) {
+	r := startRelock(t, "demo", "--duration", "3s", "--redis", "127.0.0.1:1").wait(45 * time.Second)
+	wantCode(t, r, 0)
+	for _, want := range []string{
+		"starting a throwaway redis-server",
+		"summary: plain lock, 4 worker processes",
+		"violations: 0",
+		"redis-server stopped",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// Every worker got the lock, and it changed hands.
+	for _, w := range []string{"w1", "w2", "w3", "w4"} {
+		m := regexp.MustCompile(`(?m)^  ` + w + `\s+(\d+)\s`).FindStringSubmatch(r.stdout)
+		if m == nil || m[1] == "0" {
+			t.Errorf("worker %s: no acquisitions in the summary:\n%s", w, r.stdout)
+		}
+	}
+	if !regexp.MustCompile(`hand-offs: [1-9]\d* to another worker`).MatchString(r.stdout) {
+		t.Errorf("no hand-offs in the summary:\n%s", r.stdout)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}
+
+// TestDemoFairOnServer runs the demo with a fair lock on a server that
+// answers, and checks that it leaves none of its keys behind.
+func TestDemoFairOnServer(t *testing.T) {
+	srv := server(t)
+	r := startRelock(t, "demo", "--duration", "2s", "--workers", "3", "--fair", "--redis", srv.Addr).wait(45 * time.Second)
+	wantCode(t, r, 0)
+	for _, want := range []string{"using the Redis server at " + srv.Addr, "summary: fair lock, 3 worker processes", "violations: 0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	rdb := srv.Client(t)
+	keys, err := rdb.Do(t.Context(), rdb.B().Keys().Pattern("*relock-demo:*").Build()).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		t.Errorf("the demo left keys behind: %v", keys)
+	}
+}

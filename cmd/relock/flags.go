@@ -1,0 +1,203 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// fallbackRedis is the Redis address used when neither --redis nor
+// $RELOCK_REDIS gives one.
+const fallbackRedis = "127.0.0.1:6379"
+
+// defaultRedis is the default of every --redis flag.
+func defaultRedis() string {
+	if addr := os.Getenv("RELOCK_REDIS"); addr != "" {
+		return addr
+	}
+	return fallbackRedis
+}
+
+// flagSet is a subcommand's flags and the help text shown above them.
+type flagSet struct {
+	*flag.FlagSet
+	usage string
+}
+
+func newFlagSet(name, usage string) *flagSet {
+	fs := flag.NewFlagSet("relock "+name, flag.ContinueOnError)
+	fs.Usage = func() {} // printed by parse, to stdout for --help
+	return &flagSet{FlagSet: fs, usage: usage}
+}
+
+// redisFlag adds the --redis flag every subcommand has.
+func (fs *flagSet) redisFlag() *string {
+	return fs.String("redis", defaultRedis(), "Redis server `ADDR` (host:port); default $RELOCK_REDIS, then "+fallbackRedis)
+}
+
+// printSynopsis writes the usage line and where to find more, after a
+// mistake on the command line.
+func (fs *flagSet) printSynopsis(w io.Writer) {
+	line, _, _ := strings.Cut(fs.usage, "\n")
+	fmt.Fprintf(w, "%s\nRun '%s --help' for more.\n", line, fs.Name())
+}
+
+// printUsage writes the help text and the flags, GNU style (--name VALUE).
+func (fs *flagSet) printUsage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(fs.usage, "\n"))
+	b.WriteString("\n\nFlags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, text := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if arg != "" {
+			head += " " + strings.ToUpper(arg)
+		}
+		b.WriteString(head)
+		if len(head) < 22 {
+			b.WriteString(strings.Repeat(" ", 22-len(head)))
+		} else {
+			b.WriteString("\n" + strings.Repeat(" ", 22))
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && !strings.Contains(text, "default") {
+			text += fmt.Sprintf(" (default %s)", d)
+		}
+		b.WriteString(wrap(text, 22, 79))
+		b.WriteString("\n")
+	})
+	io.WriteString(w, b.String())
+}
+
+// wrap breaks text into lines of at most width columns, every line after
+// the first indented by indent spaces (the first starts at column indent).
+func wrap(text string, indent, width int) string {
+	var b strings.Builder
+	col := indent
+	for i, word := range strings.Fields(text) {
+		if i > 0 {
+			if col+1+len(word) > width {
+				b.WriteString("\n" + strings.Repeat(" ", indent))
+				col = indent
+			} else {
+				b.WriteString(" ")
+				col++
+			}
+		}
+		b.WriteString(word)
+		col += len(word)
+	}
+	return b.String()
+}
+
+// parse parses args, which may mix flags and positional arguments until a
+// "--". With max >= 0 it stops after max positional arguments (and the
+// flags and "--" right after them) and returns what follows as rest; with
+// max < 0 every argument that is not a flag is positional. code is -1 when
+// the command should go on, else the exit code (help was shown, or the
+// command line was wrong and the usage went to stderr).
+func (cl *cli) parse(fs *flagSet, args []string, max int) (pos, rest []string, code int) {
+	fs.SetOutput(cl.stderr)
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.printUsage(cl.stdout)
+				return nil, nil, exitOK
+			}
+			// flag has printed the error.
+			fs.printSynopsis(cl.stderr)
+			return nil, nil, exitUsage
+		}
+		consumed := len(args) - fs.NArg()
+		ended := consumed > 0 && args[consumed-1] == "--"
+		args = fs.Args()
+		if ended || len(args) == 0 || (max >= 0 && len(pos) == max) {
+			if max < 0 {
+				return append(pos, args...), nil, -1
+			}
+			n := min(max-len(pos), len(args))
+			return append(pos, args[:n]...), args[n:], -1
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// usageError prints msg and the command's usage on stderr and returns
+// exitUsage.
+func (cl *cli) usageError(fs *flagSet, format string, args ...any) int {
+	fmt.Fprintf(cl.stderr, "relock: "+format+"\n", args...)
+	fs.printSynopsis(cl.stderr)
+	return exitUsage
+}
+
+// optDuration is a duration flag that knows whether it was given. It takes
+// Go durations ("1.5s", "200ms") or plain seconds ("5", "0.5").
+type optDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (o *optDuration) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return o.d.String()
+}
+
+func (o *optDuration) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	o.d, o.set = d, true
+	return nil
+}
+
+// parseDuration parses a non-negative Go duration or a number of seconds.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f*float64(time.Second) > math.MaxInt64 {
+			return 0, fmt.Errorf("%q is not a duration (examples: 5, 1.5s, 200ms, 2m)", s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return d, nil
+}
+
+// durationFlag is a duration flag that also takes plain seconds.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+// duration adds a duration flag that also takes plain seconds.
+func (fs *flagSet) duration(name string, value time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	*p = value
+	fs.Var(durationFlag{p}, name, usage)
+	return p
+}
