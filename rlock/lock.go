@@ -49,8 +49,9 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 // the handle's current anonymous hold. It returns an error matching
 // ErrNotHeld, and changes nothing, when the owner holds nothing.
 //
-// Unlock runs on a short context detached from ctx, so it works when ctx
-// has already ended. A resent Unlock (after a dropped connection) cannot
+// Unlock runs on a context detached from ctx, so it works when ctx has
+// already ended: it is bounded by 5s, or by ctx's deadline (at least 250ms
+// from now) while ctx is still live. A resent Unlock (after a dropped connection) cannot
 // release twice: each request is latched in Redis for 6 seconds. If
 // Unlock returns another error, the outcome is unknown; the hold is no
 // longer renewed and ends at the latest when its lease runs out.

@@ -210,10 +210,28 @@ func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 }
 
 // detached returns a context for a release that must happen even when ctx
-// has ended: it keeps ctx's values, drops its cancellation, and is bounded
-// by releaseTimeout.
+// has ended: it keeps ctx's values and drops its cancellation. It is
+// bounded by releaseTimeout, or by ctx's deadline when ctx is still live
+// and ends sooner (but never less than releaseFloor, so that a release
+// still gets its round trip).
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	now := time.Now()
+	deadline := now.Add(releaseTimeout)
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil && d.Before(deadline) {
+		deadline = maxTime(d, now.Add(releaseFloor))
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
+// releaseFloor is the least time a release gets on a live context whose
+// deadline is near.
+const releaseFloor = 250 * time.Millisecond
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // closedOr returns err joined with ErrClosed when the Client is closed, so a

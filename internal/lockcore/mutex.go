@@ -22,11 +22,13 @@ const NoLimit time.Duration = -1
 // detached from the caller's, so that a caller whose context ends while the
 // script is in flight still learns whether it won (and then gives the hold
 // back) instead of leaving a hold nobody knows of. When the caller's context
-// has a deadline, the script may outlive it by attemptGrace only: a reply
-// that comes later leaves an unknown outcome, which the lease bounds.
+// has a deadline, the script may outlive it by a grace of a quarter of the
+// time it had (between 2ms and 100ms): a reply that comes later leaves an
+// unknown outcome, which the lease bounds.
 const (
-	attemptTimeout = 5 * time.Second
-	attemptGrace   = 100 * time.Millisecond
+	attemptTimeout  = 5 * time.Second
+	attemptGraceMin = 2 * time.Millisecond
+	attemptGraceMax = 100 * time.Millisecond
 )
 
 // Mutex is the generic reentrant lock behind every lock kind. A handle is
@@ -301,9 +303,13 @@ func (m *Mutex) attempt(ctx context.Context, r Request) (Attempt, error) {
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, notAcquired(err)
 	}
-	deadline := time.Now().Add(attemptTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Add(attemptGrace).Before(deadline) {
-		deadline = d.Add(attemptGrace)
+	now := time.Now()
+	deadline := now.Add(attemptTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		grace := min(max(d.Sub(now)/4, attemptGraceMin), attemptGraceMax)
+		if d.Add(grace).Before(deadline) {
+			deadline = d.Add(grace)
+		}
 	}
 	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()

@@ -1,0 +1,94 @@
+// Package multilock implements locks made of other locks: MultiLock, held
+// only while every one of its locks is held, and RedLock, the Redlock
+// algorithm, held while a majority of its locks, each on an independent
+// Redis master, is held. Both work on the small Locker interface, which
+// *rlock.Lock, *rlock.FencedLock and *fairlock.Lock satisfy, and satisfy it
+// themselves, so they compose: a MultiLock of a RedLock and a Lock, a
+// RedLock of MultiLocks.
+//
+//	a, b := c.GetLock("account:1"), c.GetLock("account:2")
+//	transfer := multilock.New(a, b) // both accounts, or neither
+//	err := transfer.Do(ctx, func(ctx context.Context) error { ... })
+//
+//	// One rlock.Client per independent master.
+//	rl := multilock.NewRedLock(c1.GetLock("job"), c2.GetLock("job"), c3.GetLock("job"))
+//	ok, err := rl.TryLock(ctx, time.Second, 0)
+//
+// # Owners
+//
+// Owners travel in the context, as in rlock. A MultiLock or RedLock calls
+// its locks with the caller's owner, or, for a context without one, with a
+// fresh owner ("multilock-<n>", reserved) that it remembers as its current
+// anonymous hold, which Unlock without an owner releases. Holding the same
+// owner again re-enters every lock. Do puts its owner in fn's context.
+//
+// # MultiLock
+//
+// A MultiLock takes its locks one by one in name order, waiting for a busy
+// lock while holding those before it, so MultiLocks over the same locks
+// never deadlock each other (nested MultiLocks are expanded into the same
+// order). wait is spread over the whole set: each lock waits for what is
+// left of it, in its own queue, so a MultiLock is not overtaken again and
+// again as it would be if it dropped everything and retried. A failure
+// releases, in reverse order, exactly the locks the call took, and Unlock
+// releases every lock, going on past failures. With a fixed lease the set
+// counts as held only while the first lock's lease (less drift) lasts; a
+// set that took longer to gather is released and taken again.
+//
+// # RedLock
+//
+// A round asks every lock at once, from one goroutine per lock, each
+// attempt bounded by a per-instance timeout (a tenth of the lease, between
+// 5ms and 50ms, or WithInstanceTimeout), so a slow or dead master costs a
+// round that timeout (plus rlock's grace for a reply in flight, a quarter
+// of it), not rlock's 5s. The round waits for every attempt, so none outlives it. It
+// wins when Quorum locks (len/2+1) were taken and the validity, the lease
+// minus the round's duration minus a drift of 1% of the lease plus 2ms, is
+// still positive. A lost round is undone on every lock, including those
+// that seemed to fail (their reply may have been lost), and retried after
+// a random pause until the wait ends; wait 0 is one round.
+//
+// Releases (Unlock, and undoing a lost round) go to every lock in parallel
+// and wait for the answers a bounded time: 500ms (or ten per-instance
+// timeouts) for Unlock, one per-instance timeout for an undo (rlock gives
+// each release at least 250ms). A release to a dead or hung master then
+// fails, and the master's lease ends the hold.
+//
+// With lease 0 (Lock, Do) each lock holds on its own Client's watchdog
+// lease and is renewed by it; the validity is computed from
+// WithWatchdogTimeout (30s by default: set it to the Clients' watchdog
+// timeout). While held, the RedLock watches its locks through their Done
+// channels (the Watchable interface, which *rlock.Lock implements): as soon
+// as fewer than a majority are held, the hold is lost, RedLock.Done closes
+// and Do's context is cancelled with cause ErrLockLost. A MultiLock on the
+// watchdog lease is lost as soon as any one of its locks is.
+//
+// # What RedLock needs and what it does not guarantee
+//
+// RedLock is only as safe as the deployment under it:
+//
+//   - The masters must be independent: separate machines (or at least
+//     processes) that fail separately, with no replication between them.
+//     Locks on one server, or on a master and its replicas, give no more
+//     safety than one lock. Use at least three (five tolerate two failures).
+//   - A master must not forget a lock it granted. Either run it with
+//     persistence that survives a crash (appendonly yes with appendfsync
+//     always), or keep a crashed master down for longer than the longest
+//     lease (the watchdog timeout included) before it rejoins, so that every
+//     lock it forgot has expired. Otherwise a restarted master can grant a
+//     second majority while the first holder still runs.
+//   - Leases are relative times kept by each server's clock and measured by
+//     this process's clock; the algorithm assumes the clocks run at about
+//     the same rate (the drift allowance covers 1%), not that they agree.
+//     A server clock that jumps (an administrator, a VM migration) breaks
+//     it.
+//
+// Even then a lock is not enough to protect a resource from a late write.
+// The holder can pause (a long GC, swapping, a stopped VM) or be cut off
+// past its validity, another owner then takes the majority, and the first
+// one's write arrives afterwards. With one Redis, rlock.FencedLock answers
+// this with a token that the resource checks; RedLock has no single counter
+// across its masters, so it cannot hand out such a token. Where a late write
+// would do harm, the resource must reject it by other means (a fencing
+// token from a consensus system, a compare-and-set on the data itself).
+package multilock
