@@ -16,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -295,4 +296,51 @@ func newRaw(t *testing.T, opt rueidis.ClientOption) rueidis.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// TestClusterMultiLock takes a MultiLock over locks served by every node:
+// each lock's keys stay in its own slot, so nothing crosses slots.
+func TestClusterMultiLock(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c1 := newClient(t, cl.ClientOption())
+	c2 := newClient(t, cl.ClientOption())
+	ctx := t.Context()
+	names := namesOnEveryNode(t, cl, "cl:multi")
+	set := func(c *rlock.Client) *multilock.MultiLock {
+		var locks []multilock.Locker
+		for _, n := range names {
+			locks = append(locks, c.GetLock(n))
+		}
+		return multilock.New(locks...)
+	}
+	a := rlock.WithOwner(ctx, "a")
+	b := rlock.WithOwner(ctx, "b")
+	m1, m2 := set(c1), set(c2)
+	if err := m1.Lock(a); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m2.TryLock(b, 0, 0); ok || err != nil {
+		t.Errorf("second MultiLock = %v, %v, want false, nil", ok, err)
+	}
+	for _, n := range names {
+		if held, err := c2.GetLock(n).IsHeldByOwner(b); err != nil || held {
+			t.Errorf("%s held by b after a failed MultiLock: %v, %v", n, held, err)
+		}
+	}
+	got := make(chan error, 1)
+	go func() { got <- m2.Lock(b) }()
+	if err := m1.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting MultiLock was not woken")
+	}
+	if err := m2.Unlock(b); err != nil {
+		t.Fatal(err)
+	}
 }
