@@ -90,12 +90,12 @@ var (
 
 	// FairAcquire takes or re-enters a fair lock, or joins (refreshes a place
 	// in) its queue. Never resent.
-	FairAcquire = script(fairPrune + fairAcquire, false)
+	FairAcquire = script(fairPrune+fairAcquire, false)
 	// FairUnlock releases one level of a fair lock and wakes the head of its
 	// queue; latched by request ID.
-	FairUnlock = script(fairPrune + fairUnlock, true)
+	FairUnlock = script(fairPrune+fairUnlock, true)
 	// FairAbandon takes a waiter out of a fair lock's queue. Idempotent.
 	FairAbandon = script(fairAbandon, true)
 	// FairForceUnlock deletes a fair lock and wakes the head of its queue.
-	FairForceUnlock = script(fairPrune + fairForceUnlock, false)
+	FairForceUnlock = script(fairPrune+fairForceUnlock, false)
 )
