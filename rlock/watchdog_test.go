@@ -310,3 +310,53 @@ func TestLostWhenRenewalsFailUntilLeaseEnds(t *testing.T) {
 		t.Errorf("Do = %v, want the renewal error in it", err)
 	}
 }
+
+// TestLongWaiterIsRenewedOnceItHolds: a waiter that waits across several
+// renewal intervals holds nothing to renew meanwhile; once it gets the
+// lock, the watchdog keeps it, and no loss is reported for the wait.
+func TestLongWaiterIsRenewedOnceItHolds(t *testing.T) {
+	var lost atomic.Int32
+	c := relocktest.Client(t, rlock.WithWatchdogTimeout(timeout),
+		rlock.WithLostHandler(func(string, string, error) { lost.Add(1) }))
+	l := c.GetLock(relocktest.Name(t))
+	holder := rlock.WithOwner(t.Context(), "holder")
+	waiter := rlock.WithOwner(t.Context(), "waiter")
+	if err := l.Lock(holder); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- l.Lock(waiter) }()
+	outlive(t, l, holder, 3) // the waiter waits across several renewals
+	if err := l.Unlock(holder); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	outlive(t, l, waiter, 3)
+	if err := l.Unlock(waiter); err != nil {
+		t.Errorf("Unlock by the former waiter = %v, want nil", err)
+	}
+	if n := lost.Load(); n != 0 {
+		t.Errorf("%d losses reported, want 0", n)
+	}
+}
+
+// TestRenewalAfterScriptFlush: renewals are sent as EVALSHA; a server that
+// lost its scripts gets them again and the hold is kept.
+func TestRenewalAfterScriptFlush(t *testing.T) {
+	c := relocktest.Client(t, rlock.WithWatchdogTimeout(timeout))
+	raw := relocktest.Raw(t)
+	l := c.GetLock(relocktest.Name(t))
+	a := rlock.WithOwner(t.Context(), "a")
+	if err := l.Lock(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Do(t.Context(), raw.B().ScriptFlush().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	outlive(t, l, a, 3)
+	if err := l.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -185,17 +185,23 @@ func (c *Core) AnonymousOwner() string {
 }
 
 // renew is the watchdog's RenewFunc: the owner-checked renewal script for
-// each hold, pipelined in one round trip.
+// each hold, pipelined in one round trip as EVALSHA (rueidis' ExecMulti
+// would send SCRIPT LOAD first every time); a server that lost its scripts
+// gets them loaded once, through ExecMulti.
 func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
-	execs := make([]rueidis.LuaExec, len(leases))
+	cmds := make(rueidis.Commands, len(leases))
 	for i, l := range leases {
 		h := l.Value().(*Hold)
-		execs[i] = rueidis.LuaExec{
-			Keys: []string{h.key.name},
-			Args: []string{strconv.FormatInt(Millis(l.Duration()), 10), h.key.field},
+		cmds[i] = c.RDB.B().Evalsha().Sha1(lua.LockRenew.SHA1).Numkeys(1).Key(h.key.name).
+			Arg(strconv.FormatInt(Millis(l.Duration()), 10), h.key.field).Build()
+	}
+	results := c.RDB.DoMulti(ctx, cmds...)
+	for _, r := range results {
+		if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
+			results = c.renewLoading(ctx, leases)
+			break
 		}
 	}
-	results := lua.LockRenew.ExecMulti(ctx, c.RDB, execs...)
 	errs := make([]error, len(leases))
 	for i, r := range results {
 		n, err := r.AsInt64()
@@ -207,6 +213,19 @@ func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 		}
 	}
 	return errs
+}
+
+// renewLoading renews through ExecMulti, which loads the script first.
+func (c *Core) renewLoading(ctx context.Context, leases []*watchdog.Lease) []rueidis.RedisResult {
+	execs := make([]rueidis.LuaExec, len(leases))
+	for i, l := range leases {
+		h := l.Value().(*Hold)
+		execs[i] = rueidis.LuaExec{
+			Keys: []string{h.key.name},
+			Args: []string{strconv.FormatInt(Millis(l.Duration()), 10), h.key.field},
+		}
+	}
+	return lua.LockRenew.ExecMulti(ctx, c.RDB, execs...)
 }
 
 // detached returns a context for a release that must happen even when ctx

@@ -32,11 +32,10 @@ type Hold struct {
 
 type cancelFunc = context.CancelCauseFunc
 
-// beginAcquire records an acquisition about to be attempted. With renew
-// set, the watchdog renewal is registered before the script runs, so no
-// interleaving can leave a granted hold unrenewed; if the attempt fails and
-// no level is held, endAcquire stops it again.
-func (c *Core) beginAcquire(name, field, owner string, renew bool) (*Hold, error) {
+// beginAcquire records an acquisition about to be attempted (and waited
+// for). The watchdog renewal is registered by arm, right before each
+// attempt's script, not for the whole wait: a waiter holds nothing to renew.
+func (c *Core) beginAcquire(name, field, owner string) (*Hold, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.CheckOpen(); err != nil {
@@ -49,16 +48,39 @@ func (c *Core) beginAcquire(name, field, owner string, renew bool) (*Hold, error
 		c.holds[k] = h
 	}
 	h.pending++
-	if renew && h.renewal == nil {
-		l, err := c.Watchdog.Add(c.WatchdogTimeout, h, h.lost)
-		if err != nil {
-			h.pending--
-			c.dropLocked(h)
-			return nil, ErrClosed
-		}
-		h.renewal = l
-	}
 	return h, nil
+}
+
+// arm registers h's watchdog renewal, if it has none, before an acquire
+// script runs: whatever happens between the script's success and
+// endAcquire, the hold is renewed. The first renewal is due a third of
+// the lease later, long after the script's reply.
+func (c *Core) arm(h *Hold) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.renewal != nil || h.ended {
+		return nil
+	}
+	l, err := c.Watchdog.Add(c.WatchdogTimeout, h, h.lost)
+	if err != nil {
+		return ErrClosed
+	}
+	h.renewal = l
+	return nil
+}
+
+// disarm stops h's renewal after an attempt that did not acquire, unless
+// h holds levels already (a re-entry that waits keeps its renewal).
+func (c *Core) disarm(h *Hold) {
+	c.mu.Lock()
+	var stop *watchdog.Lease
+	if h.count == 0 {
+		stop, h.renewal = h.renewal, nil
+	}
+	c.mu.Unlock()
+	if stop != nil {
+		stop.Stop()
+	}
 }
 
 // endAcquire records the outcome of an acquisition begun by beginAcquire.
@@ -176,12 +198,16 @@ func (c *Core) endRelease(h *Hold, remaining int64, err error) {
 }
 
 // lost is the watchdog's report that the hold is gone. It runs on a
-// watchdog goroutine and must not block.
+// watchdog goroutine and must not block. A record with no confirmed level
+// (only an acquisition in flight) has lost nothing: its renewal just ends.
 func (h *Hold) lost(cause error) {
 	h.core.mu.Lock()
 	h.renewal = nil // already out of the wheel
+	held := h.count > 0
 	h.core.mu.Unlock()
-	h.end(fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause))
+	if held {
+		h.end(fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause))
+	}
 }
 
 // end closes the hold: it leaves the Client's record, Done channels close,

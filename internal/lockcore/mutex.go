@@ -29,6 +29,9 @@ const (
 	attemptTimeout  = 5 * time.Second
 	attemptGraceMin = 2 * time.Millisecond
 	attemptGraceMax = 100 * time.Millisecond
+	// resolveTimeout bounds the look that settles an attempt whose reply
+	// did not come in time.
+	resolveTimeout = 100 * time.Millisecond
 )
 
 // Mutex is the generic reentrant lock behind every lock kind. A handle is
@@ -148,11 +151,15 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 		lease = m.core.WatchdogTimeout
 	}
 	r := m.request(Field(m.core.ID, owner), lease)
-	h, err := m.core.beginAcquire(m.name, r.Field, owner, renew)
+	h, err := m.core.beginAcquire(m.name, r.Field, owner)
 	if err != nil {
 		return 0, false, notAcquired(err)
 	}
-	a, err := m.wait(ctx, r, wait)
+	var armed *Hold // the hold to renew, for a watchdog lease
+	if renew {
+		armed = h
+	}
+	a, err := m.wait(ctx, r, wait, armed)
 	m.core.endAcquire(h, a.Acquired, lease, renew)
 	if a.Acquired && !named {
 		m.mu.Lock()
@@ -177,7 +184,7 @@ func notAcquired(cause error) error {
 // failover, LOADING, READONLY, BUSY, OOM): it retries every retryBackoff
 // until the wait ends, and the error it then returns includes the last
 // failure. A single attempt (wait 0) returns the failure at once.
-func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration) (Attempt, error) {
+func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *Hold) (Attempt, error) {
 	var limit <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -199,7 +206,7 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration) (Attemp
 	retry.Stop()
 	defer retry.Stop()
 	for {
-		a, err := m.attempt(ctx, r)
+		a, err := m.attempt(ctx, r, renew)
 		if err != nil && r.Waiting && m.transient(ctx, err) {
 			lastErr, err = err, nil
 			a = Attempt{Retry: retryBackoff}
@@ -299,9 +306,19 @@ func notRunReply(msg string) bool {
 // given back and ctx's error returned, as if the attempt had not been made.
 // When the reply is lost (a connection error), a first acquisition of the
 // owner finds out from Redis whether it won.
-func (m *Mutex) attempt(ctx context.Context, r Request) (Attempt, error) {
+func (m *Mutex) attempt(ctx context.Context, r Request, renew *Hold) (a Attempt, err error) {
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, notAcquired(err)
+	}
+	if renew != nil {
+		if err := m.core.arm(renew); err != nil {
+			return Attempt{}, notAcquired(err)
+		}
+		defer func() {
+			if !a.Acquired {
+				m.core.disarm(renew)
+			}
+		}()
 	}
 	now := time.Now()
 	deadline := now.Add(attemptTimeout)
@@ -313,10 +330,10 @@ func (m *Mutex) attempt(ctx context.Context, r Request) (Attempt, error) {
 	}
 	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	a, err := m.kind.Acquire(actx, r)
+	a, err = m.kind.Acquire(actx, r)
 	if err != nil {
 		if _, isReply := rueidis.IsRedisErr(err); !isReply && m.core.CheckOpen() == nil && !m.holdsLevels(r) {
-			if won, ok := m.resolve(actx, r); ok {
+			if won, ok := m.resolve(ctx, r); ok {
 				a, err = won, nil
 			}
 		}
@@ -347,10 +364,13 @@ func (m *Mutex) holdsLevels(r Request) bool {
 	return h.count > 0
 }
 
-// resolve finds out whether an attempt whose reply was lost won the lock:
-// the owner held nothing before, so it holds the lock now exactly when its
-// field is in the hash. ok is false when Redis cannot tell either.
+// resolve finds out whether an attempt whose reply was lost (or came too
+// late) won the lock: the owner held nothing before, so it holds the lock
+// now exactly when its field is in the hash. It asks on a detached context
+// bounded by resolveTimeout. ok is false when Redis cannot tell either.
 func (m *Mutex) resolve(ctx context.Context, r Request) (Attempt, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
 	token, err := lua.FencedToken.Exec(ctx, m.core.RDB,
 		[]string{r.Name, Derived(TokenPrefix, r.Name)}, []string{r.Field}).AsInt64()
 	if err != nil {
