@@ -8,6 +8,7 @@ source scripts/ensure-redis.sh
 
 echo "== go vet"
 go vet ./...
+(cd bench && go vet ./...)
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
