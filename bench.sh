@@ -10,14 +10,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/ensure-redis.sh
 cd bench
-tags=()
-# The RedLock scenario needs the multilock package; while that does not
-# build (it is being written), the program is built without it and skips
-# that scenario.
-if ! go build -o /dev/null . 2>/dev/null; then
-  if go build -tags nomultilock -o /dev/null . 2>/dev/null; then
-    echo "bench: built without multilock (it does not build); the RedLock scenario will be skipped" >&2
-    tags=(-tags nomultilock)
-  fi
-fi
-exec go run "${tags[@]}" . "$@"
+exec go run . "$@"

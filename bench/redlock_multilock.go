@@ -1,5 +1,3 @@
-//go:build !nomultilock
-
 package main
 
 import (
