@@ -31,6 +31,8 @@ func keys(name string) (queue, timeouts, channel string) {
 		lockcore.Channel(name)
 }
 
+// Acquire runs fair_acquire.lua: take, re-enter, or keep a place in the
+// queue (when r.Waiting), sleeping at most until the next refresh.
 func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
 	queue, timeouts, _ := keys(r.Name)
 	join := "0"
@@ -55,6 +57,7 @@ func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 	return lockcore.Attempt{Retry: retry}, nil
 }
 
+// Release runs fair_unlock.lua, latched by requestID.
 func (kind) Release(ctx context.Context, r lockcore.Request, requestID string) (int64, error) {
 	queue, timeouts, channel := keys(r.Name)
 	return lua.FairUnlock.Exec(ctx, r.Core.RDB,
@@ -63,6 +66,7 @@ func (kind) Release(ctx context.Context, r lockcore.Request, requestID string) (
 			strconv.FormatInt(lockcore.LatchLifetime.Milliseconds(), 10)}).AsInt64()
 }
 
+// ForceRelease runs fair_force_unlock.lua.
 func (kind) ForceRelease(ctx context.Context, c *lockcore.Core, name string) (bool, error) {
 	queue, timeouts, channel := keys(name)
 	n, err := lua.FairForceUnlock.Exec(ctx, c.RDB, []string{name, queue, timeouts, channel},
@@ -70,6 +74,8 @@ func (kind) ForceRelease(ctx context.Context, c *lockcore.Core, name string) (bo
 	return n == 1, err
 }
 
+// Abandon runs fair_abandon.lua: the waiter leaves the queue, and the next
+// one is woken if it was the head of a free lock.
 func (kind) Abandon(ctx context.Context, r lockcore.Request) error {
 	queue, timeouts, channel := keys(r.Name)
 	return lua.FairAbandon.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
