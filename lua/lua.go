@@ -49,6 +49,8 @@ var (
 	lockForceUnlock string
 	//go:embed lock_renew.lua
 	lockRenew string
+	//go:embed lock_reenter.lua
+	lockReenter string
 	//go:embed fenced_acquire.lua
 	fencedAcquire string
 	//go:embed fenced_token.lua
@@ -79,6 +81,9 @@ var (
 	// LockRenew resets the lease of a hold that still exists. Owner-checked,
 	// so resending it is safe.
 	LockRenew = script(lockRenew, true)
+	// LockReenter adds a level to an existing hold of any lock kind, or
+	// reports it gone. Never resent.
+	LockReenter = script(lockReenter, false)
 	// FencedAcquire takes or re-enters a fenced lock and returns its token.
 	// Never resent.
 	FencedAcquire = script(fencedAcquire, false)

@@ -401,8 +401,8 @@ func (r *RedLock) failures(res []result) (permanent bool, err error) {
 // Watchable) are returned, each as a *NodeError. When the hold was lost before its final Unlock, the error
 // also matches ErrLockLost.
 func (r *RedLock) Unlock(ctx context.Context) error {
-	if r.g.err != nil {
-		return r.g.err
+	if err := errors.Join(r.g.err, r.cfg.err); err != nil {
+		return err
 	}
 	octx, owner, err := r.g.holder(ctx)
 	if err != nil {

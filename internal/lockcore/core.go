@@ -79,6 +79,11 @@ type Core struct {
 
 	mu    sync.Mutex
 	holds map[holdKey]*Hold
+	// unresolved holds, until their lease would end, the first
+	// acquisitions whose outcome is unknown (their reply was lost and a
+	// look could not settle it): the next acquisition of that owner looks
+	// before it runs the script, so a level won unseen is not doubled.
+	unresolved map[holdKey]time.Time
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -103,6 +108,7 @@ func NewCore(cfg Config) (*Core, error) {
 		replicaTimeout:  cfg.ReplicaTimeout,
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*Hold),
+		unresolved:      make(map[holdKey]time.Time),
 	}
 	if cfg.ShardedPubSub {
 		c.publish = "spublish"
@@ -288,4 +294,31 @@ func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []strin
 		return res[0], fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrReplicaSync, acked, c.replicas, c.replicaTimeout)
 	}
 	return res[0], nil
+}
+
+// markUnresolved records that a first acquisition of field on name may have
+// won unseen, with a lease that ends by until.
+func (c *Core) markUnresolved(name, field string, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.unresolved) >= 1024 {
+		now := time.Now()
+		for k, t := range c.unresolved {
+			if now.After(t) {
+				delete(c.unresolved, k)
+			}
+		}
+	}
+	c.unresolved[holdKey{name, field}] = until
+}
+
+// takeUnresolved reports, and forgets, whether an acquisition of field on
+// name must look before it runs the script.
+func (c *Core) takeUnresolved(name, field string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := holdKey{name, field}
+	until, ok := c.unresolved[k]
+	delete(c.unresolved, k)
+	return ok && time.Now().Before(until)
 }

@@ -136,10 +136,6 @@ func FuzzDerived(f *testing.F) {
 			if lockcore.CheckName(name) != nil || slot(d) == slot(name) {
 				continue
 			}
-			if !hasUsableTag(name) {
-				bug(t, "a valid name with a '}' but no '{', or a '{' without a non-empty hash tag, gets derived keys in "+
-					"another Redis Cluster slot than the lock key (CROSSSLOT on Cluster); see TestDerivedSharesSlot")
-			}
 			t.Fatalf("Derived(%q, %q) = %q is in slot %d, the lock key in slot %d", prefix, name, d, slot(d), slot(name))
 		}
 		if lockcore.Channel(name) != lockcore.Derived(lockcore.ChannelPrefix, name) {
@@ -154,12 +150,9 @@ func FuzzDerived(f *testing.F) {
 
 // TestDerivedSharesSlot: "Either way the derived key shares the lock key's
 // hash slot" (Derived's doc), so that every script's keys are in one slot
-// on Redis Cluster. Names that CheckName accepts break it.
+// on Redis Cluster, for every name CheckName accepts.
 func TestDerivedSharesSlot(t *testing.T) {
-	bug(t, "lockcore.Derived (Redisson's rule) puts the derived keys of valid names such as \"a}b\", \"{}x\" and \"x{y\" in "+
-		"another Redis Cluster slot than the lock key, so every script on them fails with CROSSSLOT on Cluster; CheckName "+
-		"accepts these names (reject them, or document it)")
-	for _, name := range []string{"a}b", "{}x", "x{y", "{", "}"} {
+	for _, name := range []string{"a}b", "{}x", "x{y", "{", "}", "{a}", "x{a}y}", "plain"} {
 		if err := lockcore.CheckName(name); err != nil {
 			continue
 		}
@@ -182,12 +175,10 @@ func TestSlotFunction(t *testing.T) {
 	}
 }
 
-// TestBraceNamesOnCluster: on Redis Cluster, a name CheckName accepts but
-// whose derived keys land in another slot makes rueidis panic ("multi key
-// command with different key slots are not allowed") inside TryLock.
+// TestBraceNamesOnCluster: names whose derived keys would land in another
+// slot (rueidis panics on such cross-slot scripts on Cluster) are rejected
+// as invalid before anything is sent.
 func TestBraceNamesOnCluster(t *testing.T) {
-	bug(t, "on Redis Cluster, TryLock/Lock on a valid name such as \"a}b\", \"{}x\" or \"x{y\" panics in rueidis' "+
-		"command builder (cross-slot keys), see TestDerivedSharesSlot")
 	cl := redistest.StartCluster(t, 3)
 	c, err := rlock.NewClient(cl.ClientOption())
 	if err != nil {
@@ -202,8 +193,8 @@ func TestBraceNamesOnCluster(t *testing.T) {
 				}
 			}()
 			ok, err := c.GetFencedLock(name).TryLock(rlock.WithOwner(t.Context(), "o"), 0, time.Second)
-			if !ok || err != nil {
-				t.Errorf("TryLock(%q) on Cluster = %v, %v, want the lock (or the name rejected as invalid)", name, ok, err)
+			if ok || !errors.Is(err, rlock.ErrInvalidArgument) {
+				t.Errorf("TryLock(%q) on Cluster = %v, %v, want ErrInvalidArgument", name, ok, err)
 			}
 		}()
 	}

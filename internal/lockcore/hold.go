@@ -150,10 +150,14 @@ func (c *Core) beginRelease(name, field string) (h *Hold, lease time.Duration) {
 }
 
 // endRelease records what the release script answered: remaining is the
-// field's hold count left in Redis (-1: it held nothing).
-func (c *Core) endRelease(h *Hold, remaining int64, err error) {
+// field's hold count left in Redis (-1: it held nothing). It returns the
+// orphan levels: levels Redis still counts after this Client released the
+// last one it knows of, with no acquisition of the owner in flight. They
+// come from re-entries whose reply was lost (the outcome unknown), and the
+// caller releases them, or they would keep the lock held.
+func (c *Core) endRelease(h *Hold, remaining int64, err error) (orphans int64) {
 	if h == nil {
-		return
+		return 0
 	}
 	c.mu.Lock()
 	switch {
@@ -161,7 +165,7 @@ func (c *Core) endRelease(h *Hold, remaining int64, err error) {
 		if h.renewal != nil {
 			// A level other than the last: nothing changed locally.
 			c.mu.Unlock()
-			return
+			return 0
 		}
 		// The last level: the outcome is unknown. The hold is no longer
 		// renewed and expires by its lease; locally it has ended.
@@ -172,12 +176,15 @@ func (c *Core) endRelease(h *Hold, remaining int64, err error) {
 			h.count = 0
 			c.mu.Unlock()
 			h.end(ErrLockLost)
-			return
+			return 0
 		}
 	default:
 		h.count--
 		if remaining == 0 {
 			h.count = 0
+		}
+		if h.count <= 0 && remaining > 0 && h.pending == 0 {
+			orphans = remaining
 		}
 	}
 	var stop *watchdog.Lease
@@ -195,6 +202,7 @@ func (c *Core) endRelease(h *Hold, remaining int64, err error) {
 	if ended {
 		h.end(nil)
 	}
+	return orphans
 }
 
 // lost is the watchdog's report that the hold is gone. It runs on a

@@ -20,6 +20,10 @@ type Request struct {
 	// Waiting is set when the caller goes on waiting if this attempt fails
 	// (a fair lock then keeps its place in the queue).
 	Waiting bool
+	// Reenter is set when the owner holds levels already: the attempt only
+	// adds one to that hold, and fails (not acquired, no error) if the
+	// hold is gone.
+	Reenter bool
 }
 
 // Attempt is the outcome of one acquire script.
@@ -129,4 +133,18 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 		return Attempt{Acquired: true, Token: vals[1], Unsynced: unsynced}, nil
 	}
 	return Attempt{Retry: retryAfter(vals[1])}, nil
+}
+
+// reenter runs lock_reenter.lua for r.
+func (c *Core) reenter(ctx context.Context, r Request) (Attempt, error) {
+	res, unsynced := c.RunAcquire(ctx, lua.LockReenter, []string{r.Name, Derived(TokenPrefix, r.Name)},
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field})
+	token, err := res.AsInt64()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return Attempt{}, nil
+	case err != nil:
+		return Attempt{}, err
+	}
+	return Attempt{Acquired: true, Token: token, Unsynced: unsynced}, nil
 }

@@ -155,11 +155,29 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	if err != nil {
 		return 0, false, notAcquired(err)
 	}
-	var armed *Hold // the hold to renew, for a watchdog lease
-	if renew {
-		armed = h
+	armed := func(h *Hold) *Hold { // the hold to renew, for a watchdog lease
+		if renew {
+			return h
+		}
+		return nil
 	}
-	a, err := m.wait(ctx, r, wait, armed)
+	if m.holdsLevels(r) {
+		// A re-entry adds a level to the hold this Client knows of. If
+		// that hold is gone, it was lost: report it, and acquire anew.
+		re := r
+		re.Reenter = true
+		a, err := m.attempt(ctx, re, armed(h), false)
+		if a.Acquired || err != nil {
+			m.core.endAcquire(h, a.Acquired, lease, renew)
+			return a.Token, a.Acquired, err
+		}
+		h.end(fmt.Errorf("%w: %q: the hold was gone when its owner re-entered it", ErrLockLost, m.name))
+		m.core.endAcquire(h, false, lease, renew)
+		if h, err = m.core.beginAcquire(m.name, r.Field, owner); err != nil {
+			return 0, false, notAcquired(err)
+		}
+	}
+	a, err := m.wait(ctx, r, wait, armed(h), m.core.takeUnresolved(m.name, r.Field))
 	m.core.endAcquire(h, a.Acquired, lease, renew)
 	if a.Acquired && !named {
 		m.mu.Lock()
@@ -184,7 +202,7 @@ func notAcquired(cause error) error {
 // failover, LOADING, READONLY, BUSY, OOM): it retries every retryBackoff
 // until the wait ends, and the error it then returns includes the last
 // failure. A single attempt (wait 0) returns the failure at once.
-func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *Hold) (Attempt, error) {
+func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *Hold, unknown bool) (Attempt, error) {
 	var limit <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -196,7 +214,16 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *
 		sub     *pubsub.Waiter
 		woken   bool  // a wake-up was taken and not yet used by an attempt
 		lastErr error // the last transient failure
+		failing bool  // the last attempt failed (transiently)
 	)
+	// unknown: an attempt's outcome is unknown, so look before trying
+	// again. Left unknown when the call ends, it is recorded for the
+	// owner's next acquisition.
+	defer func() {
+		if unknown {
+			m.core.markUnresolved(r.Name, r.Field, time.Now().Add(time.Duration(r.LeaseMs)*time.Millisecond))
+		}
+	}()
 	defer func() {
 		if sub != nil {
 			sub.Leave(woken)
@@ -206,8 +233,16 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *
 	retry.Stop()
 	defer retry.Stop()
 	for {
-		a, err := m.attempt(ctx, r, renew)
+		a, err := m.attempt(ctx, r, renew, unknown)
+		failing = false
+		switch {
+		case err == nil:
+			unknown = false
+		case outcomeUnknown(err) && !errors.Is(err, ErrNotAcquired) && !m.holdsLevels(r):
+			unknown = true
+		}
 		if err != nil && r.Waiting && m.transient(ctx, err) {
+			failing = true
 			lastErr, err = err, nil
 			a = Attempt{Retry: retryBackoff}
 		}
@@ -259,6 +294,11 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *
 		case <-retryC:
 		case <-limit:
 			m.abandon(ctx, r)
+			if failing {
+				// The wait ended in an outage: that is an error, not a
+				// lock held by someone else.
+				return Attempt{}, notAcquired(lastErr)
+			}
 			return Attempt{}, nil
 		case <-ctx.Done():
 			m.abandon(ctx, r)
@@ -274,6 +314,17 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *
 // retryBackoff is how long a waiting call sleeps after a transient failure.
 const retryBackoff = 100 * time.Millisecond
 
+// releaseBackoff is how long a release waits before resending a script
+// that the server refused to run.
+const releaseBackoff = 50 * time.Millisecond
+
+// notRun reports whether err is an error reply that means the script did
+// not run.
+func (m *Mutex) notRun(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && notRunReply(re.Error())
+}
+
 // transient reports whether a failed attempt may be retried by a waiting
 // call: the Client is open, ctx is live, and the failure is a connection
 // error or an error reply that means the script did not run.
@@ -282,11 +333,7 @@ func (m *Mutex) transient(ctx context.Context, err error) bool {
 		errors.Is(err, ErrReplicaSync) {
 		return false
 	}
-	var re *rueidis.RedisError
-	if errors.As(err, &re) {
-		return notRunReply(re.Error())
-	}
-	return true
+	return outcomeUnknown(err) || m.notRun(err)
 }
 
 // notRunReply reports whether an error reply means the script did not
@@ -306,7 +353,7 @@ func notRunReply(msg string) bool {
 // given back and ctx's error returned, as if the attempt had not been made.
 // When the reply is lost (a connection error), a first acquisition of the
 // owner finds out from Redis whether it won.
-func (m *Mutex) attempt(ctx context.Context, r Request, renew *Hold) (a Attempt, err error) {
+func (m *Mutex) attempt(ctx context.Context, r Request, renew *Hold, look bool) (a Attempt, err error) {
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, notAcquired(err)
 	}
@@ -330,10 +377,25 @@ func (m *Mutex) attempt(ctx context.Context, r Request, renew *Hold) (a Attempt,
 	}
 	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	a, err = m.kind.Acquire(actx, r)
+	if look && !m.holdsLevels(r) {
+		// An earlier attempt's reply was lost and could not be settled
+		// then: if it won, running the script again would add a level.
+		won, lerr := m.resolve(ctx, r)
+		if lerr != nil {
+			return Attempt{}, m.core.closedOr(redisError("acquire", m.name, lerr))
+		}
+		if won.Acquired {
+			return m.won(ctx, r, won)
+		}
+	}
+	if r.Reenter {
+		a, err = m.core.reenter(actx, r)
+	} else {
+		a, err = m.kind.Acquire(actx, r)
+	}
 	if err != nil {
-		if _, isReply := rueidis.IsRedisErr(err); !isReply && m.core.CheckOpen() == nil && !m.holdsLevels(r) {
-			if won, ok := m.resolve(ctx, r); ok {
+		if _, isReply := rueidis.IsRedisErr(err); !isReply && m.core.CheckOpen() == nil && !r.Reenter && !m.holdsLevels(r) {
+			if won, lerr := m.resolve(ctx, r); lerr == nil && won.Acquired {
 				a, err = won, nil
 			}
 		}
@@ -341,6 +403,12 @@ func (m *Mutex) attempt(ctx context.Context, r Request, renew *Hold) (a Attempt,
 	if err != nil {
 		return Attempt{}, m.core.closedOr(redisError("acquire", m.name, err))
 	}
+	return m.won(ctx, r, a)
+}
+
+// won finishes an attempt: a lock won after ctx ended, or without the
+// replicas required, is given back.
+func (m *Mutex) won(ctx context.Context, r Request, a Attempt) (Attempt, error) {
 	if a.Acquired && ctx.Err() != nil {
 		m.giveBack(ctx, r)
 		return Attempt{}, notAcquired(ctx.Err())
@@ -350,6 +418,13 @@ func (m *Mutex) attempt(ctx context.Context, r Request, renew *Hold) (a Attempt,
 		return Attempt{}, notAcquired(fmt.Errorf("%q: %w", m.name, a.Unsynced))
 	}
 	return a, nil
+}
+
+// outcomeUnknown reports whether a failed attempt may have run its script:
+// a connection error or a timeout, not an error reply.
+func outcomeUnknown(err error) bool {
+	var re *rueidis.RedisError
+	return !errors.As(err, &re)
 }
 
 // holdsLevels reports whether this Client already counts levels of r's
@@ -367,16 +442,20 @@ func (m *Mutex) holdsLevels(r Request) bool {
 // resolve finds out whether an attempt whose reply was lost (or came too
 // late) won the lock: the owner held nothing before, so it holds the lock
 // now exactly when its field is in the hash. It asks on a detached context
-// bounded by resolveTimeout. ok is false when Redis cannot tell either.
-func (m *Mutex) resolve(ctx context.Context, r Request) (Attempt, bool) {
+// bounded by resolveTimeout, and returns an error when Redis could not
+// tell.
+func (m *Mutex) resolve(ctx context.Context, r Request) (Attempt, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
 	token, err := lua.FencedToken.Exec(ctx, m.core.RDB,
 		[]string{r.Name, Derived(TokenPrefix, r.Name)}, []string{r.Field}).AsInt64()
-	if err != nil {
-		return Attempt{}, false // not won (nil reply), or Redis cannot tell
+	switch {
+	case rueidis.IsRedisNil(err):
+		return Attempt{}, nil // not won
+	case err != nil:
+		return Attempt{}, err
 	}
-	return Attempt{Acquired: true, Token: token}, true
+	return Attempt{Acquired: true, Token: token}, nil
 }
 
 // giveBack releases the level an attempt won after its caller gave up.
@@ -411,8 +490,28 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	dctx, cancel := detached(ctx)
 	defer cancel()
 	h, lease := m.core.beginRelease(m.name, field)
-	remaining, err := m.kind.Release(dctx, m.request(field, lease), m.core.requestID())
-	m.core.endRelease(h, remaining, err)
+	req, id := m.request(field, lease), m.core.requestID()
+	remaining, err := m.kind.Release(dctx, req, id)
+	for err != nil && m.notRun(err) && !strings.HasPrefix(err.Error(), "BUSY") && dctx.Err() == nil {
+		// The script did not run (LOADING, OOM, READONLY...): resending
+		// it with the same request ID is safe, so try again until the
+		// release's context ends. Not after BUSY: resending this
+		// retryable script into a busy server trips rueidis (v1.0.79)
+		// into a protocol panic; that release fails and the lease ends
+		// the hold.
+		select {
+		case <-time.After(releaseBackoff):
+		case <-dctx.Done():
+		}
+		remaining, err = m.kind.Release(dctx, req, id)
+	}
+	for orphans := m.core.endRelease(h, remaining, err); orphans > 0; orphans-- {
+		// Levels won unseen by re-entries whose reply was lost: release
+		// them too, or the lock would stay held by nobody's intent.
+		if _, oerr := m.kind.Release(dctx, req, m.core.requestID()); oerr != nil {
+			break
+		}
+	}
 	if err != nil {
 		return m.core.closedOr(redisError("unlock", m.name, err))
 	}
@@ -557,6 +656,10 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 		cause = nil
 	}
 	uerr := m.Unlock(ctx)
+	if cause == nil && errors.Is(uerr, ErrNotHeld) {
+		// The release found the hold gone: it was lost while fn ran.
+		cause, uerr = fmt.Errorf("%w: %q: found gone at release", ErrLockLost, m.name), nil
+	}
 	switch {
 	case cause != nil:
 		return joinNew(err, cause)

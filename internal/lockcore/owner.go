@@ -46,7 +46,9 @@ func CheckOwner(owner string) error {
 }
 
 // CheckName reports whether name is a valid lock name: non-empty, at most
-// MaxNameLen bytes, valid UTF-8, no control characters.
+// MaxNameLen bytes, valid UTF-8, no control characters, and either no
+// braces or a proper hash tag ("orders:{user:7}"), so that all of the
+// lock's keys share one cluster slot.
 func CheckName(name string) error {
 	if name == "" {
 		return invalid("empty lock name")
@@ -57,7 +59,23 @@ func CheckName(name string) error {
 	if err := checkText(name); err != nil {
 		return invalid("lock name %q: %v", name, err)
 	}
+	if !sharesSlot(name) {
+		return invalid("lock name %q: braces that do not form a hash tag ({tag} with a non-empty tag) would put its keys in different cluster slots", name)
+	}
 	return nil
+}
+
+// sharesSlot reports whether every key Derived makes from name hashes to
+// name's own cluster slot: a name without braces (its derived keys are
+// tagged with the whole name), or one whose first '{' opens a non-empty
+// hash tag (its derived keys keep that tag).
+func sharesSlot(name string) bool {
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		return !strings.Contains(name, "}")
+	}
+	close := strings.IndexByte(name[open+1:], '}')
+	return close > 0
 }
 
 type textError string

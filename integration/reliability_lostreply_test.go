@@ -1,0 +1,315 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/rlock"
+)
+
+// relProxy is a toxiproxy, embedded in the test, on loopback in front of
+// a redis-server.
+type relProxy struct {
+	t *testing.T
+	p *toxiproxy.Proxy
+}
+
+func startRelProxy(t *testing.T, upstream string) *relProxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "redis", "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatalf("toxiproxy: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	return &relProxy{t: t, p: p}
+}
+
+// Addr is where clients connect.
+func (x *relProxy) Addr() string { return x.p.Listen }
+
+// toxic adds a toxic on the reply path (downstream: server to client) and
+// returns a function that removes it.
+func (x *relProxy) toxic(typ string, attrs string) (remove func()) {
+	x.t.Helper()
+	name := fmt.Sprintf("%s-%d", typ, relSeq.Add(1))
+	js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":"downstream","attributes":%s}`, name, typ, attrs)
+	if _, err := x.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		x.t.Fatalf("toxic %s: %v", js, err)
+	}
+	removed := false
+	remove = func() {
+		if !removed {
+			removed = true
+			_ = x.p.Toxics.RemoveToxic(context.Background(), name)
+		}
+	}
+	x.t.Cleanup(remove)
+	return remove
+}
+
+// TestReliabilityLostReply loses or delays the replies of a lock's
+// scripts with a toxiproxy in front of the server. The caller gets an
+// error or the lock, never the lock twice; the hold count is what the
+// caller was told; an orphaned hold (won on the server after the caller
+// gave up) ends within the lease. (TestReliabilityLostReplyHistory runs
+// test processes through the same faults.)
+func TestReliabilityLostReply(t *testing.T) {
+	e := newRelEnv(t)
+	px := startRelProxy(t, e.lock.Addr)
+	e.lockAddr = px.Addr()
+	var faults atomic.Int64
+	w := relFaultCounter{&faults}
+	raw := e.lock.Client(t) // straight to the server
+	const lease = time.Second
+	c := e.client(t, rlock.WithWatchdogTimeout(lease))
+	other := e.client(t, rlock.WithWatchdogTimeout(lease))
+
+	field := func(owner string) string { return lockcore.Field(c.ID(), owner) }
+	hget := func(name, owner string) string {
+		v, _ := raw.Do(context.Background(), raw.B().Hget().Key(name).Field(field(owner)).Build()).ToString()
+		return v
+	}
+	// setup returns a lock whose scripts are loaded and whose connections
+	// are up, so that the fault hits the call under test.
+	setup := func(t *testing.T) (*rlock.FencedLock, context.Context) {
+		name := relName(t, "lock")
+		relCleanAfter(t, e, name)
+		l := c.GetFencedLock(name)
+		a := rlock.WithOwner(t.Context(), "a")
+		if _, err := l.LockAndGetToken(a); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+		return l, a
+	}
+	// orphan checks a hold won on the server after its caller gave up:
+	// nobody else gets the lock while it lasts, and it ends within the
+	// lease, unrenewed.
+	orphan := func(t *testing.T, l *rlock.FencedLock, since time.Time) {
+		t.Helper()
+		if hget(l.Name(), "a") == "" {
+			t.Logf("the acquisition did not reach the server")
+			return
+		}
+		if ok, err := other.GetFencedLock(l.Name()).TryLock(rlock.WithOwner(t.Context(), "b"), 0, 0); ok || err != nil {
+			t.Errorf("another owner's TryLock during the orphaned hold = %v, %v, want false, nil", ok, err)
+		}
+		relocktest.Eventually(t, time.Until(since.Add(lease+time.Second)), "the orphaned hold to expire", func() bool {
+			locked, err := l.IsLocked(context.Background())
+			return err == nil && !locked
+		})
+		t.Logf("orphaned hold ended %v after the call", time.Since(since).Round(time.Millisecond))
+	}
+
+	t.Run("acquire reply delayed past the deadline", func(t *testing.T) {
+		l, a := setup(t)
+		remove := px.toxic("latency", `{"latency":800}`)
+		w.fault()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(a, 200*time.Millisecond)
+		defer cancel()
+		_, err := l.LockAndGetToken(ctx)
+		took := time.Since(start)
+		remove()
+		if err == nil {
+			t.Fatal("LockAndGetToken with its reply delayed past the deadline = nil error")
+		}
+		if !errors.Is(err, rlock.ErrNotAcquired) {
+			t.Errorf("LockAndGetToken = %v, want ErrNotAcquired", err)
+		}
+		if took > 700*time.Millisecond {
+			t.Errorf("LockAndGetToken returned %v after the call, want about its 200ms deadline", took)
+		}
+		orphan(t, l, start)
+	})
+
+	t.Run("acquire reply lost and the caller gives up", func(t *testing.T) {
+		l, a := setup(t)
+		remove := px.toxic("reset_peer", `{"timeout":0}`)
+		w.fault()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(a, 300*time.Millisecond)
+		defer cancel()
+		_, err := l.LockAndGetToken(ctx)
+		remove()
+		if err == nil {
+			t.Fatal("LockAndGetToken with every reply lost = nil error")
+		}
+		if !errors.Is(err, rlock.ErrNotAcquired) {
+			t.Errorf("LockAndGetToken = %v, want ErrNotAcquired", err)
+		}
+		orphan(t, l, start)
+	})
+
+	t.Run("acquire reply lost and the connection back in time", func(t *testing.T) {
+		l, a := setup(t)
+		remove := px.toxic("reset_peer", `{"timeout":0}`)
+		w.fault()
+		ctx, cancel := context.WithTimeout(a, 10*time.Second)
+		defer cancel()
+		wt := relWait(t, ctx, l.LockAndGetToken)
+		relocktest.Eventually(t, 5*time.Second, "the script to run on the server", func() bool { return hget(l.Name(), "a") != "" })
+		remove()
+		<-wt.done
+		if wt.err != nil {
+			t.Fatalf("LockAndGetToken = %v, want the lock once the connection is back", wt.err)
+		}
+		if n, err := l.HoldCount(a); n != 1 || err != nil {
+			t.Errorf("HoldCount = %d, %v, want 1 (one acquisition, one level)", n, err)
+		}
+		if tok, err := l.Token(a); tok != wt.token || err != nil {
+			t.Errorf("Token = %d, %v, want %d", tok, err, wt.token)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+		if locked, _ := l.IsLocked(t.Context()); locked {
+			t.Error("locked after one Unlock of one acquisition")
+		}
+	})
+
+	t.Run("unlock reply lost", func(t *testing.T) {
+		l, a := setup(t)
+		for range 2 {
+			if err := l.Lock(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		remove := px.toxic("reset_peer", `{"timeout":0}`)
+		w.fault()
+		done := make(chan error, 1)
+		go func() { done <- l.Unlock(a) }()
+		relocktest.Eventually(t, 5*time.Second, "the unlock to run on the server", func() bool { return hget(l.Name(), "a") == "1" })
+		remove()
+		if err := <-done; err != nil {
+			t.Errorf("Unlock whose reply was lost = %v, want nil once resent", err)
+		}
+		if n, err := l.HoldCount(a); n != 1 || err != nil {
+			t.Errorf("HoldCount after one Unlock of two levels = %d, %v, want 1 (the resent unlock is latched)", n, err)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+		if locked, _ := l.IsLocked(t.Context()); locked {
+			t.Error("locked after the last Unlock")
+		}
+	})
+
+	t.Run("renewal replies delayed", func(t *testing.T) {
+		name := relName(t, "lock")
+		relCleanAfter(t, e, name)
+		h := relHold(t, c.GetLock(name), "a", nil)
+		// Renewals run back to back when a call takes longer than the
+		// interval, so a renewal must take under half the lease; a sixth
+		// leaves room for a second round trip (a NOSCRIPT reload).
+		remove := px.toxic("latency", fmt.Sprintf(`{"latency":%d}`, (lease/6).Milliseconds()))
+		w.fault()
+		select {
+		case <-h.lost:
+			t.Errorf("hold lost with renewal replies delayed by a sixth of the lease: %v", h.cause)
+		case <-time.After(2 * lease):
+		}
+		remove()
+		if err := h.unlock(t); err != nil {
+			t.Errorf("Do = %v", err)
+		}
+	})
+
+	t.Logf("reliability: scenario=%s faults=%d", t.Name(), faults.Load())
+	relInProcessFaults(t, int(faults.Load()))
+}
+
+// relFaultCounter counts faults for a test without a workload.
+type relFaultCounter struct{ n *atomic.Int64 }
+
+func (c relFaultCounter) fault() { c.n.Add(1) }
+
+// TestReliabilityLostReplyHistory runs test processes through a
+// toxiproxy that resets every connection at its next reply, now and then,
+// and checks their history, then runs the canary through it.
+func TestReliabilityLostReplyHistory(t *testing.T) {
+	e := newRelEnv(t)
+	px := startRelProxy(t, e.lock.Addr)
+	e.lockAddr = px.Addr()
+	w := e.start(t, relConfig{procs: 3})
+	from := 0
+	for range 5 {
+		from = w.waitAcquisitions(from, 20, 30*time.Second)
+		remove := px.toxic("reset_peer", `{"timeout":0}`)
+		w.fault()
+		time.Sleep(150 * time.Millisecond) // the length of the fault
+		remove()
+	}
+	w.waitAcquisitions(from, 20, 30*time.Second)
+	res := w.finish(t.Name())
+	res.log(t)
+	res.requireSafe(t)
+	e.canary(t)
+}
+
+// TestReliabilityLostReplyHoldCount: an acquisition whose reply was lost
+// (the script ran, the connection dropped, and Redis could not be asked in
+// time whether it won) leaves a hold in Redis that the caller does not
+// know of. The owner's next attempt, in the same waiting Lock or in a
+// later call, must not stack a level on it that nobody will release:
+// HoldCount must be the number of successful Locks, and one Unlock per
+// successful Lock must free the lock.
+func TestReliabilityLostReplyHoldCount(t *testing.T) {
+	raw := relocktest.Raw(t)
+	f := relNewFaulty(raw)
+	c, err := rlock.New(f, rlock.WithWatchdogTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, k := range relKinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.get(c, relocktest.Name(t))
+			a := rlock.WithOwner(t.Context(), "a")
+			// The script runs; its reply is lost (a connection error), and
+			// so is every reply until the caller's deadline.
+			lostReply := rueidis.NewErrorResult(errors.New("injected: connection reset by peer"))
+			f.inject(&relRule{sha1s: k.acquire, n: 1, reply: lostReply, run: true})
+			f.inject(&relRule{sha1s: []string{lua.FencedToken.SHA1}, n: -1, reply: lostReply})
+			ctx, cancel := context.WithTimeout(a, 300*time.Millisecond)
+			err := l.Lock(ctx)
+			cancel()
+			f.clear()
+			granted := 0 // successful Locks, each owed one Unlock
+			if err == nil {
+				granted++
+			}
+			if err := l.Lock(a); err != nil {
+				t.Fatal(err)
+			}
+			granted++
+			if n, err := l.HoldCount(a); n != granted || err != nil {
+				t.Errorf("HoldCount after %d successful Locks = %d, %v, want %d", granted, n, err, granted)
+			}
+			for range granted {
+				if err := l.Unlock(a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if locked, _ := l.IsLocked(t.Context()); locked {
+				t.Errorf("still locked after one Unlock per successful Lock (first Lock: %v)", err)
+				_, _ = l.ForceUnlock(t.Context())
+			}
+		})
+	}
+}

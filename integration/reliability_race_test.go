@@ -1,0 +1,5 @@
+//go:build race
+
+package integration_test
+
+func init() { relRace = true }

@@ -1,0 +1,515 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/integration/checker"
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// relLocker is what the in-process holders and waiters need of a lock.
+type relLocker interface {
+	Name() string
+	Do(ctx context.Context, fn func(ctx context.Context) error) error
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+}
+
+// relHolder holds a lock with Do until released, and records when and why
+// Do's context was cancelled.
+type relHolder struct {
+	acquired chan struct{}
+	release  chan struct{}
+	lost     chan struct{} // closed when Do's context was cancelled with ErrLockLost
+	done     chan struct{} // closed when Do returned
+	lostAt   atomic.Int64
+	cause    error // set before lost is closed
+	err      error // Do's error, set before done is closed
+	token    int64
+}
+
+// relHold starts holding l for owner, and waits until it holds it.
+func relHold(t *testing.T, l relLocker, owner string, token func(ctx context.Context) (int64, error)) *relHolder {
+	t.Helper()
+	h := &relHolder{acquired: make(chan struct{}), release: make(chan struct{}), lost: make(chan struct{}), done: make(chan struct{})}
+	ctx := rlock.WithOwner(context.Background(), owner)
+	go func() {
+		defer close(h.done)
+		h.err = l.Do(ctx, func(fctx context.Context) error {
+			if token != nil {
+				h.token, _ = token(fctx)
+			}
+			close(h.acquired)
+			select {
+			case <-h.release:
+				return nil
+			case <-fctx.Done():
+				h.lostAt.Store(time.Now().UnixNano())
+				h.cause = context.Cause(fctx)
+				close(h.lost)
+				<-h.release
+				return fctx.Err()
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-h.release:
+		default:
+			close(h.release)
+		}
+		<-h.done
+	})
+	select {
+	case <-h.acquired:
+	case <-h.done:
+		t.Fatalf("Do for %s: %v", owner, h.err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Do for %s did not acquire in 10s", owner)
+	}
+	return h
+}
+
+// unlock makes the holder's function return and waits for Do.
+func (h *relHolder) unlock(t *testing.T) error {
+	t.Helper()
+	close(h.release)
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do did not return in 10s")
+	}
+	return h.err
+}
+
+// relWaiter waits for a lock with Lock (or the given acquire function).
+type relWaiter struct {
+	done  chan struct{}
+	at    time.Time // when Lock returned
+	err   error
+	token int64
+}
+
+func relWait(t *testing.T, ctx context.Context, acquire func(ctx context.Context) (int64, error)) *relWaiter {
+	t.Helper()
+	wt := &relWaiter{done: make(chan struct{})}
+	go func() {
+		defer close(wt.done)
+		wt.token, wt.err = acquire(ctx)
+		wt.at = time.Now()
+	}()
+	t.Cleanup(func() { <-wt.done })
+	return wt
+}
+
+// relWaitSubscribed waits until channel has at least n subscribers.
+func relWaitSubscribed(t *testing.T, e *relEnv, channel string, n int64) {
+	t.Helper()
+	raw := e.lock.Client(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := raw.Do(context.Background(), raw.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
+		if err == nil && m[channel] >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d subscribers after 10s (%v), want %d", channel, m[channel], err, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// relCleanAfter checks, once t's clients are closed, that name left no
+// key but its fencing counter and no subscriber on e's lock server.
+func relCleanAfter(t *testing.T, e *relEnv, name string) {
+	t.Helper()
+	raw := e.lock.Client(t) // registered first: closed after the check
+	t.Cleanup(func() {
+		relCheckKeys(t, raw, name)
+		relCheckNoSubscribers(t, raw, lockcore.Channel(name))
+	})
+}
+
+// The lease of the in-process holders of the server-fault tests: long
+// enough that a stall of half of it leaves a comfortable margin.
+const relStallLease = 1200 * time.Millisecond
+
+// TestReliabilityServerStalls stalls the lock's redis-server for half and
+// for twice the lease, three ways: SIGSTOP, CLIENT PAUSE WRITE and DEBUG
+// SLEEP, while a holder and a waiter use a lock in this process and test
+// processes contend for another one. After a stall of half the lease the
+// holder still holds and the waiter has not been granted the lock. After
+// a stall of twice the lease the holder's loss is reported within the
+// lease of the stall's start, and the waiter is granted the lock only
+// after that. The processes' history stays safe.
+func TestReliabilityServerStalls(t *testing.T) {
+	e := newRelEnv(t, "--enable-debug-command", "local")
+	w := e.start(t, relConfig{procs: 3})
+	stalls := []struct {
+		name  string
+		stall func(t *testing.T, d time.Duration) (start, end time.Time)
+	}{
+		{"SIGSTOP", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
+			start := time.Now()
+			if err := e.lock.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(d) // the fault's length
+			if err := e.lock.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			return start, time.Now()
+		}},
+		{"CLIENT PAUSE WRITE", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
+			start := time.Now()
+			if _, err := e.lock.Do(t.Context(), "CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "WRITE"); err != nil {
+				t.Fatal(err)
+			}
+			end := start.Add(d)
+			time.Sleep(time.Until(end)) // the server ends the pause by itself
+			return start, end
+		}},
+		{"DEBUG SLEEP", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
+			start := time.Now()
+			if _, err := e.lock.Do(t.Context(), "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds())); err != nil {
+				t.Fatal(err)
+			}
+			return start, time.Now()
+		}},
+	}
+	for _, s := range stalls {
+		for _, f := range []struct {
+			desc   string
+			factor float64
+		}{{"half", 0.5}, {"twice", 2}} {
+			t.Run(s.name+" for "+f.desc+" the lease", func(t *testing.T) {
+				w.fault()
+				relStall(t, e, time.Duration(f.factor*float64(relStallLease)), s.stall)
+			})
+		}
+	}
+	w.waitAcquisitions(w.mark(), 10, 30*time.Second)
+	res := w.finish(t.Name())
+	res.log(t)
+	res.requireSafe(t)
+	e.canary(t)
+}
+
+func relStall(t *testing.T, e *relEnv, d time.Duration, stall func(*testing.T, time.Duration) (time.Time, time.Time)) {
+	name := relName(t, "lock")
+	relCleanAfter(t, e, name)
+	l1 := e.client(t, rlock.WithWatchdogTimeout(relStallLease)).GetLock(name)
+	l2 := e.client(t, rlock.WithWatchdogTimeout(relStallLease)).GetLock(name)
+	h := relHold(t, l1, "a", nil)
+	ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 20*time.Second)
+	defer cancel()
+	wt := relWait(t, ctx, func(ctx context.Context) (int64, error) { return 0, l2.Lock(ctx) })
+	relWaitSubscribed(t, e, lockcore.Channel(name), 1)
+
+	start, end := stall(t, d)
+	if d < relStallLease {
+		// Within a full lease after the stall, a loss would be reported.
+		select {
+		case <-h.lost:
+			t.Errorf("the holder lost the lock %v after a stall of %v (lease %v): %v",
+				time.Unix(0, h.lostAt.Load()).Sub(start), d, relStallLease, h.cause)
+		case <-wt.done:
+			t.Errorf("the waiter was granted the lock (%v) while the holder held it", wt.err)
+		case <-time.After(relStallLease):
+		}
+		released := time.Now()
+		if err := h.unlock(t); err != nil {
+			t.Errorf("holder's Do = %v", err)
+		}
+		<-wt.done
+		if wt.err != nil {
+			t.Fatalf("waiter: %v", wt.err)
+		}
+		t.Logf("stall of %v: holder kept the lock; waiter took over %v after its release", d, wt.at.Sub(released).Round(time.Millisecond))
+		if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
+			t.Error(err)
+		}
+		return
+	}
+	select {
+	case <-h.lost:
+	case <-time.After(time.Until(end) + 5*time.Second):
+		t.Fatalf("no loss reported %v after a stall of %v began (lease %v)", time.Since(start), d, relStallLease)
+	}
+	lostAt := time.Unix(0, h.lostAt.Load())
+	if !errors.Is(h.cause, rlock.ErrLockLost) {
+		t.Errorf("Do's context cause = %v, want ErrLockLost", h.cause)
+	}
+	if late := lostAt.Sub(start); late > relStallLease+300*time.Millisecond {
+		t.Errorf("loss reported %v after the stall began, want within the lease (%v) and a little", late, relStallLease)
+	}
+	select {
+	case <-wt.done:
+	case <-time.After(time.Until(end) + 5*time.Second):
+		t.Fatal("the waiter was not granted the lock within 5s of the stall's end")
+	}
+	if wt.err != nil {
+		t.Fatalf("waiter: %v", wt.err)
+	}
+	t.Logf("stall of %v: loss reported %v after it began, waiter granted %v after it ended",
+		d, lostAt.Sub(start).Round(time.Millisecond), wt.at.Sub(end).Round(time.Millisecond))
+	if !wt.at.After(lostAt) {
+		t.Errorf("waiter granted the lock at %v, before the holder's loss was reported (%v)", wt.at, lostAt)
+	}
+	if wt.at.Before(end.Add(-50 * time.Millisecond)) {
+		t.Errorf("waiter granted the lock %v before the stall ended", end.Sub(wt.at))
+	}
+	if err := h.unlock(t); !errors.Is(err, rlock.ErrLockLost) {
+		t.Errorf("holder's Do = %v, want ErrLockLost", err)
+	}
+	if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestReliabilityServerRestart kills the lock's redis-server (SIGKILL)
+// and starts it again, without persistence and with appendfsync always,
+// while a holder and a waiter use a fenced lock in this process and test
+// processes contend for another one.
+//
+// Without persistence the restart forgets every lock: the holder's loss is
+// reported at its next renewal, the waiter is granted the lock at once
+// (before the old holder has heard: the one case where two holders
+// overlap without any pause), and the fencing counter starts over at 1, so
+// tokens are handed out again. A register that outlived the restart keeps
+// its last token and refuses the repeated ones as stale: safe, but writes
+// stall until the counter has passed its old value. With appendfsync
+// always the lock, its lease and the counter survive: the holder keeps the
+// lock and tokens keep growing.
+func TestReliabilityServerRestart(t *testing.T) {
+	for _, mode := range []struct {
+		name    string
+		args    []string
+		persist bool
+	}{
+		{"no persistence", nil, false},
+		{"appendfsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			e := newRelEnv(t, mode.args...)
+			w := e.start(t, relConfig{procs: 3})
+			name := relName(t, "lock")
+			relCleanAfter(t, e, name)
+			l1 := e.client(t, rlock.WithWatchdogTimeout(relStallLease)).GetFencedLock(name)
+			l2 := e.client(t, rlock.WithWatchdogTimeout(relStallLease)).GetFencedLock(name)
+			h := relHold(t, l1, "a", l1.Token)
+			ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 20*time.Second)
+			defer cancel()
+			wt := relWait(t, ctx, l2.LockAndGetToken)
+			relWaitSubscribed(t, e, lockcore.Channel(name), 1)
+			before := w.waitAcquisitions(0, 20, 30*time.Second)
+
+			killed := time.Now()
+			e.lock.Kill()
+			if err := e.lock.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			up := time.Now()
+			w.fault()
+			t.Logf("server down for %v", up.Sub(killed).Round(time.Millisecond))
+
+			if mode.persist {
+				select {
+				case <-h.lost:
+					t.Errorf("holder lost the lock across a persistent restart: %v", h.cause)
+				case <-wt.done:
+					t.Errorf("waiter granted the lock (%v) while the holder held it", wt.err)
+				case <-time.After(relStallLease):
+				}
+				if err := h.unlock(t); err != nil {
+					t.Errorf("holder's Do = %v", err)
+				}
+				<-wt.done
+				if wt.err != nil {
+					t.Fatalf("waiter: %v", wt.err)
+				}
+				if wt.token <= h.token {
+					t.Errorf("token after a persistent restart = %d, want more than %d", wt.token, h.token)
+				}
+			} else {
+				select {
+				case <-h.lost:
+				case <-time.After(relStallLease + 5*time.Second):
+					t.Fatal("holder's loss not reported after a restart without persistence")
+				}
+				lostAt := time.Unix(0, h.lostAt.Load())
+				if !errors.Is(h.cause, rlock.ErrLockLost) {
+					t.Errorf("Do's context cause = %v, want ErrLockLost", h.cause)
+				}
+				if d := lostAt.Sub(up); d > relStallLease/3+time.Second {
+					t.Errorf("loss reported %v after the restart, want within a renewal interval (+1s)", d)
+				}
+				select {
+				case <-wt.done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("waiter not granted the lock within 5s of the restart")
+				}
+				if wt.err != nil {
+					t.Fatalf("waiter: %v", wt.err)
+				}
+				t.Logf("reliability: restart without persistence: holder's loss reported %v after the restart, "+
+					"waiter granted %v after it; holder's token %d, waiter's token %d",
+					lostAt.Sub(up).Round(time.Millisecond), wt.at.Sub(up).Round(time.Millisecond), h.token, wt.token)
+				if wt.token > h.token {
+					t.Errorf("token after a restart without persistence = %d, want the counter to have started over (<= %d)", wt.token, h.token)
+				}
+				_ = h.unlock(t)
+			}
+			if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
+				t.Error(err)
+			}
+			w.waitAcquisitions(before, 30, 30*time.Second)
+			res := w.finish(t.Name())
+			res.log(t)
+			if mode.persist {
+				res.requireSafe(t)
+			} else {
+				// Token repeats are what a restart without persistence does.
+				// A re-entry that spans the restart takes the lock anew with
+				// a new token: TestReliabilityReentryAfterLossReportsLoss.
+				res.requireSafe(t, checker.ViolTokenRegressed, checker.ViolTokenDuplicate, checker.ViolReentryToken)
+				t.Logf("reliability: restart without persistence: %d acquisitions got a token handed out before (regressed %d, duplicate %d); "+
+					"the register refused %d writes as stale",
+					res.fencing.Count(checker.ViolTokenRegressed)+res.fencing.Count(checker.ViolTokenDuplicate),
+					res.fencing.Count(checker.ViolTokenRegressed), res.fencing.Count(checker.ViolTokenDuplicate), res.fencing.Stale)
+				relTokensRepeatOnlyAcross(t, res, killed)
+			}
+			e.canary(t)
+		})
+	}
+}
+
+// relTokensRepeatOnlyAcross checks that every token violation pairs an
+// acquisition from before the restart with one after it.
+func relTokensRepeatOnlyAcross(t *testing.T, res relResult, restart time.Time) {
+	t.Helper()
+	var before, after []checker.Operation
+	for _, o := range res.ops {
+		if o.Kind != checker.Acquire || o.Result != checker.OK || o.Reentry || o.Token == 0 {
+			continue
+		}
+		if o.Return < restart.UnixNano() {
+			before = append(before, o)
+		} else {
+			after = append(after, o)
+		}
+	}
+	sub := checker.CheckFencing(before, nil)
+	sub2 := checker.CheckFencing(after, nil)
+	for _, v := range append(sub.Violations, sub2.Violations...) {
+		t.Errorf("token violation on one side of the restart: %v", v)
+	}
+}
+
+// relKillClients kills every client connection of e's lock server but the
+// one that sends the commands (CLIENT KILL skips it), normal and pub/sub.
+func relKillClients(t *testing.T, raw rueidis.Client) {
+	t.Helper()
+	for _, cmd := range []rueidis.Completed{
+		raw.B().ClientKill().TypeNormal().Build(),
+		raw.B().ClientKill().TypePubsub().Build(),
+	} {
+		if err := raw.Do(context.Background(), cmd).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReliabilityClientKill kills the lock's connections with CLIENT KILL
+// (normal and pub/sub) again and again while a holder and a waiter use a
+// lock: the holder keeps the lock (renewals are resent on a new
+// connection), the waiter is not granted it meanwhile, and is not stuck
+// when it is released while its subscription is being killed (a dropped
+// subscription wakes it). TestReliabilityClientKillHistory runs test
+// processes through the same fault.
+func TestReliabilityClientKill(t *testing.T) {
+	e := &relEnv{lock: redistest.Start(t)}
+	e.lockAddr = e.lock.Addr
+	name := relName(t, "lock")
+	relCleanAfter(t, e, name)
+	const lease = time.Second
+	l1 := e.client(t, rlock.WithWatchdogTimeout(lease)).GetLock(name)
+	l2 := e.client(t, rlock.WithWatchdogTimeout(lease)).GetLock(name)
+	h := relHold(t, l1, "a", nil)
+	ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 20*time.Second)
+	defer cancel()
+	wt := relWait(t, ctx, func(ctx context.Context) (int64, error) { return 0, l2.Lock(ctx) })
+	relWaitSubscribed(t, e, lockcore.Channel(name), 1)
+
+	raw := e.lock.Client(t)
+	kills := 0
+	for range 3 * int(lease/(100*time.Millisecond)) {
+		relKillClients(t, raw)
+		kills++
+		select {
+		case <-h.lost:
+			t.Fatalf("holder lost the lock to CLIENT KILL: %v", h.cause)
+		case <-wt.done:
+			t.Fatalf("waiter granted the lock (%v) while the holder held it", wt.err)
+		case <-time.After(100 * time.Millisecond): // the next kill
+		}
+	}
+	// Release while the waiter's subscription is being killed: the unlock
+	// message may be lost, and the waiter must still not be stuck.
+	relKillClients(t, raw)
+	kills++
+	released := time.Now()
+	if err := h.unlock(t); err != nil {
+		t.Errorf("holder's Do = %v", err)
+	}
+	select {
+	case <-wt.done:
+	case <-time.After(lease + 2*time.Second):
+		t.Fatal("waiter stuck after the holder released")
+	}
+	if wt.err != nil {
+		t.Fatalf("waiter: %v", wt.err)
+	}
+	t.Logf("reliability: scenario=%s faults=%d; waiter granted the lock %v after the release",
+		t.Name(), kills, wt.at.Sub(released).Round(time.Millisecond))
+	relInProcessFaults(t, kills)
+	if d := wt.at.Sub(released); d > lease+time.Second {
+		t.Errorf("waiter granted the lock %v after the release, want within the lease", d)
+	}
+	if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestReliabilityClientKillHistory kills every connection of the test
+// processes with CLIENT KILL every 100ms for a while, and checks their
+// history: no loss, no overlapping holds, nobody stuck.
+func TestReliabilityClientKillHistory(t *testing.T) {
+	e := newRelEnv(t)
+	w := e.start(t, relConfig{procs: 3})
+	raw := e.lock.Client(t)
+	from := w.waitAcquisitions(0, 10, 30*time.Second)
+	for range 30 {
+		relKillClients(t, raw)
+		w.fault()
+		time.Sleep(100 * time.Millisecond) // the next kill
+	}
+	w.waitAcquisitions(from, 20, 30*time.Second)
+	res := w.finish(t.Name())
+	res.log(t)
+	res.requireSafe(t)
+	if res.overlaps != 0 {
+		t.Errorf("%d overlapping holds under CLIENT KILL, the longest %v", res.overlaps, res.longestOverlap)
+	}
+	e.canary(t)
+}
