@@ -14,5 +14,10 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
-echo "== go test -race"
-go test -race -timeout 15m -p 2 "$@" ./...
+echo "== go test -race (packages)"
+go test -race -timeout 15m -p 2 "$@" $(go list ./... | grep -v '/integration')
+# The integration suites start many servers and processes and inject
+# timed faults: they run on their own, one package at a time, so that the
+# other packages' tests do not starve them of the machine's two cores.
+echo "== go test -race (integration)"
+go test -race -timeout 15m -p 1 "$@" ./integration/...
