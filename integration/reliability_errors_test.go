@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -438,6 +439,13 @@ func TestReliabilityRealErrorReplies(t *testing.T) {
 	})
 
 	t.Run("BUSY", func(t *testing.T) {
+		if os.Getenv("RELOCK_BUSY") != "1" {
+			// Real BUSY replies sometimes make rueidis v1.0.79 panic in its
+			// reader ("protocol bug, message handled out of order"), in a
+			// test process or in this one. relock's handling of BUSY is
+			// covered with injected replies (TestReliabilityErrorReplies).
+			t.Skip("real BUSY replies can crash rueidis v1.0.79 clients; run with RELOCK_BUSY=1")
+		}
 		name := relName(t, "lock")
 		relCleanAfter(t, e, name)
 		l := c.GetFairLock(name)
