@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -38,16 +37,6 @@ var relRace bool
 // relLease is the watchdog timeout of the test processes: short, so that
 // the tests are quick, and long enough for renewals on a loaded machine.
 const relLease = 600 * time.Millisecond
-
-// relBug skips a test that shows a known library bug, unless the
-// environment has RELOCK_BUGS=1 (to check a fix: RELOCK_BUGS=1 go test
-// -run 'Reliability' ./integration/...).
-func relBug(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("RELOCK_BUGS") != "1" {
-		t.Skip("BUG: " + reason)
-	}
-}
 
 // relBuild builds the test program into a directory of t's.
 func relBuild(t *testing.T) string {

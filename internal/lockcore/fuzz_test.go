@@ -3,7 +3,6 @@ package lockcore_test
 import (
 	"errors"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,14 +21,6 @@ import (
 // goroutine that sleeps 5s first (TestBraceNamesOnCluster).
 func TestMain(m *testing.M) {
 	redistest.Main(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
-}
-
-// bug skips a test that shows a known bug unless RELOCK_BUGS=1.
-func bug(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("RELOCK_BUGS") != "1" {
-		t.Skip("BUG: " + reason)
-	}
 }
 
 // isControl is the API's definition of a control character: C0, DEL, C1.
@@ -105,17 +96,6 @@ func slot(key string) uint16 {
 		}
 	}
 	return crc16(key) % 16384
-}
-
-// hasUsableTag reports whether Redisson's naming rule keeps name's derived
-// keys in its slot: a name without braces, or with a non-empty hash tag.
-func hasUsableTag(name string) bool {
-	i := strings.IndexByte(name, '{')
-	if i < 0 {
-		return !strings.Contains(name, "}")
-	}
-	j := strings.IndexByte(name[i+1:], '}')
-	return j > 0
 }
 
 func FuzzDerived(f *testing.F) {

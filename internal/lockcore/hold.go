@@ -283,11 +283,3 @@ func (h *Hold) watch(cancel context.CancelCauseFunc) (unwatch func()) {
 
 // Done is closed when the hold ends.
 func (h *Hold) Done() <-chan struct{} { return h.done }
-
-// Cause says why the hold ended: nil while it lasts or after a release,
-// else an error matching ErrLockLost or ErrClosed.
-func (h *Hold) Cause() error {
-	h.core.mu.Lock()
-	defer h.core.mu.Unlock()
-	return h.cause
-}
