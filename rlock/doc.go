@@ -55,6 +55,20 @@
 // remaining lease (a crashed holder publishes nothing), or its context's
 // end. Each unlock wakes one local waiter.
 //
+// # Failures
+//
+// A waiting call (Lock, LockLease, TryLock with wait > 0) rides out a
+// dropped connection, a failover and error replies that mean the script did
+// not run (LOADING, READONLY, BUSY, OOM): it retries every 100ms until its
+// wait ends, and then returns the last failure with ErrNotAcquired. A
+// single attempt returns the failure at once. Acquire scripts are never
+// resent blindly, since a resent HINCRBY adds a level: when a first
+// acquisition's reply is lost, the owner's next attempt first looks whether
+// it won. A re-entry whose hold turns out to be gone reports that hold lost
+// (Done, Do, WithLostHandler) and acquires anew. Levels that re-entries with
+// lost replies may have added unseen are released with the owner's last
+// Unlock. Unlocks are latched per request, so they are resent safely.
+//
 // # Safety
 //
 // A lease can run out while its holder is paused (a long GC, swapping, a
