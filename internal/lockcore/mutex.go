@@ -229,9 +229,12 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *
 			sub.Leave(woken)
 		}
 	}()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
+	var retry *time.Timer // made on the first sleep: most calls never sleep
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		a, err := m.attempt(ctx, r, renew, unknown)
 		failing = false
@@ -281,7 +284,11 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *
 		}
 		var retryC <-chan time.Time
 		if a.Retry > 0 {
-			retry.Reset(a.Retry)
+			if retry == nil {
+				retry = time.NewTimer(a.Retry)
+			} else {
+				retry.Reset(a.Retry)
+			}
 			retryC = retry.C
 		}
 		var wake <-chan struct{}
@@ -307,7 +314,9 @@ func (m *Mutex) wait(ctx context.Context, r Request, wait time.Duration, renew *
 			m.abandon(ctx, r)
 			return Attempt{}, notAcquired(ErrClosed)
 		}
-		retry.Stop()
+		if retry != nil {
+			retry.Stop()
+		}
 	}
 }
 
