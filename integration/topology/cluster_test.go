@@ -16,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/rlock"
 )
@@ -133,15 +134,10 @@ func behave(t *testing.T, nodes []*redistest.Server, c1, c2 *rlock.Client, k kin
 	}
 }
 
+// waitFor waits for an event that has no notification of its own.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	relocktest.Eventually(t, 10*time.Second, what, cond)
 }
 
 // namesOnEveryNode returns lock names whose slots are served by every node
