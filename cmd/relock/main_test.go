@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -42,9 +40,7 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	// A rueidis cluster client closes replaced connections a few seconds
-	// after a topology refresh, on a goroutine of its own.
-	code := redistest.Run(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	code := redistest.Run(m, redistest.ClusterLeftovers...)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

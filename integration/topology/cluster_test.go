@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
@@ -21,10 +20,10 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
-// rueidis' cluster client closes the connections of removed nodes from a
-// goroutine that sleeps 5s first; it is not relock's.
+// TestMain ignores the goroutines a closed rueidis cluster client leaves
+// for a few seconds (redistest.ClusterLeftovers).
 func TestMain(m *testing.M) {
-	redistest.Main(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	redistest.Main(m, redistest.ClusterLeftovers...)
 }
 
 // locker is what the behaviour checks need of every lock kind.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,7 +280,7 @@ func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []strin
 	}
 	res := c.RDB.DoMulti(ctx,
 		c.RDB.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
-	if err := res[0].Error(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	if re, ok := rueidis.IsRedisErr(res[0].Error()); ok && re.IsNoScript() {
 		// The script did not run: send its body.
 		res = c.RDB.DoMulti(ctx,
 			c.RDB.B().Eval().Script(s.Body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())

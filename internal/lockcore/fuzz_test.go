@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.uber.org/goleak"
-
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -20,7 +18,7 @@ import (
 // rueidis' cluster client closes the connections of removed nodes from a
 // goroutine that sleeps 5s first (TestBraceNamesOnCluster).
 func TestMain(m *testing.M) {
-	redistest.Main(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	redistest.Main(m, redistest.ClusterLeftovers...)
 }
 
 // isControl is the API's definition of a control character: C0, DEL, C1.

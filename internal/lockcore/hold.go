@@ -162,7 +162,7 @@ func (c *Core) endRelease(h *Hold, remaining int64, err error) (orphans int64) {
 	c.mu.Lock()
 	switch {
 	case err != nil:
-		if h.renewal != nil {
+		if h.count > 1 {
 			// A level other than the last: nothing changed locally.
 			c.mu.Unlock()
 			return 0

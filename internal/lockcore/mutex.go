@@ -439,13 +439,10 @@ func outcomeUnknown(err error) bool {
 // holdsLevels reports whether this Client already counts levels of r's
 // hold (a re-entry): then a lost reply cannot be resolved by looking.
 func (m *Mutex) holdsLevels(r Request) bool {
-	h := m.core.lookup(r.Name, r.Field)
-	if h == nil {
-		return false
-	}
 	m.core.mu.Lock()
 	defer m.core.mu.Unlock()
-	return h.count > 0
+	h := m.core.holds[holdKey{r.Name, r.Field}]
+	return h != nil && h.count > 0
 }
 
 // resolve finds out whether an attempt whose reply was lost (or came too

@@ -53,3 +53,12 @@ func Run(m *testing.M, opts ...goleak.Option) int {
 	}
 	return code
 }
+
+// ClusterLeftovers are goroutines a closed rueidis cluster client leaves
+// for a few seconds (it closes replaced connections, and ends a delayed
+// topology refresh, after a sleep). They are rueidis', not the code under
+// test's: give these to Main or Run in packages that use cluster clients.
+var ClusterLeftovers = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
+}
