@@ -57,13 +57,18 @@ func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 	return lockcore.Attempt{Retry: retry}, nil
 }
 
-// Release runs fair_unlock.lua, latched by requestID.
-func (kind) Release(ctx context.Context, r lockcore.Request, requestID string) (int64, error) {
+// Reenter runs lock_reenter.lua: a fair lock keeps its holds in the lock
+// hash like a reentrant lock.
+func (kind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
+	return r.Core.Reenter(ctx, r)
+}
+
+// Release runs fair_unlock.lua.
+func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
 	queue, timeouts, channel := keys(r.Name)
-	return lua.FairUnlock.Exec(ctx, r.Core.RDB,
-		[]string{r.Name, queue, timeouts, channel, lockcore.Derived(lockcore.LatchPrefix, r.Name) + ":" + requestID},
+	return lua.FairUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
 		[]string{lockcore.UnlockMessage, strconv.FormatInt(r.LeaseMs, 10), r.Field, r.Core.PublishCommand(),
-			strconv.FormatInt(lockcore.LatchLifetime.Milliseconds(), 10)}).AsInt64()
+			strconv.Itoa(r.Target)}).AsInt64()
 }
 
 // ForceRelease runs fair_force_unlock.lua.

@@ -54,9 +54,11 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 }
 
 // Unlock releases one hold level of the owner in ctx (without one: the
-// handle's anonymous hold); the last level deletes the lock and wakes the
-// head of the queue. It returns an error matching ErrNotHeld, and changes
-// nothing, when the owner holds nothing. It works when ctx has ended.
+// Client's anonymous hold of the lock); the last level deletes the lock and
+// wakes the head of the queue. It returns an error matching ErrNotHeld, and
+// sends nothing to Redis, when the owner holds nothing this Client knows
+// of. It works when ctx has ended, and a resent request never releases
+// twice (see rlock.Lock.Unlock).
 func (l *Lock) Unlock(ctx context.Context) error { return l.m.Unlock(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes the head of the
@@ -67,7 +69,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) { return l.m.Force
 func (l *Lock) IsLocked(ctx context.Context) (bool, error) { return l.m.IsLocked(ctx) }
 
 // IsHeldByOwner reports whether the owner in ctx (without one: the
-// handle's anonymous hold) holds the lock.
+// Client's anonymous hold of the lock) holds the lock.
 func (l *Lock) IsHeldByOwner(ctx context.Context) (bool, error) { return l.m.IsHeldByOwner(ctx) }
 
 // HoldCount is the hold count of the owner in ctx; 0 when it holds nothing.
@@ -79,7 +81,8 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 	return l.m.RemainingLease(ctx)
 }
 
-// Do acquires l like Lock, runs fn, then unlocks. fn's context is cancelled
+// Do acquires l like Lock, runs fn, then unlocks (in a deferred call, so a
+// panic in fn releases the lock and goes on). fn's context is cancelled
 // with cause ErrLockLost as soon as the hold is known to be lost (ErrClosed
 // at Close), and Do's error then matches it too. If acquiring fails, fn
 // does not run.
@@ -90,3 +93,8 @@ func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error
 // Done returns a channel closed when the current hold of the owner in ctx
 // ends (final Unlock, loss, or Close); already closed when it holds nothing.
 func (l *Lock) Done(ctx context.Context) <-chan struct{} { return l.m.Done(ctx) }
+
+// HoldContext returns a context that ends when the current hold of the
+// owner in ctx ends, with the reason as its cause (see
+// rlock.Lock.HoldContext).
+func (l *Lock) HoldContext(ctx context.Context) context.Context { return l.m.HoldContext(ctx) }

@@ -1,4 +1,5 @@
--- fair_acquire.lua (after fair_prune.lua): take or re-enter a fair lock, or keep a place in its
+-- fair_acquire.lua (after fair_prune.lua): take a fair lock for an owner
+-- that holds none of it as far as its client knows, or keep a place in its
 -- queue (Redisson RFairLock layout, deadlines from the server's clock).
 -- KEYS[1] lock hash
 -- KEYS[2] waiter queue redisson_lock_queue:{name} (list of fields)
@@ -9,10 +10,12 @@
 --         place for this long is dropped when it reaches the head
 -- ARGV[4] '1' to join (or stay in) the queue when the lock is not taken,
 --         '0' for a single attempt that leaves no trace
--- Returns nil when the field holds the lock after the call (taken: it was
--- free and the queue empty or headed by this field; or re-entered), else
+-- Returns nil when the field holds the lock after the call, with a count of
+-- exactly 1 (taken: it was free and the queue empty or headed by this
+-- field; or a level of this owner whose reply was lost, taken over), else
 -- the lock's remaining lease in ms (-2 when it is free but others are
--- queued ahead, -1 when it has no expiry).
+-- queued ahead, -1 when it has no expiry). Sending it twice has the effect
+-- of sending it once.
 
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
@@ -28,7 +31,10 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  if redis.call('zrem', KEYS[3], ARGV[2]) == 1 then
+    redis.call('lrem', KEYS[2], 0, ARGV[2])
+  end
+  redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end

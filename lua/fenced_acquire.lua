@@ -1,21 +1,19 @@
--- fenced_acquire.lua: take or re-enter a fenced lock.
+-- fenced_acquire.lua: take a fenced lock for an owner that holds none of
+-- it as far as its client knows.
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter redisson_lock_token:{name}
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
--- Returns {1, token} when the field holds the lock after the call: a new
--- acquisition increments the counter and gets its new value; a re-entry keeps
--- the current value. Returns {0, pttl} when another field holds the lock
--- (pttl -1 when the key has no expiry).
-if redis.call('exists', KEYS[1]) == 0 then
+-- Returns {1, token} when the field holds the lock after the call, with a
+-- count of exactly 1, the lease reset and a token from the counter that no
+-- acquisition had before (a field that was already there, a level of this
+-- owner whose reply was lost, is taken over, and also gets a new token).
+-- Returns {0, pttl} when another field holds the lock (pttl -1 when the key
+-- has no expiry).
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local token = redis.call('incr', KEYS[2])
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, token}
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return {1, tonumber(redis.call('get', KEYS[2]) or '0')}
 end
 return {0, redis.call('pttl', KEYS[1])}

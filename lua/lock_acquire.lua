@@ -1,12 +1,16 @@
--- lock_acquire.lua: take or re-enter a reentrant lock (Redisson RLock layout).
+-- lock_acquire.lua: take a reentrant lock for an owner that holds none of
+-- it as far as its client knows (Redisson RLock layout).
 -- KEYS[1] lock hash
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
--- Returns nil when the field holds the lock after the call (the hold count
--- went up by one and the lease was reset), else the holder's remaining lease
--- in ms (-1 when the key has no expiry).
+-- Returns nil when the field holds the lock after the call, with a count
+-- of exactly 1 and the lease reset; else the holder's remaining lease in ms
+-- (-1 when the key has no expiry).
+-- A field that is already there can only be a level of this owner whose
+-- reply was lost: it is taken over, not stacked on, so sending the script
+-- twice has the effect of sending it once.
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end

@@ -2,10 +2,15 @@
 // binary. Each file opens with a header that states its KEYS, its ARGV and
 // what it returns.
 //
-// Scripts that are safe to send twice (an owner-checked renewal, a read, an
-// unlock guarded by a per-request latch key) are marked retryable, so
-// rueidis resends them after a connection error; the others are never
-// resent, because a resent HINCRBY adds a hold level.
+// The scripts that change a hold set its count rather than add to it: an
+// acquisition by an owner that holds nothing sets the count to 1, a
+// re-entry to the count its client expects plus one, an unlock to the
+// count it expects minus one. Sending such a script twice has the effect
+// of sending it once, so rueidis may resend it after a connection error.
+// The one exception is the unlock at the last level: a resent request
+// would find the field gone and could not tell its own release from a hold
+// lost before, so unlocks are resent by relock itself, which knows when a
+// request is a resend.
 //
 // The fair-lock scripts that read the queue are built as fair_prune.lua
 // followed by the script's own file, so the pruning of dead waiters is
@@ -70,35 +75,36 @@ var (
 )
 
 var (
-	// LockAcquire takes or re-enters a reentrant lock. Never resent.
-	LockAcquire = script(lockAcquire, false)
-	// LockUnlock releases one hold level; latched by request ID, so resending
-	// it is safe.
-	LockUnlock = script(lockUnlock, true)
+	// LockAcquire takes a reentrant lock for an owner that holds none of it.
+	// Safe to resend.
+	LockAcquire = script(lockAcquire, true)
+	// LockUnlock brings a hold down to a count. Resent by relock itself,
+	// not by rueidis (see the package documentation).
+	LockUnlock = script(lockUnlock, false)
 	// LockForceUnlock deletes a lock whoever holds it. Never resent: a resent
 	// delete could remove a newer hold.
 	LockForceUnlock = script(lockForceUnlock, false)
 	// LockRenew resets the lease of a hold that still exists. Owner-checked,
 	// so resending it is safe.
 	LockRenew = script(lockRenew, true)
-	// LockReenter adds a level to an existing hold of any lock kind, or
-	// reports it gone. Never resent.
-	LockReenter = script(lockReenter, false)
-	// FencedAcquire takes or re-enters a fenced lock and returns its token.
-	// Never resent.
-	FencedAcquire = script(fencedAcquire, false)
+	// LockReenter sets the count of an existing hold of any lock kind one
+	// level up, or reports it gone. Safe to resend.
+	LockReenter = script(lockReenter, true)
+	// FencedAcquire takes a fenced lock and returns its token. Safe to
+	// resend (a resent request may skip a token; tokens only grow).
+	FencedAcquire = script(fencedAcquire, true)
 	// FencedToken reads the token of the caller's current hold. Read-only.
 	FencedToken = script(fencedToken, true)
 	// FenceWrite writes a fenced register if the token is not stale. Not
 	// resent: a resent write could land after a newer one.
 	FenceWrite = script(fenceWrite, false)
 
-	// FairAcquire takes or re-enters a fair lock, or joins (refreshes a place
-	// in) its queue. Never resent.
-	FairAcquire = script(fairPrune+fairAcquire, false)
-	// FairUnlock releases one level of a fair lock and wakes the head of its
-	// queue; latched by request ID.
-	FairUnlock = script(fairPrune+fairUnlock, true)
+	// FairAcquire takes a fair lock, or joins (refreshes a place in) its
+	// queue. Safe to resend.
+	FairAcquire = script(fairPrune+fairAcquire, true)
+	// FairUnlock brings a hold of a fair lock down to a count and wakes the
+	// head of its queue when that frees it. Resent by relock itself.
+	FairUnlock = script(fairPrune+fairUnlock, false)
 	// FairAbandon takes a waiter out of a fair lock's queue. Idempotent.
 	FairAbandon = script(fairAbandon, true)
 	// FairForceUnlock deletes a fair lock and wakes the head of its queue.

@@ -11,42 +11,80 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// TestUnlockLatch resends one unlock request: the second answer is the
-// first one, and only one hold level is released.
-func TestUnlockLatch(t *testing.T) {
+// TestScriptsSetCounts: the scripts that change a hold set its count, so
+// a request sent twice has the effect of sending it once, and an unlock
+// writes nothing but the hold (no key is left behind).
+func TestScriptsSetCounts(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	ctx := t.Context()
-	key := "lua-test:latch"
+	key := "lua-test:counts"
+	channel := "redisson_lock__channel:{" + key + "}"
 	t.Cleanup(func() { rdb.Do(ctx, rdb.B().Del().Key(key).Build()) })
+	hget := func() string {
+		v, _ := rdb.Do(ctx, rdb.B().Hget().Key(key).Field("c:o").Build()).ToString()
+		return v
+	}
 	for range 2 {
 		if err := lua.LockAcquire.Exec(ctx, rdb, []string{key}, []string{"10000", "c:o"}).Error(); !rueidis.IsRedisNil(err) {
 			t.Fatalf("acquire = %v, want nil reply", err)
 		}
 	}
-	unlock := func(request string) int64 {
-		n, err := lua.LockUnlock.Exec(ctx, rdb,
-			[]string{key, "redisson_lock__channel:{" + key + "}", "redisson_unlock_latch:{" + key + "}:" + request},
-			[]string{"0", "10000", "c:o", "publish", "5000"}).AsInt64()
+	if got := hget(); got != "1" {
+		t.Fatalf("count after an acquisition sent twice = %q, want 1", got)
+	}
+	for range 2 {
+		if err := lua.LockReenter.Exec(ctx, rdb, []string{key, "redisson_lock_token:{" + key + "}"},
+			[]string{"10000", "c:o", "2"}).Error(); err != nil {
+			t.Fatalf("re-enter = %v", err)
+		}
+	}
+	if got := hget(); got != "2" {
+		t.Fatalf("count after a re-entry sent twice = %q, want 2", got)
+	}
+	unlock := func(target string) int64 {
+		t.Helper()
+		n, err := lua.LockUnlock.Exec(ctx, rdb, []string{key, channel},
+			[]string{"0", "10000", "c:o", "publish", target}).AsInt64()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if n := unlock("r1"); n != 1 {
-		t.Fatalf("first unlock = %d, want 1 level left", n)
+	for range 2 {
+		if n := unlock("1"); n != 1 {
+			t.Fatalf("unlock to 1 = %d, want 1 level left", n)
+		}
 	}
-	if n := unlock("r1"); n != 1 {
-		t.Errorf("resent unlock = %d, want the latched answer 1", n)
+	if got := hget(); got != "1" {
+		t.Errorf("count after an unlock sent twice = %q, want 1", got)
 	}
-	count, _ := rdb.Do(ctx, rdb.B().Hget().Key(key).Field("c:o").Build()).AsInt64()
-	if count != 1 {
-		t.Errorf("hold count after a resent unlock = %d, want 1", count)
+	if n := unlock("0"); n != 0 {
+		t.Errorf("unlock to 0 = %d, want 0 (released)", n)
 	}
-	if n := unlock("r2"); n != 0 {
-		t.Errorf("a new unlock request = %d, want 0 (released)", n)
-	}
-	if n := unlock("r3"); n != -1 {
+	if n := unlock("0"); n != -1 {
 		t.Errorf("unlock of a free lock = %d, want -1", n)
+	}
+	if keys, _ := rdb.Do(ctx, rdb.B().Keys().Pattern("*"+key+"*").Build()).AsStrSlice(); len(keys) != 0 {
+		t.Errorf("keys left after the last unlock: %q", keys)
+	}
+}
+
+// TestUnlockKeepsOthersFields: a release to 0 removes only its own field.
+func TestUnlockKeepsOthersFields(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ctx := t.Context()
+	key := "lua-test:fields"
+	t.Cleanup(func() { rdb.Do(ctx, rdb.B().Del().Key(key).Build()) })
+	if err := rdb.Do(ctx, rdb.B().Hset().Key(key).FieldValue().FieldValue("c:a", "1").FieldValue("c:b", "2").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := lua.LockUnlock.Exec(ctx, rdb, []string{key, "redisson_lock__channel:{" + key + "}"},
+		[]string{"0", "10000", "c:a", "publish", "0"}).AsInt64()
+	if err != nil || n != 0 {
+		t.Fatalf("unlock = %d, %v, want 0", n, err)
+	}
+	if v, _ := rdb.Do(ctx, rdb.B().Hget().Key(key).Field("c:b").Build()).ToString(); v != "2" {
+		t.Errorf("the other field = %q, want 2", v)
 	}
 }
 

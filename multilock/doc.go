@@ -18,7 +18,7 @@
 //
 // Owners travel in the context, as in rlock. A MultiLock or RedLock calls
 // its locks with the caller's owner, or, for a context without one, with a
-// fresh owner ("multilock-<n>", reserved) that it remembers as its current
+// fresh owner (of the reserved form "anon-<n>") that it remembers as its current
 // anonymous hold, which Unlock without an owner releases. Holding the same
 // owner again re-enters every lock. Do puts its owner in fn's context.
 //

@@ -2,7 +2,6 @@ package multilock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -11,11 +10,14 @@ import (
 
 // group is what a MultiLock and a RedLock share: their locks, the owner of
 // the current anonymous hold, and the record of the holds taken through
-// this value, per owner. A record exists from the first acquisition of an
-// owner to its final Unlock; while it lasts and the hold was taken on the
-// watchdog lease, one monitor goroutine per watched lock waits for that
-// lock's hold to end. The monitors belong to the record: they stop at the
-// final Unlock, which waits for them, or as soon as the hold is lost.
+// this value, per owner.
+//
+// A hold's life is a context, as in rlock (see lockcore.RunHeld): it ends
+// at the final Unlock, or as soon as too few of its locks are left held.
+// While a hold taken on the watchdog lease lasts, it watches each lock it
+// took through the lock's own hold context (context.AfterFunc: no
+// goroutine), or, for a Locker that only offers Done, with one goroutine
+// that the record owns and its final Unlock stops and waits for.
 type group struct {
 	kind   string // "multilock" or "redlock", for messages
 	name   string
@@ -29,30 +31,24 @@ type group struct {
 	holds map[string]*hold
 }
 
-// subState is what a hold record knows of one of its locks.
-type subState uint8
-
-const (
-	subFree  subState = iota // never taken by this hold
-	subHeld                  // taken, not known to have ended
-	subEnded                 // taken, and its Done channel closed
-)
-
 // hold is the record of one owner's hold. Every field is guarded by
 // group.mu, except wg.
 type hold struct {
-	count   int // acquisitions not yet matched by an Unlock
-	sub     []subState
-	watched []<-chan struct{} // the Done channel each monitor waits on
-	live    int               // locks in state subHeld
+	count int    // acquisitions not yet matched by an Unlock
+	held  []bool // locks taken by this hold and not seen to end
+	live  int    // locks in held
+	life  context.Context
+	end   context.CancelCauseFunc
+	// watches[i] is the watch on lock i (nil when it is not watched).
+	watches []*watch
+	wg      sync.WaitGroup // watch goroutines of Lockers without HoldContext
+}
 
-	done    chan struct{} // closed when the hold ends
-	ended   bool
-	cause   error // nil (released) or an error matching ErrLockLost
-	stop    chan struct{}
-	stopped bool
-	wg      sync.WaitGroup // the monitors
-	cancels map[*context.CancelCauseFunc]struct{}
+// holdContexter is implemented by relock's locks (and by MultiLock and
+// RedLock): a context that ends when the owner's current hold ends, with
+// its cause. It lets a hold be watched without a goroutine.
+type holdContexter interface {
+	HoldContext(ctx context.Context) context.Context
 }
 
 func newGroup(kind string, locks []Locker, needed int) *group {
@@ -72,33 +68,35 @@ func (g *group) nodeError(i int, err error) *NodeError {
 // acquirer returns the context to call the locks with, its owner, and
 // whether the owner was made up here (an anonymous acquisition).
 func (g *group) acquirer(ctx context.Context) (context.Context, string, bool, error) {
-	if owner, ok := lockcore.OwnerFrom(ctx); ok {
-		if err := lockcore.CheckOwner(owner); err != nil {
-			return nil, "", false, err
-		}
+	owner, ok, err := lockcore.ContextOwner(ctx)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if ok {
 		return ctx, owner, false, nil
 	}
-	owner := newOwner()
-	return lockcore.WithOwner(ctx, owner), owner, true, nil
+	owner = lockcore.AnonymousOwner()
+	return lockcore.WithReservedOwner(ctx, owner), owner, true, nil
 }
 
 // holder returns the context to call the locks with for a release or a
 // query, and its owner: the one in ctx, else the current anonymous hold's
 // ("" when there is none).
 func (g *group) holder(ctx context.Context) (context.Context, string, error) {
-	if owner, ok := lockcore.OwnerFrom(ctx); ok {
-		if err := lockcore.CheckOwner(owner); err != nil {
-			return nil, "", err
-		}
+	owner, ok, err := lockcore.ContextOwner(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if ok {
 		return ctx, owner, nil
 	}
 	g.mu.Lock()
-	owner := g.anon
+	owner = g.anon
 	g.mu.Unlock()
 	if owner == "" {
 		return ctx, "", nil
 	}
-	return lockcore.WithOwner(ctx, owner), owner, nil
+	return lockcore.WithReservedOwner(ctx, owner), owner, nil
 }
 
 // notHeld is the error of an Unlock by an owner that holds nothing.
@@ -118,24 +116,30 @@ func (g *group) taken(owner string) []bool {
 	if h == nil {
 		return nil
 	}
-	t := make([]bool, len(h.sub))
-	for i, s := range h.sub {
-		t[i] = s == subHeld
-	}
-	return t
+	return append([]bool(nil), h.held...)
 }
 
 // grant records an acquisition by owner that took the locks marked in
-// took. With watch set (a hold on the watchdog lease), each taken lock that
-// is Watchable gets a monitor. octx carries the owner.
-func (g *group) grant(octx context.Context, owner string, anon bool, took []bool, watch bool) {
-	var chans []<-chan struct{}
-	if watch {
-		// Asked for outside g.mu: Done takes the lock's own locks.
-		chans = make([]<-chan struct{}, len(took))
+// took. With watching set (a hold on the watchdog lease), each taken lock
+// that can tell when its hold ends is watched. octx carries the owner.
+func (g *group) grant(octx context.Context, owner string, anon bool, took []bool, watching bool) {
+	// The locks' hold contexts are asked for outside g.mu: that takes
+	// the locks' own locks.
+	var lives []context.Context
+	var dones []<-chan struct{}
+	if watching {
+		lives = make([]context.Context, len(took))
+		dones = make([]<-chan struct{}, len(took))
 		for i, ok := range took {
-			if w, isW := g.locks[i].(Watchable); ok && isW {
-				chans[i] = w.Done(octx)
+			switch l := g.locks[i].(type) {
+			case holdContexter:
+				if ok {
+					lives[i] = l.HoldContext(octx)
+				}
+			case Watchable:
+				if ok {
+					dones[i] = l.Done(octx)
+				}
 			}
 		}
 	}
@@ -147,12 +151,8 @@ func (g *group) grant(octx context.Context, owner string, anon bool, took []bool
 	h := g.holds[owner]
 	if h == nil {
 		n := len(g.locks)
-		h = &hold{
-			sub:     make([]subState, n),
-			watched: make([]<-chan struct{}, n),
-			done:    make(chan struct{}),
-			stop:    make(chan struct{}),
-		}
+		h = &hold{held: make([]bool, n), watches: make([]*watch, n)}
+		h.life, h.end = context.WithCancelCause(context.Background())
 		g.holds[owner] = h
 	}
 	h.count++
@@ -160,88 +160,93 @@ func (g *group) grant(octx context.Context, owner string, anon bool, took []bool
 		if !ok {
 			continue
 		}
-		if h.sub[i] != subHeld {
-			h.sub[i] = subHeld
+		if !h.held[i] {
+			h.held[i] = true
 			h.live++
-			h.watched[i] = nil
 		}
-		if chans == nil || chans[i] == nil || h.stopped || h.watched[i] == chans[i] {
-			continue
+		if h.life.Err() != nil {
+			continue // lost already: nothing more to watch
 		}
-		// Not watched yet, or watched on the channel of a hold of the lock
-		// that has ended since (and been taken again): the old monitor
-		// ignores its channel once it is no longer the watched one.
-		h.watched[i] = chans[i]
-		h.wg.Add(1)
-		go g.monitor(h, i, chans[i])
+		switch {
+		case lives != nil && lives[i] != nil:
+			life := lives[i]
+			g.watchLocked(h, i, func(w *watch) {
+				stop := context.AfterFunc(life, func() { g.ended(h, i, w) })
+				w.stop = func() { stop() }
+			})
+		case dones != nil && dones[i] != nil:
+			done := dones[i]
+			g.watchLocked(h, i, func(w *watch) {
+				quit := make(chan struct{})
+				h.wg.Go(func() {
+					select {
+					case <-done:
+						g.ended(h, i, w)
+					case <-quit:
+					}
+				})
+				w.stop = func() { close(quit) }
+			})
+		}
 	}
 }
 
-// monitor waits for the hold of lock i to end, or for the record to stop
-// watching. When fewer than g.needed locks are left held, the hold is lost.
-func (g *group) monitor(h *hold, i int, ch <-chan struct{}) {
-	defer h.wg.Done()
-	select {
-	case <-ch:
-	case <-h.stop:
-		return
+// watch is the watch on one lock of a hold.
+type watch struct{ stop func() }
+
+// watchLocked starts a watch on lock i of h, replacing the one it had (a
+// re-entry watches the lock's current hold, which may be a new one). start
+// arranges for g.ended to be called with w when the lock's hold ends, and
+// sets w.stop. g.mu is held.
+func (g *group) watchLocked(h *hold, i int, start func(w *watch)) {
+	if old := h.watches[i]; old != nil {
+		old.stop()
 	}
+	w := &watch{}
+	start(w)
+	h.watches[i] = w
+}
+
+// ended is called when the hold of lock i of h, watched by w, ended. A
+// watch replaced or stopped meanwhile is ignored. When fewer than g.needed
+// locks are left held, the hold is lost.
+func (g *group) ended(h *hold, i int, w *watch) {
 	g.mu.Lock()
-	if h.stopped || h.watched[i] != ch {
-		g.mu.Unlock()
+	defer g.mu.Unlock()
+	if h.watches[i] != w {
 		return
 	}
-	h.watched[i] = nil
-	h.sub[i] = subEnded
+	h.watches[i] = nil
+	h.held[i] = false
 	h.live--
-	var cancels []*context.CancelCauseFunc
-	var cause error
-	if h.live < g.needed && !h.ended {
-		cause = fmt.Errorf("%w: %s %q: %d of %d locks left held, %d needed (lost %d %q)",
-			ErrLockLost, g.kind, g.name, h.live, len(g.locks), g.needed, i, g.names[i])
-		cancels = g.endLocked(h, cause)
-	}
-	g.mu.Unlock()
-	for _, cancel := range cancels {
-		(*cancel)(cause)
+	if h.live < g.needed && h.life.Err() == nil {
+		h.end(fmt.Errorf("%w: %s %q: %d of %d locks left held, %d needed (lost %d %q)",
+			ErrLockLost, g.kind, g.name, h.live, len(g.locks), g.needed, i, g.names[i]))
+		g.unwatchLocked(h)
 	}
 }
 
-// endLocked ends h with cause: its Done channel closes and its monitors
-// stop. It returns the Do contexts to cancel (none for a release).
-// g.mu is held.
-func (g *group) endLocked(h *hold, cause error) []*context.CancelCauseFunc {
-	h.ended = true
-	h.cause = cause
-	close(h.done)
-	g.stopLocked(h)
-	var cancels []*context.CancelCauseFunc
-	if cause != nil {
-		for c := range h.cancels {
-			cancels = append(cancels, c)
+// unwatchLocked stops every watch of h. A watch goroutine may still be
+// about to call ended: it finds its watch gone. g.mu is held.
+func (g *group) unwatchLocked(h *hold) {
+	for i, w := range h.watches {
+		if w != nil {
+			w.stop()
+			h.watches[i] = nil
 		}
-	}
-	h.cancels = nil
-	return cancels
-}
-
-func (g *group) stopLocked(h *hold) {
-	if !h.stopped {
-		h.stopped = true
-		close(h.stop)
 	}
 }
 
 // beginRelease prepares an Unlock by owner. When it is the owner's last
-// level, it stops the monitors and waits for them first, so that the
-// release itself is not taken for a loss. It returns the record (nil when
-// this value has none).
+// level, it stops the watches and waits for their goroutines first, so
+// that the release itself is not taken for a loss. It returns the record
+// (nil when this value has none).
 func (g *group) beginRelease(owner string) *hold {
 	g.mu.Lock()
 	h := g.holds[owner]
 	final := h != nil && h.count <= 1
 	if final {
-		g.stopLocked(h)
+		g.unwatchLocked(h)
 	}
 	g.mu.Unlock()
 	if final {
@@ -267,66 +272,39 @@ func (g *group) endRelease(owner string, h *hold) error {
 	if g.anon == owner {
 		g.anon = ""
 	}
-	if !h.ended {
-		g.endLocked(h, nil)
-		return nil
+	if err := h.life.Err(); err != nil {
+		return context.Cause(h.life)
 	}
-	return h.cause
+	h.end(nil)
+	return nil
 }
 
-// done returns the Done channel of the owner's hold.
-func (g *group) done(ctx context.Context) <-chan struct{} {
+// holdContext is HoldContext for both kinds: the life of the owner's hold.
+func (g *group) holdContext(ctx context.Context) context.Context {
+	if g.err != nil {
+		return notHeldContext
+	}
 	_, owner, err := g.holder(ctx)
 	if err == nil && owner != "" {
 		g.mu.Lock()
 		h := g.holds[owner]
 		g.mu.Unlock()
 		if h != nil {
-			return h.done
+			return h.life
 		}
 	}
-	return closedChan
+	return notHeldContext
 }
 
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
+// notHeldContext is the hold context of an owner that holds nothing.
+var notHeldContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(fmt.Errorf("%w: no current hold", ErrNotHeld))
+	return ctx
 }()
 
-// watch arranges for cancel to be called with the cause when the owner's
-// hold is lost. It returns a function that undoes it.
-func (g *group) watch(owner string, cancel context.CancelCauseFunc) (unwatch func()) {
-	g.mu.Lock()
-	h := g.holds[owner]
-	if h == nil || h.ended {
-		var cause error
-		if h != nil {
-			cause = h.cause
-		} else {
-			cause = fmt.Errorf("%w: %s %q: no record of the hold", ErrLockLost, g.kind, g.name)
-		}
-		g.mu.Unlock()
-		if cause != nil {
-			cancel(cause)
-		}
-		return func() {}
-	}
-	if h.cancels == nil {
-		h.cancels = make(map[*context.CancelCauseFunc]struct{})
-	}
-	p := &cancel
-	h.cancels[p] = struct{}{}
-	g.mu.Unlock()
-	return func() {
-		g.mu.Lock()
-		delete(h.cancels, p)
-		g.mu.Unlock()
-	}
-}
-
 // do is Do for both kinds: lock on the watchdog lease, run fn with a
-// context cancelled when the hold is lost, unlock.
+// context cancelled when the hold is lost, unlock (also when fn panics).
 func (g *group) do(ctx context.Context, fn func(ctx context.Context) error,
 	lock func(context.Context) error, unlock func(context.Context) error) error {
 	if g.err != nil {
@@ -336,27 +314,10 @@ func (g *group) do(ctx context.Context, fn func(ctx context.Context) error,
 		return invalid("nil function given to Do")
 	}
 	if _, ok := lockcore.OwnerFrom(ctx); !ok {
-		ctx = lockcore.WithOwner(ctx, newOwner())
+		ctx = lockcore.WithReservedOwner(ctx, lockcore.AnonymousOwner())
 	}
 	if err := lock(ctx); err != nil {
 		return err
 	}
-	owner, _ := lockcore.OwnerFrom(ctx)
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	unwatch := g.watch(owner, cancel)
-	err := fn(fnCtx)
-	unwatch()
-	cause := context.Cause(fnCtx)
-	if !errors.Is(cause, ErrLockLost) {
-		cause = nil
-	}
-	uerr := unlock(ctx)
-	switch {
-	case cause != nil:
-		return joinNew(err, cause)
-	case uerr != nil:
-		return errors.Join(err, uerr)
-	}
-	return err
+	return lockcore.RunHeld(ctx, g.holdContext(ctx), fn, unlock, g.name)
 }

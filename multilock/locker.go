@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/relock-go/relock/internal/lockcore"
@@ -124,6 +122,13 @@ func isNil(l Locker) bool {
 	return false
 }
 
+// MinLease is the shortest fixed lease a MultiLock or a RedLock takes. A
+// set held on a fixed lease counts as held for the lease less the time
+// acquiring took less a drift of 1% of the lease plus 2ms; a lease that
+// short could never be valid, and one only a little longer would need an
+// acquisition faster than any round trip.
+const MinLease = 3 * time.Millisecond
+
 // checkAcquire checks the wait and lease of TryLock (lease 0: watchdog).
 // Lock and LockLease check a wait of 0.
 func checkAcquire(wait, lease time.Duration) error {
@@ -131,17 +136,14 @@ func checkAcquire(wait, lease time.Duration) error {
 		return err
 	}
 	if lease != 0 {
-		return lockcore.CheckLease(lease)
+		if err := lockcore.CheckLease(lease); err != nil {
+			return err
+		}
+		if lease < MinLease {
+			return invalid("lease %v is under %v: it leaves no time once the drift (1%% of the lease plus 2ms) is taken off", lease, MinLease)
+		}
 	}
 	return nil
-}
-
-var anonSeq atomic.Uint64
-
-// newOwner returns a fresh owner for an acquisition whose context carries
-// none. Owners "multilock-<n>" are reserved for this use.
-func newOwner() string {
-	return "multilock-" + strconv.FormatUint(anonSeq.Add(1), 10)
 }
 
 // notAcquired is the error of a wait that ended with cause.

@@ -3,6 +3,7 @@ package multilock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -165,8 +166,16 @@ func (m *MultiLock) acquire(ctx context.Context, wait, lease time.Duration) (boo
 		if wait == 0 || (wait > 0 && !time.Now().Before(deadline)) {
 			return false, nil
 		}
-		if err := ctx.Err(); err != nil {
-			return false, notAcquired(err)
+		// Pause before gathering again, about as long as gathering took
+		// (at least 1ms), so that a set that cannot be gathered in time
+		// never spins.
+		pause := max(time.Since(start), time.Millisecond)
+		pause = pause/2 + rand.N(pause)
+		if wait > 0 {
+			pause = min(pause, time.Until(deadline))
+		}
+		if !sleep(ctx, pause) {
+			return false, notAcquired(ctx.Err())
 		}
 	}
 }
@@ -266,8 +275,14 @@ func (m *MultiLock) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // hold ended. It is already closed when this MultiLock has no record of a
 // hold of the owner.
 func (m *MultiLock) Done(ctx context.Context) <-chan struct{} {
-	if m.g.err != nil {
-		return closedChan
-	}
-	return m.g.done(ctx)
+	return m.g.holdContext(ctx).Done()
+}
+
+// HoldContext returns a context that ends when the hold of the owner in
+// ctx (without one: the current anonymous hold) ends, like Done; its
+// context.Cause is context.Canceled after the final Unlock and matches
+// ErrLockLost after a loss. When this value has no record of a hold of the
+// owner, it has already ended with a cause matching ErrNotHeld.
+func (m *MultiLock) HoldContext(ctx context.Context) context.Context {
+	return m.g.holdContext(ctx)
 }

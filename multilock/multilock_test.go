@@ -566,3 +566,67 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestImpossibleLeaseRefused: a fixed lease that the drift alone uses up
+// can never be valid: it is refused, and nothing is sent (a MultiLock used
+// to re-take and release its locks with no pause, forever).
+func TestImpossibleLeaseRefused(t *testing.T) {
+	j := &journal{}
+	fs := fakes(j, "a", "b")
+	for _, kind := range []string{"multilock", "redlock"} {
+		l := newKind(kind, fs)
+		if err := l.(interface {
+			LockLease(context.Context, time.Duration) error
+		}).LockLease(t.Context(), 2*time.Millisecond); !errors.Is(err, multilock.ErrInvalidArgument) {
+			t.Errorf("%s LockLease(2ms) = %v, want ErrInvalidArgument", kind, err)
+		}
+		if _, err := l.TryLock(t.Context(), time.Second, multilock.MinLease-time.Microsecond); !errors.Is(err, multilock.ErrInvalidArgument) {
+			t.Errorf("%s TryLock with a lease under MinLease = %v, want ErrInvalidArgument", kind, err)
+		}
+	}
+	if calls := j.list(); len(calls) != 0 {
+		t.Errorf("calls to the locks = %v, want none", calls)
+	}
+}
+
+// TestMultiLockNeverSpins: a set that cannot be gathered within its fixed
+// lease is retried after a pause, not in a tight loop.
+func TestMultiLockNeverSpins(t *testing.T) {
+	j := &journal{}
+	fs := fakes(j, "a", "b")
+	fs[1].set(func(f *fake) { f.delay = 5 * time.Millisecond })
+	m := multilock.New(lockers(fs)...)
+	ok, err := m.TryLock(t.Context(), 200*time.Millisecond, multilock.MinLease)
+	if ok || err != nil {
+		t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
+	}
+	// Each round takes at least 5ms and pauses about as long: about 20
+	// rounds fit in 200ms, a tight loop would make hundreds.
+	if n := len(j.list()); n > 4*60 {
+		t.Errorf("%d calls to the locks in 200ms, want a pause between rounds", n)
+	}
+}
+
+// TestDoPanicReleasesEveryLock: a panic in the function of a MultiLock's
+// or a RedLock's Do releases every lock and goes on with its value.
+func TestDoPanicReleasesEveryLock(t *testing.T) {
+	for _, kind := range []string{"multilock", "redlock"} {
+		t.Run(kind, func(t *testing.T) {
+			fs := fakes(&journal{}, "a", "b", "c")
+			l := newKind(kind, fs)
+			func() {
+				defer func() {
+					if v := recover(); v != "boom" {
+						t.Errorf("recovered %v, want the function's own panic value", v)
+					}
+				}()
+				_ = l.Do(t.Context(), func(context.Context) error { panic("boom") })
+			}()
+			for _, f := range fs {
+				if o, n := f.held(); n != 0 {
+					t.Errorf("%s still held by %q after the panic", f.name, o)
+				}
+			}
+		})
+	}
+}

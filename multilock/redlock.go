@@ -464,8 +464,14 @@ func (r *RedLock) Do(ctx context.Context, fn func(ctx context.Context) error) er
 // fixed lease is not watched. The channel is already closed when this
 // RedLock has no record of a hold of the owner.
 func (r *RedLock) Done(ctx context.Context) <-chan struct{} {
-	if r.g.err != nil {
-		return closedChan
-	}
-	return r.g.done(ctx)
+	return r.g.holdContext(ctx).Done()
+}
+
+// HoldContext returns a context that ends when the hold of the owner in
+// ctx (without one: the current anonymous hold) ends, like Done; its
+// context.Cause is context.Canceled after the final Unlock and matches
+// ErrLockLost after a loss. When this value has no record of a hold of the
+// owner, it has already ended with a cause matching ErrNotHeld.
+func (r *RedLock) HoldContext(ctx context.Context) context.Context {
+	return r.g.holdContext(ctx)
 }

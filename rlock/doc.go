@@ -15,11 +15,31 @@
 // # Owners
 //
 // The owner of a hold travels in the context: ctx = rlock.WithOwner(ctx,
-// "job-42"). Every call made with that context is the same owner, so taking
-// a lock it holds re-enters it and raises its hold count; each Unlock
-// releases one level. A context without an owner gets a fresh owner for each
-// acquisition, so the lock then behaves like sync.Mutex; Unlock without an
-// owner releases the handle's current anonymous hold.
+// "job-42"). Every call made with that context, on any handle of the same
+// Client and from any goroutine, is the same owner, so taking a lock it
+// holds re-enters it and raises its hold count; each Unlock releases one
+// level. The owner's calls on one lock reach Redis one at a time, so
+// goroutines that share an owner may lock and unlock concurrently: a
+// waiting Lock of the owner re-enters as soon as another goroutine of the
+// owner got the lock.
+//
+// A context without an owner gets a fresh owner for each acquisition, so
+// the lock then behaves like sync.Mutex keyed by name on its Client (not
+// reentrant): an Unlock without an owner, on any handle of that name,
+// releases the Client's current anonymous hold of it. Owners of the form
+// "anon-<n>" are reserved for the owners relock makes up.
+//
+// # The promise
+//
+// A Lock that returned nil is held until its Unlock, or until its loss is
+// reported: Done closes, HoldContext ends with ErrLockLost, Do's context is
+// cancelled and Do returns ErrLockLost, and the handler of WithLostHandler
+// runs. No interleaving of the owner's goroutines, no panic in Do's
+// function (the lock is released, and the panic goes on), no lost reply
+// and no cancelled context ends a hold silently. A call that fails leaves
+// nothing behind in Redis: an acquisition whose context ends while its
+// script is in flight gives back what the script won, and one whose reply
+// was lost takes back, before it returns, the level it may have won.
 //
 // # Redis layout
 //
@@ -29,11 +49,10 @@
 //	<name>                             hash: "<clientID>:<owner>" -> hold count
 //	redisson_lock__channel:{<name>}    pub/sub: "0" published at each release
 //	redisson_lock_token:{<name>}       fencing counter of a FencedLock
-//	redisson_unlock_latch:{<name>}:<request>  an unlock's answer, kept 6s
 //
 // A name that already contains "{" is not wrapped again (prefix:<name>), so a
 // user's own hash tag decides the slot. Every key a script touches shares
-// the lock's hash slot. Scripts only use HINCRBY, PEXPIRE, PTTL, DEL and
+// the lock's hash slot. Scripts only use HSET, HDEL, PEXPIRE, PTTL and
 // PUBLISH on the hash, and leases are relative (PEXPIRE on the server).
 //
 // # Leases and the watchdog
@@ -61,13 +80,15 @@
 // dropped connection, a failover and error replies that mean the script did
 // not run (LOADING, READONLY, BUSY, OOM): it retries every 100ms until its
 // wait ends, and then returns the last failure with ErrNotAcquired. A
-// single attempt returns the failure at once. Acquire scripts are never
-// resent blindly, since a resent HINCRBY adds a level: when a first
-// acquisition's reply is lost, the owner's next attempt first looks whether
-// it won. A re-entry whose hold turns out to be gone reports that hold lost
-// (Done, Do, WithLostHandler) and acquires anew. Levels that re-entries with
-// lost replies may have added unseen are released with the owner's last
-// Unlock. Unlocks are latched per request, so they are resent safely.
+// single attempt returns the failure at once. Every script that changes a
+// hold sets its count (to 1 for a first acquisition, to the count the
+// Client granted plus one for a re-entry, minus one for an unlock) instead
+// of adding to it, so a request resent after a lost reply has the effect of
+// one request, and an acquisition that ends without the lock sets the count
+// back to what the owner was granted. A re-entry whose hold turns out to
+// be gone reports that hold lost (Done, Do, WithLostHandler) and acquires
+// anew. No unlock writes anything but the hold itself: there are no latch
+// keys to leave behind.
 //
 // # Safety
 //

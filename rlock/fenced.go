@@ -39,6 +39,6 @@ func (l *FencedLock) TryLockAndGetToken(ctx context.Context, wait, lease time.Du
 }
 
 // Token is the token of the current hold of the owner in ctx (without one:
-// the handle's anonymous hold). It returns an error matching ErrNotHeld if
+// the Client's anonymous hold of the lock). It returns an error matching ErrNotHeld if
 // that owner holds nothing.
 func (l *FencedLock) Token(ctx context.Context) (int64, error) { return l.lock.m.Token(ctx) }

@@ -138,8 +138,9 @@ func TestTokensSurvivePersistentRestart(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	// The lock itself survived too (it was persisted). IsLocked is a read,
-	// which rueidis resends over the new connection.
+	// The lock itself survived too (it was persisted). A new Client: the
+	// old one's connection died with the server.
+	l = relocktest.ClientOn(t, srv).GetFencedLock("restart")
 	if locked, err := l.IsLocked(t.Context()); err != nil || !locked {
 		t.Fatalf("IsLocked after restart = %v, %v, want true", locked, err)
 	}

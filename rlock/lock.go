@@ -45,16 +45,24 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 }
 
 // Unlock releases one hold level of the owner in ctx; the last level
-// deletes the lock and wakes a waiter. Without an owner in ctx it releases
-// the handle's current anonymous hold. It returns an error matching
-// ErrNotHeld, and changes nothing, when the owner holds nothing.
+// deletes the owner's field (and the lock, when no other field is left)
+// and wakes a waiter. Without an owner in ctx it releases the Client's
+// current anonymous hold of the lock, taken through any handle of this
+// name (as sync.Mutex.Unlock releases whatever Lock took). It returns an
+// error matching ErrNotHeld, and sends nothing to Redis, when the owner
+// holds nothing this Client knows of; when Redis says the hold was gone
+// (it expired or was deleted), the error also matches ErrLockLost.
 //
 // Unlock runs on a context detached from ctx, so it works when ctx has
 // already ended: it is bounded by 5s, or by ctx's deadline (at least 250ms
-// from now) while ctx is still live. A resent Unlock (after a dropped connection) cannot
-// release twice: each request is latched in Redis for 6 seconds. If
-// Unlock returns another error, the outcome is unknown; the hold is no
-// longer renewed and ends at the latest when its lease runs out.
+// from now) while ctx is still live. Its script sets the owner's count to
+// one less than this Client granted rather than decrementing it, so a
+// request resent after a dropped connection never releases twice, and
+// nothing but the hold is written. If Unlock returns another error and
+// this was the last level, the outcome is unknown: the hold is no longer
+// renewed and ends at the latest when its lease runs out. If it was not
+// the last level, nothing changed locally, and calling Unlock again is
+// safe.
 func (l *Lock) Unlock(ctx context.Context) error { return l.m.Unlock(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It
@@ -66,11 +74,12 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) { return l.m.Force
 func (l *Lock) IsLocked(ctx context.Context) (bool, error) { return l.m.IsLocked(ctx) }
 
 // IsHeldByOwner reports whether the owner in ctx (without one: the
-// handle's anonymous hold) holds the lock.
+// Client's anonymous hold of the lock) holds the lock.
 func (l *Lock) IsHeldByOwner(ctx context.Context) (bool, error) { return l.m.IsHeldByOwner(ctx) }
 
 // HoldCount is the hold count of the owner in ctx (without one: of the
-// handle's anonymous hold); 0 when it holds nothing.
+// Client's anonymous hold of the lock), as Redis has it; 0 when it holds
+// nothing.
 func (l *Lock) HoldCount(ctx context.Context) (int, error) { return l.m.HoldCount(ctx) }
 
 // RemainingLease is the time left on the lock's lease, whoever holds it: 0
@@ -81,21 +90,34 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 }
 
 // Do acquires l like Lock (watchdog lease), runs fn, then unlocks. fn's
-// context is derived from ctx and carries the owner; it is cancelled with
-// context.Cause ErrLockLost as soon as the hold is known to be lost, and
-// with cause ErrClosed when the Client closes. Do returns fn's error; if the
-// hold was lost while fn ran, the error also matches ErrLockLost. If
-// acquiring fails, fn does not run and Do returns that error. The release
-// works even when ctx has ended. A nil fn is ErrInvalidArgument.
+// context is derived from ctx and carries the owner (a fresh one when ctx
+// has none, so that calls made with fn's context re-enter); it is cancelled
+// with context.Cause ErrLockLost as soon as the hold is known to be lost,
+// and with cause ErrClosed when the Client closes. Do returns fn's error;
+// if the hold was lost while fn ran, the error also matches ErrLockLost.
+// If acquiring fails, fn does not run and Do returns that error. The
+// release works even when ctx has ended, and runs in a deferred call: if
+// fn panics, the lock is released and the panic goes on with its value. A
+// nil fn is ErrInvalidArgument.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	return l.m.Do(ctx, fn)
 }
 
 // Done returns a channel that is closed when the current hold of the owner
-// in ctx (without one: the handle's anonymous hold) ends, by its final
-// Unlock, by loss, or by Close. It is how a user of Lock and Unlock learns
-// that a hold on the watchdog lease was lost: select on it beside the
-// work. If the owner holds nothing this Client knows of, the channel is
-// already closed. A hold on a fixed lease is not watched: its channel
-// closes at its final Unlock only.
+// in ctx (without one: the Client's anonymous hold of the lock) ends, by
+// its final Unlock, by loss, or by Close. It is how a user of Lock and
+// Unlock learns that a hold on the watchdog lease was lost: select on it
+// beside the work. If the owner holds nothing this Client knows of, the
+// channel is already closed. A hold on a fixed lease is not renewed, so
+// its expiry is found only by the next call on it (a re-entry or Unlock).
 func (l *Lock) Done(ctx context.Context) <-chan struct{} { return l.m.Done(ctx) }
+
+// HoldContext returns a context that ends when the current hold of the
+// owner in ctx (without one: the Client's anonymous hold of the lock) ends,
+// like Done, and tells why: context.Cause is context.Canceled after the
+// final Unlock, an error matching ErrLockLost after a loss, ErrClosed after
+// Close. When the owner holds nothing this Client knows of, it has already
+// ended with a cause matching ErrNotHeld. It carries no values and no
+// deadline; use it with context.AfterFunc, or to derive the context of
+// work that must stop when the hold ends.
+func (l *Lock) HoldContext(ctx context.Context) context.Context { return l.m.HoldContext(ctx) }

@@ -485,10 +485,21 @@ func TestRedisErrorIsNotSuccess(t *testing.T) {
 	if ok, err := l.TryLock(ctx, 0, time.Second); ok || err == nil {
 		t.Errorf("TryLock on a string key = %v, %v, want an error", ok, err)
 	}
-	if err := l.Unlock(ctx); err == nil || errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock on a string key = %v, want a Redis error", err)
-	}
 	if _, err := l.HoldCount(ctx); err == nil {
 		t.Error("HoldCount on a string key = nil error")
+	}
+	// A release that meets the wrong type is an error too, not a success
+	// nor ErrNotHeld.
+	if err := raw.Do(t.Context(), raw.B().Del().Key(name).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Do(t.Context(), raw.B().Set().Key(name).Value("x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err == nil || errors.Is(err, rlock.ErrNotHeld) {
+		t.Errorf("Unlock on a string key = %v, want a Redis error", err)
 	}
 }

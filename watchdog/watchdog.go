@@ -21,6 +21,10 @@ var ErrExpired = errors.New("watchdog: lease expired before a renewal succeeded"
 // ErrClosed is returned by Add after Close.
 var ErrClosed = errors.New("watchdog: closed")
 
+// errNotSent marks the result of a renewal that was not sent because its
+// context had ended (Close, or a lease of the batch ran out first).
+var errNotSent = errors.New("watchdog: renewal not sent")
+
 // errNoResult stands for the result of a lease that a RenewFunc left out of
 // its answer (it returned fewer errors than leases). It is transient.
 var errNoResult = errors.New("watchdog: RenewFunc returned no result for the lease")
@@ -259,7 +263,11 @@ func (w *Watchdog) applyResult(l *Lease, err error, start, now time.Time) (lost 
 		w.lose(l, err)
 		return true
 	}
-	l.lastErr = err
+	if l.lastErr == nil || !errors.Is(err, errNotSent) {
+		// A call that never started says nothing new: the last real
+		// renewal error stays the one reported.
+		l.lastErr = err
+	}
 	if !now.Before(l.deadline) {
 		w.lose(l, expiredCause(err))
 		return true
@@ -279,7 +287,7 @@ func (w *Watchdog) call(ctx context.Context, leases []*Lease) []error {
 	if err := ctx.Err(); err != nil {
 		errs := make([]error, len(leases))
 		for i := range errs {
-			errs[i] = err
+			errs[i] = fmt.Errorf("%w: %w", errNotSent, err)
 		}
 		return errs
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,11 +28,6 @@ const MinWatchdogTimeout = 30 * time.Millisecond
 // after the caller's context ended).
 const releaseTimeout = 5 * time.Second
 
-// LatchLifetime is how long an unlock's answer is kept for a resent
-// request: a little longer than a release may be resent (rueidis resends
-// only within the release's releaseTimeout).
-const LatchLifetime = releaseTimeout + time.Second
-
 // Config is what a Client is built from.
 type Config struct {
 	RDB             rueidis.Client
@@ -54,8 +48,8 @@ type Config struct {
 }
 
 // Core is the state one Client shares with every lock it hands out: the
-// Redis client, the client ID, the pub/sub hub, the watchdog and the local
-// record of holds.
+// Redis client, the client ID, the pub/sub hub, the watchdog and the
+// records of the holds of its owners.
 type Core struct {
 	RDB             rueidis.Client
 	ID              string
@@ -69,20 +63,27 @@ type Core struct {
 	replicas       int
 	replicaTimeout time.Duration
 
-	closed    chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	// root is the parent of every hold's life: Close cancels it with
+	// cause ErrClosed, which ends every hold at once.
+	root      context.Context
+	closeRoot context.CancelCauseFunc
+	// background counts the goroutines that settle, after their call
+	// returned, the acquisitions whose reply was lost.
+	background sync.WaitGroup
+	closed     chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
 
-	anon     atomic.Uint64
-	requests atomic.Uint64
+	// subscribeHook and renewHook, when set (by tests), replace the hub
+	// and the renewal script.
+	subscribeHook func(ctx context.Context, channel string) (waiter, error)
+	renewHook     func(ctx context.Context, leases []*watchdog.Lease) []error
 
 	mu    sync.Mutex
-	holds map[holdKey]*Hold
-	// unresolved holds, until their lease would end, the first
-	// acquisitions whose outcome is unknown (their reply was lost and a
-	// look could not settle it): the next acquisition of that owner looks
-	// before it runs the script, so a level won unseen is not doubled.
-	unresolved map[holdKey]time.Time
+	holds map[holdKey]*hold
+	// anon names, per lock (and role, see Mutex.anonKey), the owner of the
+	// Client's current anonymous hold.
+	anon map[string]string
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -106,9 +107,12 @@ func NewCore(cfg Config) (*Core, error) {
 		replicas:        cfg.Replicas,
 		replicaTimeout:  cfg.ReplicaTimeout,
 		closed:          make(chan struct{}),
-		holds:           make(map[holdKey]*Hold),
-		unresolved:      make(map[holdKey]time.Time),
+		holds:           make(map[holdKey]*hold),
+		anon:            make(map[string]string),
 	}
+	// The root of every hold's life. It is not a call's context: it
+	// lives as long as the Client and ends at Close.
+	c.root, c.closeRoot = context.WithCancelCause(context.Background())
 	if cfg.ShardedPubSub {
 		c.publish = "spublish"
 	}
@@ -143,20 +147,16 @@ func wakePolicy(_, payload string) pubsub.Wake {
 }
 
 // Close stops renewals and subscriptions and waits for them. Waits in
-// progress end with ErrClosed; running Do functions see their context
-// cancelled with cause ErrClosed. Held locks then expire by their lease.
+// progress end with ErrClosed; every hold ends with cause ErrClosed, so
+// running Do functions see their context cancelled with it. Held locks
+// then expire by their lease.
 func (c *Core) Close() error {
 	c.closeOnce.Do(func() {
-		close(c.closed)
 		c.mu.Lock()
-		holds := make([]*Hold, 0, len(c.holds))
-		for _, h := range c.holds {
-			holds = append(holds, h)
-		}
+		close(c.closed)
 		c.mu.Unlock()
-		for _, h := range holds {
-			h.end(ErrClosed)
-		}
+		c.closeRoot(ErrClosed)
+		c.background.Wait()
 		c.Watchdog.Close()
 		c.closeErr = c.Hub.Close()
 		if c.ownsRDB {
@@ -164,6 +164,25 @@ func (c *Core) Close() error {
 		}
 	})
 	return c.closeErr
+}
+
+// waiter is one local waiter on a pub/sub channel (a *pubsub.Waiter).
+type waiter interface {
+	C() <-chan struct{}
+	Leave(passOn bool)
+}
+
+// subscribe registers a waiter on channel through the Client's hub (or the
+// stand-in a test put in subscribeHook).
+func (c *Core) subscribe(ctx context.Context, channel string) (waiter, error) {
+	if c.subscribeHook != nil {
+		return c.subscribeHook(ctx, channel)
+	}
+	w, err := c.Hub.Subscribe(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // PublishCommand is the command the scripts publish with.
@@ -182,21 +201,17 @@ func (c *Core) CheckOpen() error {
 	}
 }
 
-// AnonymousOwner returns a fresh owner, "anon-<n>", for an acquisition made
-// with a context that carries none. Owners of that form are reserved for
-// this use: an owner given with WithOwner should not look like one.
-func (c *Core) AnonymousOwner() string {
-	return "anon-" + strconv.FormatUint(c.anon.Add(1), 10)
-}
-
 // renew is the watchdog's RenewFunc: the owner-checked renewal script for
 // each hold, pipelined in one round trip as EVALSHA (rueidis' ExecMulti
 // would send SCRIPT LOAD first every time); a server that lost its scripts
 // gets them loaded once, through ExecMulti.
 func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
+	if c.renewHook != nil {
+		return c.renewHook(ctx, leases)
+	}
 	cmds := make(rueidis.Commands, len(leases))
 	for i, l := range leases {
-		h := l.Value().(*Hold)
+		h := l.Value().(*renewal).h
 		cmds[i] = c.RDB.B().Evalsha().Sha1(lua.LockRenew.SHA1).Numkeys(1).Key(h.key.name).
 			Arg(strconv.FormatInt(Millis(l.Duration()), 10), h.key.field).Build()
 	}
@@ -224,7 +239,7 @@ func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 func (c *Core) renewLoading(ctx context.Context, leases []*watchdog.Lease) []rueidis.RedisResult {
 	execs := make([]rueidis.LuaExec, len(leases))
 	for i, l := range leases {
-		h := l.Value().(*Hold)
+		h := l.Value().(*renewal).h
 		execs[i] = rueidis.LuaExec{
 			Keys: []string{h.key.name},
 			Args: []string{strconv.FormatInt(Millis(l.Duration()), 10), h.key.field},
@@ -293,31 +308,4 @@ func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []strin
 		return res[0], fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrReplicaSync, acked, c.replicas, c.replicaTimeout)
 	}
 	return res[0], nil
-}
-
-// markUnresolved records that a first acquisition of field on name may have
-// won unseen, with a lease that ends by until.
-func (c *Core) markUnresolved(name, field string, until time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.unresolved) >= 1024 {
-		now := time.Now()
-		for k, t := range c.unresolved {
-			if now.After(t) {
-				delete(c.unresolved, k)
-			}
-		}
-	}
-	c.unresolved[holdKey{name, field}] = until
-}
-
-// takeUnresolved reports, and forgets, whether an acquisition of field on
-// name must look before it runs the script.
-func (c *Core) takeUnresolved(name, field string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := holdKey{name, field}
-	until, ok := c.unresolved[k]
-	delete(c.unresolved, k)
-	return ok && time.Now().Before(until)
 }

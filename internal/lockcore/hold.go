@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,276 +11,309 @@ import (
 
 type holdKey struct{ name, field string }
 
-// Hold is this Client's record of one owner's hold on one lock: the hold
-// levels it knows were granted, the lease that partial unlocks re-arm, the
-// watchdog renewal, and who must hear when the hold ends.
-// Every field is guarded by Core.mu.
-type Hold struct {
+// hold is this Client's record of one owner's hold on one lock: the one
+// place where a hold's state lives. Its life is a small state machine:
+//
+//		free ──grant──▶ held(want ≥ 1) ──release to 0──▶ free (life ends, cause nil)
+//		                   │  ▲ grant / partial release
+//		                   │
+//		                   ├──loss (renewal, re-entry or unlock found it gone,
+//		                   │        ForceUnlock)──▶ free (life ends, ErrLockLost)
+//		                   └──Close──▶ ended (life ends, ErrClosed)
+//
+//	  - want is the number of levels the owner was granted and has not
+//	    released: successful acquisitions minus successful unlocks. Redis'
+//	    count of the field is want, except after a call whose reply was lost;
+//	    every script that changes a hold sets the count from want instead of
+//	    adding to it, so the next call brings Redis back in line.
+//	  - sem makes the Redis calls that change the hold go one at a time, so
+//	    that want is exact when a script is built from it, also when several
+//	    goroutines share one owner.
+//	  - life is a context that lives from the first level to the end of the
+//	    hold; context.Cause tells how it ended. Done channels, Do's function
+//	    context and MultiLock's watch all hang on it (context.AfterFunc), so
+//	    watching a hold costs no goroutine.
+//	  - renewal is the watchdog's lease while the hold is on the watchdog
+//	    lease (the mode of the latest acquisition: a re-entry resets the
+//	    lease, as in Redisson).
+//
+// Fields other than sem are guarded by Core.mu. A record lives in
+// Core.holds while it holds levels or a call uses it.
+type hold struct {
 	core  *Core
 	key   holdKey
 	owner string
 
-	count   int // hold levels confirmed by Redis
-	pending int // acquisitions in flight
-	lease   time.Duration
-	renewal *watchdog.Lease
+	sem chan struct{}
 
-	done    chan struct{} // closed when the hold ends
-	cause   error         // why it ended: nil (released), ErrLockLost, ErrClosed
-	ended   bool
-	cancels map[*cancelFunc]struct{}
+	want    int
+	lease   time.Duration // of the latest acquisition; reset by partial releases
+	renewal *renewal      // nil unless on the watchdog lease
+	life    context.Context
+	end     context.CancelCauseFunc
+	anonKey string        // set while the hold is the Client's anonymous hold of its lock
+	users   int           // calls using the record
+	granted chan struct{} // made for waiting calls of the owner; closed at the next grant
 }
 
-type cancelFunc = context.CancelCauseFunc
+// renewal is one registration of a hold with the watchdog. A loss report
+// counts only while it is the hold's current renewal.
+type renewal struct {
+	h     *hold
+	lease *watchdog.Lease
+}
 
-// beginAcquire records an acquisition about to be attempted (and waited
-// for). The watchdog renewal is registered by arm, right before each
-// attempt's script, not for the whole wait: a waiter holds nothing to renew.
-func (c *Core) beginAcquire(name, field, owner string) (*Hold, error) {
+// enter returns the record of field's hold on name, making it if needed,
+// and counts the caller as a user until leave.
+func (c *Core) enter(name, field, owner string) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.CheckOpen(); err != nil {
-		return nil, err
-	}
 	k := holdKey{name, field}
 	h := c.holds[k]
 	if h == nil {
-		h = &Hold{core: c, key: k, owner: owner, done: make(chan struct{})}
+		h = &hold{core: c, key: k, owner: owner, sem: make(chan struct{}, 1)}
 		c.holds[k] = h
 	}
-	h.pending++
-	return h, nil
+	h.users++
+	return h
 }
 
-// arm registers h's watchdog renewal, if it has none, before an acquire
-// script runs: whatever happens between the script's success and
-// endAcquire, the hold is renewed. The first renewal is due a third of
-// the lease later, long after the script's reply.
-func (c *Core) arm(h *Hold) error {
+// find is enter for a record that exists: nil when this Client has none.
+func (c *Core) find(name, field string) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h.renewal != nil || h.ended {
-		return nil
+	h := c.holds[holdKey{name, field}]
+	if h != nil {
+		h.users++
 	}
-	l, err := c.Watchdog.Add(c.WatchdogTimeout, h, h.lost)
-	if err != nil {
-		return ErrClosed
-	}
-	h.renewal = l
-	return nil
+	return h
 }
 
-// disarm stops h's renewal after an attempt that did not acquire, unless
-// h holds levels already (a re-entry that waits keeps its renewal).
-func (c *Core) disarm(h *Hold) {
+// leave ends a use of h begun by enter or find; a record that holds
+// nothing and is used by nobody is forgotten.
+func (c *Core) leave(h *hold) {
 	c.mu.Lock()
-	var stop *watchdog.Lease
-	if h.count == 0 {
+	defer c.mu.Unlock()
+	h.users--
+	if h.users == 0 && h.want == 0 && c.holds[h.key] == h {
+		delete(c.holds, h.key)
+	}
+}
+
+// acquire takes h's call slot, waiting until ctx ends.
+func (h *hold) acquire(ctx context.Context) error {
+	select {
+	case h.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case h.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// release gives back h's call slot.
+func (h *hold) release() { <-h.sem }
+
+// state returns h's levels and its current life (nil when it holds none).
+func (h *hold) state() (want int, life context.Context) {
+	h.core.mu.Lock()
+	defer h.core.mu.Unlock()
+	return h.want, h.life
+}
+
+// grantedChan returns a channel closed when the owner is next granted a
+// level, so that a waiting call of the same owner re-enters at once.
+func (h *hold) grantedChan() <-chan struct{} {
+	h.core.mu.Lock()
+	defer h.core.mu.Unlock()
+	if h.granted == nil {
+		h.granted = make(chan struct{})
+	}
+	return h.granted
+}
+
+// errHoldChanged: an acquisition's script answered for a hold that ended
+// (lost) while the script was in flight.
+var errHoldChanged = errors.New("relock: the hold ended while it was re-entered")
+
+// grant records one more level, won by a script that found the owner at
+// from levels in a life that was life then. lease is the acquisition's
+// lease; renew puts the hold on the watchdog, a fixed lease takes it off.
+// anonKey, if set, makes the hold the Client's anonymous hold of its lock.
+// It fails with ErrClosed after Close, and with errHoldChanged when the
+// hold was lost meanwhile (the caller then acquires anew).
+func (h *hold) grant(from int, life context.Context, lease time.Duration, renew bool, anonKey string) error {
+	c := h.core
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if h.want != from || h.life != life {
+		c.mu.Unlock()
+		return errHoldChanged
+	}
+	h.want++
+	h.lease = lease
+	if h.life == nil {
+		h.life, h.end = context.WithCancelCause(c.root)
+	}
+	if anonKey != "" {
+		h.anonKey = anonKey
+		c.anon[anonKey] = h.owner
+	}
+	if h.granted != nil {
+		close(h.granted)
+		h.granted = nil
+	}
+	var stop *renewal
+	switch {
+	case renew && h.renewal == nil:
+		r := &renewal{h: h}
+		// Added under c.mu, so its loss report (which takes c.mu) sees
+		// h.renewal set. The first renewal is due a third of the lease
+		// from now.
+		l, err := c.Watchdog.Add(c.WatchdogTimeout, r, r.lost)
+		if err != nil {
+			c.mu.Unlock()
+			return ErrClosed
+		}
+		r.lease = l
+		h.renewal = r
+	case !renew && h.renewal != nil:
 		stop, h.renewal = h.renewal, nil
 	}
 	c.mu.Unlock()
 	if stop != nil {
-		stop.Stop()
+		stop.lease.Stop()
 	}
+	return nil
 }
 
-// endAcquire records the outcome of an acquisition begun by beginAcquire.
-func (c *Core) endAcquire(h *Hold, acquired bool, lease time.Duration, renew bool) {
-	c.mu.Lock()
-	h.pending--
-	if acquired && !h.ended {
-		h.count++
-		h.lease = lease
-		if renew && h.renewal == nil {
-			// A concurrent final Unlock stopped the renewal registered
-			// before the script; this acquisition needs it again.
-			if l, err := c.Watchdog.Add(c.WatchdogTimeout, h, h.lost); err == nil {
-				h.renewal = l
-			}
-		}
-	}
-	var stop *watchdog.Lease
-	if h.count == 0 && h.pending == 0 {
-		stop = h.renewal
-		h.renewal = nil
-		c.dropLocked(h)
-	}
-	c.mu.Unlock()
-	if stop != nil {
-		stop.Stop()
-	}
-}
-
-// dropLocked forgets h if nothing is held or in flight. c.mu is held.
-func (c *Core) dropLocked(h *Hold) {
-	if h.count == 0 && h.pending == 0 && c.holds[h.key] == h {
-		delete(c.holds, h.key)
-	}
-}
-
-// lookup returns the record of a hold, or nil.
-func (c *Core) lookup(name, field string) *Hold {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holds[holdKey{name, field}]
-}
-
-// beginRelease prepares the release of one level. When it is the last
-// level this Client knows of, the watchdog renewal is stopped first,
-// synchronously, so that no renewal can reach Redis after the release.
-// It returns the lease that remaining levels re-arm.
-func (c *Core) beginRelease(name, field string) (h *Hold, lease time.Duration) {
-	c.mu.Lock()
-	h = c.holds[holdKey{name, field}]
-	lease = c.WatchdogTimeout
-	var stop *watchdog.Lease
-	if h != nil {
-		if h.lease > 0 {
-			lease = h.lease
-		}
-		if h.count <= 1 {
-			stop = h.renewal
-			h.renewal = nil
-		}
-	}
-	c.mu.Unlock()
-	if stop != nil {
-		stop.Stop()
-	}
-	return h, lease
-}
-
-// endRelease records what the release script answered: remaining is the
-// field's hold count left in Redis (-1: it held nothing). It returns the
-// orphan levels: levels Redis still counts after this Client released the
-// last one it knows of, with no acquisition of the owner in flight. They
-// come from re-entries whose reply was lost (the outcome unknown), and the
-// caller releases them, or they would keep the lock held.
-func (c *Core) endRelease(h *Hold, remaining int64, err error) (orphans int64) {
-	if h == nil {
-		return 0
-	}
-	c.mu.Lock()
-	switch {
-	case err != nil:
-		if h.count > 1 {
-			// A level other than the last: nothing changed locally.
-			c.mu.Unlock()
-			return 0
-		}
-		// The last level: the outcome is unknown. The hold is no longer
-		// renewed and expires by its lease; locally it has ended.
-		h.count = 0
-	case remaining < 0:
-		// Redis says the owner held nothing: the hold was lost before.
-		if h.count > 0 {
-			h.count = 0
-			c.mu.Unlock()
-			h.end(ErrLockLost)
-			return 0
-		}
-	default:
-		h.count--
-		if remaining == 0 {
-			h.count = 0
-		}
-		if h.count <= 0 && remaining > 0 && h.pending == 0 {
-			orphans = remaining
-		}
-	}
-	var stop *watchdog.Lease
-	ended := false
-	if h.count <= 0 {
-		h.count = 0
-		stop = h.renewal
-		h.renewal = nil
-		ended = true
-	}
-	c.mu.Unlock()
-	if stop != nil {
-		stop.Stop()
-	}
-	if ended {
-		h.end(nil)
-	}
-	return orphans
-}
-
-// lost is the watchdog's report that the hold is gone. It runs on a
-// watchdog goroutine and must not block. A record with no confirmed level
-// (only an acquisition in flight) has lost nothing: its renewal just ends.
-func (h *Hold) lost(cause error) {
-	h.core.mu.Lock()
-	h.renewal = nil // already out of the wheel
-	held := h.count > 0
-	h.core.mu.Unlock()
-	if held {
-		h.end(fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause))
-	}
-}
-
-// end closes the hold: it leaves the Client's record, Done channels close,
-// and Do contexts are cancelled with cause when it is not nil.
-func (h *Hold) end(cause error) {
+// stopRenewal stops h's watchdog renewal, synchronously: when it returns,
+// no renewal of h is in flight or will be sent. It must not be called from
+// the watchdog's loss report.
+func (h *hold) stopRenewal() {
 	c := h.core
 	c.mu.Lock()
-	if h.ended {
+	r := h.renewal
+	h.renewal = nil
+	c.mu.Unlock()
+	if r != nil {
+		r.lease.Stop()
+	}
+}
+
+// released records a successful release that left remaining levels in
+// life. At 0 the hold ends with a nil cause (its life's cause is then
+// context.Canceled).
+func (h *hold) released(life context.Context, remaining int) {
+	c := h.core
+	c.mu.Lock()
+	if h.life != life {
 		c.mu.Unlock()
 		return
 	}
-	h.ended = true
-	h.cause = cause
-	h.count = 0
-	if c.holds[h.key] == h {
-		delete(c.holds, h.key)
-	}
-	stop := h.renewal
-	h.renewal = nil
-	cancels := h.cancels
-	h.cancels = nil
-	close(h.done)
-	c.mu.Unlock()
-	if stop != nil && cause != ErrClosed {
-		// Not reached from the watchdog's own loss report (lost clears
-		// renewal first), so waiting for the wheel here cannot deadlock.
-		stop.Stop()
-	}
-	if cause == nil {
+	if remaining > 0 {
+		h.want = remaining
+		c.mu.Unlock()
 		return
 	}
-	for cf := range cancels {
-		(*cf)(cause)
+	end, r := h.finishLocked()
+	c.mu.Unlock()
+	if r != nil {
+		r.lease.Stop()
 	}
-	if c.onLost != nil && cause != ErrClosed {
+	end(nil)
+}
+
+// lose ends life, if it is still h's, with cause (which matches
+// ErrLockLost), and tells the lost handler.
+func (h *hold) lose(life context.Context, cause error) {
+	c := h.core
+	c.mu.Lock()
+	if life == nil || h.life != life {
+		c.mu.Unlock()
+		return
+	}
+	end, r := h.finishLocked()
+	c.mu.Unlock()
+	if r != nil {
+		// Not the watchdog's own report of this renewal (that one clears
+		// h.renewal first), so waiting for the wheel cannot deadlock.
+		r.lease.Stop()
+	}
+	end(cause)
+	if c.onLost != nil && c.CheckOpen() == nil {
 		c.onLost(h.key.name, h.owner, cause)
 	}
 }
 
-// watch arranges for cancel to be called with the cause when h ends by
-// loss or Close. It returns a function that undoes it.
-func (h *Hold) watch(cancel context.CancelCauseFunc) (unwatch func()) {
+// finishLocked takes h back to no levels and returns what the caller must
+// do outside c.mu: end the life, and stop the renewal. c.mu is held.
+func (h *hold) finishLocked() (context.CancelCauseFunc, *renewal) {
 	c := h.core
-	c.mu.Lock()
-	if h.ended {
-		cause := h.cause
-		c.mu.Unlock()
-		if cause != nil {
-			cancel(cause)
+	end, r := h.end, h.renewal
+	h.want, h.life, h.end, h.renewal = 0, nil, nil, nil
+	if h.anonKey != "" {
+		if c.anon[h.anonKey] == h.owner {
+			delete(c.anon, h.anonKey)
 		}
-		return func() {}
+		h.anonKey = ""
 	}
-	if h.cancels == nil {
-		h.cancels = make(map[*cancelFunc]struct{})
+	if h.users == 0 && c.holds[h.key] == h {
+		delete(c.holds, h.key)
 	}
-	p := &cancel
-	h.cancels[p] = struct{}{}
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(h.cancels, p)
-		c.mu.Unlock()
-	}
+	return end, r
 }
 
-// Done is closed when the hold ends.
-func (h *Hold) Done() <-chan struct{} { return h.done }
+// lost is the watchdog's report that the hold is gone. It runs on a
+// watchdog goroutine and must not block.
+func (r *renewal) lost(cause error) {
+	h := r.h
+	c := h.core
+	c.mu.Lock()
+	if h.renewal != r {
+		c.mu.Unlock() // a report about a renewal stopped or replaced since
+		return
+	}
+	h.renewal = nil // already out of the wheel
+	life := h.life
+	c.mu.Unlock()
+	h.lose(life, fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause))
+}
+
+// anonOwner returns the owner of the Client's anonymous hold under key.
+func (c *Core) anonOwner(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.anon[key]
+}
+
+// holdsOn returns the records of every hold of this Client on name.
+func (c *Core) holdsOn(name string) []*hold {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var hs []*hold
+	for k, h := range c.holds {
+		if k.name == name && h.want > 0 {
+			h.users++
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// lookupHold returns the levels of field's hold on name and its life.
+func (c *Core) lookupHold(name, field string) (int, context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.holds[holdKey{name, field}]; h != nil {
+		return h.want, h.life
+	}
+	return 0, nil
+}

@@ -10,7 +10,8 @@ import (
 	"github.com/relock-go/relock/lua"
 )
 
-// Request names one hold: the lock and the field of its owner.
+// Request names one call on a hold: the lock, the field of its owner, and
+// what the call asks.
 type Request struct {
 	Core  *Core
 	Name  string
@@ -20,10 +21,10 @@ type Request struct {
 	// Waiting is set when the caller goes on waiting if this attempt fails
 	// (a fair lock then keeps its place in the queue).
 	Waiting bool
-	// Reenter is set when the owner holds levels already: the attempt only
-	// adds one to that hold, and fails (not acquired, no error) if the
-	// hold is gone.
-	Reenter bool
+	// Target is the count a re-entry or a release leaves the field at: the
+	// count the owner was granted plus one for a re-entry, minus one for an
+	// unlock, or just that count to take back a level won unseen.
+	Target int
 }
 
 // Attempt is the outcome of one acquire script.
@@ -40,16 +41,28 @@ type Attempt struct {
 	Retry time.Duration
 }
 
-// Kind is what differs between lock kinds: the scripts that take, release
-// and force open a lock, and where a waiter listens. Renewal is shared: it
-// resets the lease of the hash while the field exists.
+// Kind is what differs between lock kinds: the scripts that take, re-enter,
+// release and force open a lock, and where a waiter listens. It is how the
+// hold lifecycle and the wait loop talk to Redis, so their tests can put a
+// model of Redis in its place.
+//
+// Every script that changes a hold sets its count instead of adding to it
+// (see package lua), so a request sent twice has the effect of sending it
+// once.
 type Kind interface {
-	// Acquire makes one attempt to take or re-enter the lock.
+	// Acquire makes one attempt to take the lock for an owner that holds
+	// none of it; a level of the field that is already there (won by an
+	// attempt whose reply was lost) is taken over with a count of 1.
 	Acquire(ctx context.Context, r Request) (Attempt, error)
-	// Release releases one hold level and returns the field's remaining
-	// count, or -1 when it held nothing. requestID makes a resent request
-	// harmless.
-	Release(ctx context.Context, r Request, requestID string) (int64, error)
+	// Reenter sets the count of the owner's existing hold to r.Target and
+	// resets its lease. It reports Acquired false when the field holds
+	// nothing (the hold was lost), changing nothing.
+	Reenter(ctx context.Context, r Request) (Attempt, error)
+	// Release brings the field's count down to r.Target (never up),
+	// resetting the lease when levels remain and waking a waiter when the
+	// lock comes free. It returns the count left, or -1 when the field held
+	// nothing.
+	Release(ctx context.Context, r Request) (int64, error)
 	// ForceRelease deletes the lock whoever holds it; true if there was a hold.
 	ForceRelease(ctx context.Context, c *Core, name string) (bool, error)
 	// Abandon is called when a waiting acquisition gives up without the lock.
@@ -77,9 +90,17 @@ func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	return Attempt{Retry: retryAfter(ttl)}, nil
 }
 
+// Reenter runs lock_reenter.lua (the same for every kind that keeps its
+// holds in the lock hash).
+func (Reentrant) Reenter(ctx context.Context, r Request) (Attempt, error) {
+	return r.Core.reenter(ctx, r)
+}
+
 // Release runs lock_unlock.lua.
-func (Reentrant) Release(ctx context.Context, r Request, requestID string) (int64, error) {
-	return r.Core.ReleaseScript(ctx, r, requestID)
+func (Reentrant) Release(ctx context.Context, r Request) (int64, error) {
+	return lua.LockUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, Channel(r.Name)},
+		[]string{UnlockMessage, strconv.FormatInt(r.LeaseMs, 10), r.Field, r.Core.publish,
+			strconv.Itoa(r.Target)}).AsInt64()
 }
 
 // ForceRelease runs lock_force_unlock.lua.
@@ -94,14 +115,6 @@ func (Reentrant) Abandon(context.Context, Request) error { return nil }
 
 // WaitChannel is the lock's unlock channel.
 func (Reentrant) WaitChannel(r Request) string { return Channel(r.Name) }
-
-// ReleaseScript runs lock_unlock.lua for r, latched by requestID.
-func (c *Core) ReleaseScript(ctx context.Context, r Request, requestID string) (int64, error) {
-	return lua.LockUnlock.Exec(ctx, c.RDB,
-		[]string{r.Name, Channel(r.Name), Derived(LatchPrefix, r.Name) + ":" + requestID},
-		[]string{UnlockMessage, strconv.FormatInt(r.LeaseMs, 10), r.Field, c.PublishCommand(),
-			strconv.FormatInt(LatchLifetime.Milliseconds(), 10)}).AsInt64()
-}
 
 // retryAfter turns a holder's PTTL into the longest sleep before the next
 // attempt: just past the lease's end. A key without expiry (-1) gives 0:
@@ -138,7 +151,7 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 // reenter runs lock_reenter.lua for r.
 func (c *Core) reenter(ctx context.Context, r Request) (Attempt, error) {
 	res, unsynced := c.RunAcquire(ctx, lua.LockReenter, []string{r.Name, Derived(TokenPrefix, r.Name)},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field})
+		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field, strconv.Itoa(r.Target)})
 	token, err := res.AsInt64()
 	switch {
 	case rueidis.IsRedisNil(err):
@@ -148,3 +161,7 @@ func (c *Core) reenter(ctx context.Context, r Request) (Attempt, error) {
 	}
 	return Attempt{Acquired: true, Token: token, Unsynced: unsynced}, nil
 }
+
+// Reenter is lock_reenter.lua, for kinds defined outside this package
+// (the fair lock) that keep their holds in the lock hash.
+func (c *Core) Reenter(ctx context.Context, r Request) (Attempt, error) { return c.reenter(ctx, r) }

@@ -2,7 +2,9 @@ package lockcore
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -19,19 +21,78 @@ const MaxLease = 100 * 365 * 24 * time.Hour
 
 type ownerKey struct{}
 
+// ownerValue is what a context carries for its owner. reserved marks an
+// owner that relock made up itself (Do's owner for a context that had none,
+// a MultiLock's anonymous owner): it has the reserved form "anon-<n>",
+// which CheckOwner refuses from users, so no user's owner can collide
+// with it.
+type ownerValue struct {
+	owner    string
+	reserved bool
+}
+
 // WithOwner returns a context that carries owner.
 func WithOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, owner)
+	return context.WithValue(ctx, ownerKey{}, ownerValue{owner: owner})
+}
+
+// WithReservedOwner returns a context that carries an owner made by
+// AnonymousOwner.
+func WithReservedOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, ownerValue{owner: owner, reserved: true})
 }
 
 // OwnerFrom returns the owner ctx carries, if any.
 func OwnerFrom(ctx context.Context) (string, bool) {
-	owner, ok := ctx.Value(ownerKey{}).(string)
-	return owner, ok
+	v, ok := ctx.Value(ownerKey{}).(ownerValue)
+	return v.owner, ok
+}
+
+// ContextOwner returns the owner in ctx, checked, and whether there was
+// one. An owner given with WithOwner must pass CheckOwner; one made by
+// relock (WithReservedOwner) is trusted.
+func ContextOwner(ctx context.Context) (owner string, ok bool, err error) {
+	v, ok := ctx.Value(ownerKey{}).(ownerValue)
+	if !ok {
+		return "", false, nil
+	}
+	if !v.reserved {
+		if err := CheckOwner(v.owner); err != nil {
+			return "", true, err
+		}
+	}
+	return v.owner, true, nil
+}
+
+// anonSeq numbers the owners that relock makes up, process-wide.
+var anonSeq atomic.Uint64
+
+// AnonymousOwner returns a fresh owner, "anon-<n>", for an acquisition made
+// with a context that carries none. The form is reserved: CheckOwner
+// refuses it, so it never names a user's owner.
+func AnonymousOwner() string {
+	return anonPrefix + strconv.FormatUint(anonSeq.Add(1), 10)
+}
+
+const anonPrefix = "anon-"
+
+// reservedOwner reports whether owner has the form "anon-<digits>".
+func reservedOwner(owner string) bool {
+	digits, ok := strings.CutPrefix(owner, anonPrefix)
+	if !ok || digits == "" {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckOwner reports whether owner is a valid owner string: non-empty, at
-// most MaxOwnerLen bytes, valid UTF-8, no control characters.
+// most MaxOwnerLen bytes, valid UTF-8, no control characters, and not of
+// the form "anon-<n>", which relock reserves for the owners it makes up.
 func CheckOwner(owner string) error {
 	if owner == "" {
 		return invalid("empty owner")
@@ -41,6 +102,9 @@ func CheckOwner(owner string) error {
 	}
 	if err := checkText(owner); err != nil {
 		return invalid("owner %q: %v", owner, err)
+	}
+	if reservedOwner(owner) {
+		return invalid("owner %q: the form anon-<n> is reserved for anonymous holds", owner)
 	}
 	return nil
 }

@@ -1,0 +1,491 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// NoLimit is the wait of Lock and LockLease: until the context ends.
+const NoLimit time.Duration = -1
+
+// attemptTimeout bounds one acquire script. The script runs on a context
+// detached from the caller's, so that a caller whose context ends while the
+// script is in flight still learns whether it won (and then gives the hold
+// back) instead of leaving a hold nobody knows of. When the caller's context
+// has a deadline, the script may outlive it by a grace of a quarter of the
+// time it had (between 2ms and 100ms); a reply that comes later leaves an
+// unknown outcome, which the call settles before it returns.
+const (
+	attemptTimeout  = 5 * time.Second
+	attemptGraceMin = 2 * time.Millisecond
+	attemptGraceMax = 100 * time.Millisecond
+)
+
+// retryBackoff is how long a waiting call sleeps after a transient failure.
+const retryBackoff = 100 * time.Millisecond
+
+// Acquire takes the lock for the owner in ctx (or a fresh anonymous owner),
+// waiting up to wait (NoLimit: until ctx ends; 0: one attempt). lease 0
+// means the watchdog lease. Arguments other than the owner are assumed
+// checked. It returns (token, true, nil) on success, (0, false, nil) when
+// the wait ended with ctx live, and an error otherwise; after an error or
+// a false result the owner holds no more than it held before, and nothing
+// of the call is left in Redis (no level won unseen, no place in a queue)
+// unless Redis could not be reached to take it back.
+func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, bool, error) {
+	if err := m.check(); err != nil {
+		return 0, false, err
+	}
+	owner, named, err := ContextOwner(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, notAcquired(err)
+	}
+	a := acquisition{m: m, ctx: ctx, wait: wait, renew: lease == 0, lease: lease}
+	if !named {
+		owner = AnonymousOwner()
+		a.anonKey = m.anonKey
+	}
+	if a.renew {
+		a.lease = m.core.WatchdogTimeout
+	}
+	a.r = Request{Core: m.core, Name: m.name, Field: Field(m.core.ID, owner),
+		LeaseMs: Millis(a.lease), Waiting: wait != 0}
+	a.h = m.core.enter(m.name, a.r.Field, owner)
+	defer m.core.leave(a.h)
+	at, err := a.run()
+	return at.Token, at.Acquired, err
+}
+
+// acquisition is one call of Acquire: its arguments and the state of its
+// wait.
+type acquisition struct {
+	m       *Mutex
+	h       *hold
+	ctx     context.Context
+	r       Request
+	wait    time.Duration
+	lease   time.Duration
+	renew   bool
+	anonKey string // set for an anonymous acquisition
+
+	sub     waiter
+	woken   bool  // a wake-up was taken and no attempt has used it yet
+	unknown bool  // an attempt may have won unseen: settled at the end
+	lastErr error // the last transient failure
+	failing bool  // the last attempt failed transiently
+}
+
+// run is the acquire-wait loop every lock kind uses. After a failed
+// attempt it subscribes to the kind's wait channel, attempts again (so an
+// unlock between the two is never missed), then sleeps until a
+// notification, the holder's remaining lease, the wait limit, ctx's end,
+// Close, or a grant to the same owner on another goroutine, and attempts
+// again.
+//
+// A waiting call rides out transient failures (a dropped connection, a
+// failover, LOADING, READONLY, BUSY, OOM): it retries every retryBackoff
+// until the wait ends, and the error it then returns includes the last
+// failure. A single attempt (wait 0) returns the failure at once.
+//
+// Every way out goes through finish.
+func (a *acquisition) run() (Attempt, error) {
+	var limit <-chan time.Time
+	var deadline time.Time
+	if a.wait > 0 {
+		deadline = time.Now().Add(a.wait)
+		t := time.NewTimer(a.wait)
+		defer t.Stop()
+		limit = t.C
+	}
+	var retry *time.Timer // made on the first sleep: most calls never sleep
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		at, err := a.attempt()
+		switch {
+		case err == nil:
+			a.woken, a.failing = false, false // the wake-up has been used
+			if at.Acquired || a.wait == 0 {
+				return a.finish(at, nil)
+			}
+		case a.r.Waiting && a.transient(err):
+			// The wake-up, if any, was not used: it stays taken.
+			a.failing, a.lastErr = true, err
+			at = Attempt{Retry: retryBackoff}
+		default:
+			return a.finish(Attempt{}, a.failure(err))
+		}
+		granted := a.h.grantedChan()
+		if a.sub == nil {
+			// Subscribe after the first failed attempt, then attempt
+			// again at once: an unlock in between is not missed.
+			if err := a.subscribe(deadline, at.Retry); err == nil {
+				continue
+			} else if !a.transient(err) {
+				return a.finish(Attempt{}, a.failure(err))
+			} else {
+				a.failing, a.lastErr = true, err
+				if at.Retry <= 0 || at.Retry > retryBackoff {
+					at.Retry = retryBackoff
+				}
+			}
+		}
+		var retryC <-chan time.Time
+		if at.Retry > 0 {
+			if retry == nil {
+				retry = time.NewTimer(at.Retry)
+			} else {
+				retry.Reset(at.Retry)
+			}
+			retryC = retry.C
+		}
+		var wake <-chan struct{}
+		if a.sub != nil {
+			wake = a.sub.C()
+		}
+		select {
+		case <-wake:
+			a.woken = true
+		case <-granted:
+		case <-retryC:
+		case <-limit:
+			if a.failing {
+				// The wait ended in an outage: that is an error, not a
+				// lock held by someone else.
+				return a.finish(Attempt{}, notAcquired(a.lastErr))
+			}
+			return a.finish(Attempt{}, nil)
+		case <-a.ctx.Done():
+			return a.finish(Attempt{}, notAcquired(errors.Join(a.ctx.Err(), a.lastErr)))
+		case <-a.m.core.closed:
+			return a.finish(Attempt{}, notAcquired(ErrClosed))
+		}
+		if retry != nil {
+			retry.Stop()
+		}
+	}
+}
+
+// failure is the error a call returns for err, an attempt's failure:
+// when the context ended, it says so, and what failed before.
+func (a *acquisition) failure(err error) error {
+	if a.ctx.Err() == nil {
+		return err
+	}
+	if !errors.Is(err, ErrNotAcquired) {
+		err = notAcquired(errors.Join(a.ctx.Err(), err))
+	}
+	if a.lastErr != nil && a.lastErr != err {
+		err = errors.Join(err, a.lastErr)
+	}
+	return err
+}
+
+// finish is the one way out of run. A call that did not acquire settles an
+// attempt that may have won unseen (the owner's count goes back to what
+// it was granted), leaves the kind's queue, and hands on a wake-up it took
+// and did not use, so that another local waiter gets it.
+func (a *acquisition) finish(at Attempt, err error) (Attempt, error) {
+	if !at.Acquired {
+		if a.unknown {
+			a.settle()
+		}
+		if a.r.Waiting {
+			a.abandon()
+		}
+	}
+	if a.sub != nil {
+		a.sub.Leave(a.woken)
+		a.sub = nil
+	}
+	return at, err
+}
+
+// subscribe makes the call's subscription to the kind's wait channel,
+// waiting no longer than the wait limit and, when the kind must refresh
+// (retry > 0) before then, its next refresh.
+func (a *acquisition) subscribe(deadline time.Time, retry time.Duration) error {
+	ctx := a.ctx
+	bound := deadline
+	if retry > 0 {
+		if next := time.Now().Add(retry); bound.IsZero() || next.Before(bound) {
+			bound = next
+		}
+	}
+	if !bound.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, bound)
+		defer cancel()
+	}
+	sub, err := a.m.core.subscribe(ctx, a.m.kind.WaitChannel(a.r))
+	if err != nil {
+		if a.ctx.Err() == nil && ctx.Err() != nil {
+			// Our own bound ended it: try again after the next attempt.
+			return fmt.Errorf("%w: %w", errSubscribeSlow, err)
+		}
+		return a.m.core.closedOr(redisError("subscribe", a.m.name, err))
+	}
+	a.sub = sub
+	return nil
+}
+
+// errSubscribeSlow: a subscription did not complete before the wait limit
+// or the kind's next refresh.
+var errSubscribeSlow = errors.New("relock: subscription not confirmed in time")
+
+// transient reports whether a failure may be retried by a waiting call:
+// the Client is open, ctx is live, and the failure is a connection error,
+// an error reply that means the script did not run, or a slow
+// subscription.
+func (a *acquisition) transient(err error) bool {
+	if a.ctx.Err() != nil || a.m.core.CheckOpen() != nil || errors.Is(err, ErrInvalidArgument) ||
+		errors.Is(err, ErrReplicaSync) {
+		return false
+	}
+	return errors.Is(err, errSubscribeSlow) || outcomeUnknown(err) || notRun(err)
+}
+
+// attempt makes one attempt, its Redis calls serialized with the owner's
+// other calls on the lock: a re-entry when the owner holds levels, else a
+// first acquisition (also after a re-entry finds the hold gone). The script
+// runs on a detached, bounded context: if ctx ends meanwhile and the lock
+// was won, the level is given back and ctx's error returned, as if the
+// attempt had not been made.
+func (a *acquisition) attempt() (Attempt, error) {
+	if err := a.h.acquire(a.ctx); err != nil {
+		return Attempt{}, notAcquired(a.ctx.Err())
+	}
+	defer a.h.release()
+	for {
+		if err := a.ctx.Err(); err != nil {
+			return Attempt{}, notAcquired(err)
+		}
+		from, life := a.h.state()
+		r := a.r
+		actx, cancel := a.scriptContext()
+		var at Attempt
+		var err error
+		if from > 0 {
+			r.Target = from + 1
+			at, err = a.m.kind.Reenter(actx, r)
+		} else {
+			at, err = a.m.kind.Acquire(actx, r)
+		}
+		cancel()
+		if err != nil {
+			if outcomeUnknown(err) {
+				a.unknown = true
+			}
+			return Attempt{}, a.m.core.closedOr(redisError("acquire", a.m.name, err))
+		}
+		a.unknown = false // the script answered: Redis is as it says
+		if !at.Acquired {
+			if from > 0 {
+				// A re-entry found the hold gone: it was lost. Report it,
+				// and acquire anew.
+				a.h.lose(life, fmt.Errorf("%w: %q: the hold was gone when its owner re-entered it", ErrLockLost, a.m.name))
+				continue
+			}
+			return at, nil
+		}
+		switch {
+		case a.ctx.Err() != nil:
+			a.giveBack(from)
+			return Attempt{}, notAcquired(a.ctx.Err())
+		case at.Unsynced != nil:
+			a.giveBack(from)
+			return Attempt{}, notAcquired(fmt.Errorf("%q: %w", a.m.name, at.Unsynced))
+		}
+		anon := a.anonKey
+		if from > 0 {
+			anon = ""
+		}
+		switch err := a.h.grant(from, life, a.lease, a.renew, anon); {
+		case errors.Is(err, errHoldChanged):
+			continue // lost while re-entered: the next round acquires anew
+		case err != nil:
+			a.giveBack(from)
+			return Attempt{}, notAcquired(err)
+		}
+		return at, nil
+	}
+}
+
+// scriptContext bounds one acquire script: detached from the caller's
+// context (so a won lock is learned of and given back), for attemptTimeout,
+// or for the time the caller has left plus a grace.
+func (a *acquisition) scriptContext() (context.Context, context.CancelFunc) {
+	now := time.Now()
+	deadline := now.Add(attemptTimeout)
+	if d, ok := a.ctx.Deadline(); ok {
+		grace := min(max(d.Sub(now)/4, attemptGraceMin), attemptGraceMax)
+		if d.Add(grace).Before(deadline) {
+			deadline = d.Add(grace)
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(a.ctx), deadline)
+}
+
+// giveBack takes back a level this call won and will not keep: the
+// owner's count goes back to from. The caller holds the call slot. When
+// Redis does not answer in time, the call's end settles it.
+func (a *acquisition) giveBack(from int) {
+	ctx, cancel := cleanupContext(a.ctx)
+	defer cancel()
+	r := a.r
+	r.Target = from
+	if _, err := a.m.release(ctx, a.h, r); err != nil {
+		a.unknown = true
+	} else {
+		a.unknown = false
+	}
+}
+
+// settle takes back a level an attempt may have won unseen (its reply was
+// lost): the owner's count goes back to what it was granted, whatever
+// Redis did with the attempt. It tries for a short while; if Redis does
+// not answer, the Client goes on trying in the background, until it
+// answers, the level's lease would have ended, or Close.
+func (a *acquisition) settle() {
+	ctx, cancel := cleanupContext(a.ctx)
+	done := a.m.settleOnce(ctx, a.h, a.r)
+	cancel()
+	if !done {
+		a.m.core.settleLater(a.m, a.h, a.r, time.Now().Add(time.Duration(a.r.LeaseMs)*time.Millisecond))
+	}
+}
+
+// settleOnce brings field's count in Redis back to what the owner was
+// granted; it reports whether Redis answered.
+func (m *Mutex) settleOnce(ctx context.Context, h *hold, r Request) bool {
+	if h.acquire(ctx) != nil {
+		return false
+	}
+	defer h.release()
+	r.Target, _ = h.state()
+	_, err := m.release(ctx, h, r)
+	return err == nil
+}
+
+// settleLater runs settleOnce in the background until it succeeds, until
+// (after which the level it would take back has expired anyway), or Close.
+func (c *Core) settleLater(m *Mutex, h *hold, r Request, until time.Time) {
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		c.mu.Unlock()
+		return
+	}
+	h.users++ // the record stays while the settling goes on
+	c.background.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.background.Done()
+		defer c.leave(h)
+		ctx, cancel := context.WithDeadline(c.root, until)
+		defer cancel()
+		for {
+			// Each try is short, so that the owner's next call on the lock
+			// (which waits for the call slot) is not held up for long.
+			try, cancelTry := context.WithTimeout(ctx, time.Second)
+			done := m.settleOnce(try, h, r)
+			cancelTry()
+			if done {
+				return
+			}
+			t := time.NewTimer(retryBackoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+	}()
+}
+
+// abandon tells the kind that a waiting acquisition gave up. It is not
+// retried: a fair lock drops a waiter that stopped refreshing its place.
+func (a *acquisition) abandon() {
+	ctx, cancel := cleanupContext(a.ctx)
+	defer cancel()
+	_ = a.m.kind.Abandon(ctx, a.r)
+}
+
+// cleanupTimeout is how long the clean-up at the end of a failed
+// acquisition may take once the caller's context has ended.
+const cleanupTimeout = 100 * time.Millisecond
+
+// cleanupContext returns the context of the clean-up at the end of an
+// acquisition: detached from ctx, for the time ctx has left (up to
+// releaseTimeout), and at least cleanupTimeout.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	now := time.Now()
+	deadline := now.Add(cleanupTimeout)
+	if ctx.Err() == nil {
+		if d, ok := ctx.Deadline(); !ok {
+			deadline = now.Add(releaseTimeout)
+		} else if d.After(deadline) {
+			deadline = minTime(d, now.Add(releaseTimeout))
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// notAcquired is the error of a wait that ended with cause.
+func notAcquired(cause error) error {
+	return errors.Join(ErrNotAcquired, cause)
+}
+
+// replyOf returns the error reply in err, if err is one.
+func replyOf(err error) (*rueidis.RedisError, bool) {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return re, true
+	}
+	return nil, false
+}
+
+// outcomeUnknown reports whether a failed script may have run: a
+// connection error or a timeout, not an error reply.
+func outcomeUnknown(err error) bool {
+	_, isReply := replyOf(err)
+	return !isReply
+}
+
+// notRun reports whether err is an error reply that means the script did
+// not run (or stopped before writing): the server was busy, loading,
+// read-only or out of memory, or not serving the slot yet.
+func notRun(err error) bool {
+	re, ok := replyOf(err)
+	if !ok {
+		return false
+	}
+	if re.IsLoading() || re.IsTryAgain() || re.IsClusterDown() || re.IsNoScript() {
+		return true
+	}
+	msg := re.Error()
+	for _, prefix := range []string{"READONLY", "BUSY", "OOM", "MASTERDOWN"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,123 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// HoldContext returns a context that ends when the current hold of the
+// owner in ctx (or the Client's anonymous hold of the lock) ends: by its
+// final Unlock (context.Cause is then context.Canceled), by its loss (a
+// cause matching ErrLockLost) or by Close (ErrClosed). When the owner
+// holds nothing this Client knows of, it has already ended with a cause
+// matching ErrNotHeld. It carries no values and no deadline.
+func (m *Mutex) HoldContext(ctx context.Context) context.Context {
+	owner, err := m.holder(ctx)
+	if err == nil && owner != "" {
+		if _, life := m.core.lookupHold(m.name, Field(m.core.ID, owner)); life != nil {
+			return life
+		}
+	}
+	return notHeldContext
+}
+
+// notHeldContext is the HoldContext of an owner that holds nothing.
+var notHeldContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(fmt.Errorf("%w: no current hold", ErrNotHeld))
+	return ctx
+}()
+
+// Done returns a channel that is closed when the current hold of the owner
+// in ctx (or the Client's anonymous hold) ends: by its final Unlock, by
+// loss, or by Close. When the owner holds nothing this Client knows of,
+// the channel is already closed.
+func (m *Mutex) Done(ctx context.Context) <-chan struct{} {
+	return m.HoldContext(ctx).Done()
+}
+
+// Lost reports whether cause, the cause of a hold's end, is a loss or
+// Close rather than a release.
+func Lost(cause error) bool {
+	return errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClosed)
+}
+
+// Do acquires the lock on the watchdog lease, runs fn, and releases it.
+// fn's context is cancelled with cause ErrLockLost as soon as the hold is
+// known to be lost (or ErrClosed at Close); Do then returns fn's error
+// joined with that cause. If acquiring fails, fn does not run. The release
+// runs in a deferred call: if fn panics (or calls runtime.Goexit), the
+// lock is released and the panic goes on with its own value.
+// With no owner in ctx, Do acts for a fresh owner and puts it in fn's
+// context, so calls made with that context re-enter.
+func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return invalid("nil function given to Do")
+	}
+	if _, ok := OwnerFrom(ctx); !ok {
+		ctx = WithReservedOwner(ctx, AnonymousOwner())
+	}
+	if _, _, err := m.Acquire(ctx, NoLimit, 0); err != nil {
+		return err
+	}
+	return RunHeld(ctx, m.HoldContext(ctx), fn, m.Unlock, m.name)
+}
+
+// RunHeld is the part of Do that every lock kind shares, once the lock is
+// held: it runs fn with a context that is cancelled with the hold's cause
+// as soon as hold (the hold's life, see HoldContext) ends by loss or
+// Close, then calls unlock. unlock runs in a deferred call, so a panic in
+// fn releases the lock and goes on. It returns fn's error, joined with
+// the loss if there was one; a release that finds the hold gone (an
+// error matching ErrLockLost) also counts as a loss.
+func RunHeld(ctx context.Context, hold context.Context, fn func(context.Context) error,
+	unlock func(context.Context) error, name string) (err error) {
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(hold, func() {
+		if cause := context.Cause(hold); Lost(cause) {
+			cancel(cause)
+		}
+	})
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// fn panicked or called runtime.Goexit: release, and let it go on.
+		stop()
+		cancel(nil)
+		_ = unlock(ctx)
+	}()
+	ferr := fn(fnCtx)
+	done = true
+	stop()
+	cause := context.Cause(fnCtx)
+	if !Lost(cause) {
+		cause = nil
+	}
+	cancel(nil)
+	uerr := unlock(ctx)
+	if cause == nil && errors.Is(uerr, ErrLockLost) {
+		// The release found the hold gone: it was lost while fn ran.
+		cause, uerr = uerr, nil
+	}
+	switch {
+	case cause != nil:
+		return joinNew(ferr, cause)
+	case uerr != nil:
+		return errors.Join(ferr, uerr)
+	}
+	return ferr
+}
+
+// joinNew joins err and cause unless err already matches cause.
+func joinNew(err, cause error) error {
+	if err == nil {
+		return cause
+	}
+	if errors.Is(err, cause) {
+		return err
+	}
+	return errors.Join(err, cause)
+}

@@ -1,0 +1,92 @@
+package lockcore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/lua"
+)
+
+// IsLocked reports whether anyone holds the lock.
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	n, err := m.core.RDB.Do(ctx, m.core.RDB.B().Exists().Key(m.name).Build()).AsInt64()
+	if err != nil {
+		return false, m.core.closedOr(redisError("exists", m.name, err))
+	}
+	return n == 1, nil
+}
+
+// HoldCount is the hold count of the owner in ctx (or of the Client's
+// anonymous hold) as Redis has it; 0 when it holds nothing.
+func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	owner, err := m.holder(ctx)
+	if err != nil || owner == "" {
+		return 0, err
+	}
+	n, err := m.core.RDB.Do(ctx, m.core.RDB.B().Hget().Key(m.name).Field(Field(m.core.ID, owner)).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, m.core.closedOr(redisError("hold count", m.name, err))
+	}
+	return int(n), nil
+}
+
+// IsHeldByOwner reports whether the owner in ctx (or the Client's
+// anonymous hold) holds the lock.
+func (m *Mutex) IsHeldByOwner(ctx context.Context) (bool, error) {
+	n, err := m.HoldCount(ctx)
+	return n > 0, err
+}
+
+// RemainingLease is the lock's remaining lease: 0 when it is not locked, a
+// negative duration when the key has no expiry (not written by relock).
+func (m *Mutex) RemainingLease(ctx context.Context) (time.Duration, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	ms, err := m.core.RDB.Do(ctx, m.core.RDB.B().Pttl().Key(m.name).Build()).AsInt64()
+	if err != nil {
+		return 0, m.core.closedOr(redisError("pttl", m.name, err))
+	}
+	switch {
+	case ms == -2:
+		return 0, nil
+	case ms < 0:
+		return -1, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Token is the fencing token of the current hold of the owner in ctx (or
+// of the Client's anonymous hold).
+func (m *Mutex) Token(ctx context.Context) (int64, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	owner, err := m.holder(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if owner != "" {
+		token, err := lua.FencedToken.Exec(ctx, m.core.RDB,
+			[]string{m.name, Derived(TokenPrefix, m.name)}, []string{Field(m.core.ID, owner)}).AsInt64()
+		if err == nil {
+			return token, nil
+		}
+		if !rueidis.IsRedisNil(err) {
+			return 0, m.core.closedOr(redisError("token", m.name, err))
+		}
+	}
+	return 0, fmt.Errorf("%w: %q: no hold, so no token", ErrNotHeld, m.name)
+}

@@ -1,0 +1,149 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// releaseBackoff is how long a release waits before resending a script
+// that the server refused to run or whose reply was lost.
+const releaseBackoff = 50 * time.Millisecond
+
+// Unlock releases one hold level of the owner in ctx (or of the Client's
+// anonymous hold of the lock). It runs on a detached context, so it works
+// when ctx has already ended. When the owner holds nothing this Client
+// knows of, it returns ErrNotHeld and sends nothing to Redis.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	owner, err := m.holder(ctx)
+	if err != nil {
+		return err
+	}
+	if owner == "" {
+		return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
+	}
+	h := m.core.find(m.name, Field(m.core.ID, owner))
+	if h == nil {
+		return m.notHeld(owner)
+	}
+	defer m.core.leave(h)
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	if err := h.acquire(dctx); err != nil {
+		return redisError("unlock", m.name, fmt.Errorf("another call of the owner on the lock did not end in time: %w", err))
+	}
+	defer h.release()
+	want, life := h.state()
+	if want == 0 {
+		return m.notHeld(owner)
+	}
+	if want == 1 {
+		// The last level: stop renewing first, synchronously, so that no
+		// renewal reaches Redis after the release.
+		h.stopRenewal()
+	}
+	h.core.mu.Lock()
+	lease := h.lease
+	h.core.mu.Unlock()
+	r := Request{Core: m.core, Name: m.name, Field: h.key.field, LeaseMs: Millis(lease), Target: want - 1}
+	remaining, err := m.release(dctx, h, r)
+	switch {
+	case err != nil:
+		if want == 1 {
+			// The outcome is unknown and the hold is no longer renewed:
+			// locally it ends here; in Redis it ends at the latest with
+			// its lease.
+			h.released(life, 0)
+		}
+		return m.core.closedOr(redisError("unlock", m.name, err))
+	case remaining < 0:
+		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", ErrLockLost, m.name)
+		h.lose(life, lost)
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+	}
+	h.released(life, int(remaining))
+	return nil
+}
+
+func (m *Mutex) notHeld(owner string) error {
+	return fmt.Errorf("%w: %q by owner %q", ErrNotHeld, m.name, owner)
+}
+
+// release runs the kind's release script for r until it answers or ctx
+// ends. The script sets the count rather than decrementing it, so sending
+// it again is safe; relock resends it itself (not rueidis) because only it
+// knows that a request is a resend: when a resent release to 0 finds the
+// field gone, the first request released it.
+//
+// It resends after a lost reply, and after an error reply that means the
+// script did not run (LOADING, OOM, READONLY...), but not after BUSY:
+// resending into a busy server trips rueidis (v1.0.79) into a protocol
+// panic; that release fails and the lease ends the hold.
+func (m *Mutex) release(ctx context.Context, h *hold, r Request) (int64, error) {
+	resent := false
+	for {
+		n, err := m.kind.Release(ctx, r)
+		switch {
+		case err == nil && n < 0 && resent && r.Target == 0:
+			return 0, nil
+		case err == nil:
+			return n, nil
+		case ctx.Err() != nil || m.core.CheckOpen() != nil:
+			return 0, err
+		}
+		if re, isReply := replyOf(err); isReply {
+			if !notRun(err) || strings.HasPrefix(re.Error(), "BUSY") {
+				return 0, err
+			}
+		} else {
+			resent = true
+		}
+		t := time.NewTimer(releaseBackoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+// ForceUnlock deletes the lock whoever holds it, on a detached context.
+// Holds of this Client on the lock end as lost.
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	ok, err := m.kind.ForceRelease(dctx, m.core, m.name)
+	if err != nil {
+		return false, m.core.closedOr(redisError("force unlock", m.name, err))
+	}
+	if ok {
+		m.core.loseAll(dctx, m.name, fmt.Errorf("%w: %q was force-unlocked", ErrLockLost, m.name))
+	}
+	return ok, nil
+}
+
+// loseAll ends every hold of this Client on name as lost, each after the
+// calls in flight on it (so that none of them records a level after the
+// loss).
+func (c *Core) loseAll(ctx context.Context, name string, cause error) {
+	for _, h := range c.holdsOn(name) {
+		if h.acquire(ctx) == nil {
+			_, life := h.state()
+			h.lose(life, cause)
+			h.release()
+		} else {
+			_, life := h.state()
+			h.lose(life, cause)
+		}
+		c.leave(h)
+	}
+}

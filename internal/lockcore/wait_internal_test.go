@@ -1,0 +1,468 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/watchdog"
+)
+
+// These tests run the wait loop and the hold lifecycle on a model of
+// Redis (a Kind that keeps the locks in memory) and a model of the pub/sub
+// hub, inside a synctest bubble: time moves only when every goroutine is
+// blocked, so 30-second leases take no time and no test depends on the
+// machine's speed.
+
+// model is an in-memory Redis for the reentrant lock's scripts.
+type model struct {
+	mu    sync.Mutex
+	locks map[string]*modelLock
+	hub   *modelHub
+	// fail, when not empty, is the error the next acquire scripts answer
+	// with (the script does not run).
+	fail []error
+	// attempts counts the acquire and re-enter scripts that reached the
+	// model.
+	attempts int
+}
+
+type modelLock struct {
+	fields  map[string]int
+	expires time.Time
+}
+
+func newModel() *model {
+	return &model{locks: make(map[string]*modelLock), hub: &modelHub{chans: make(map[string][]*modelWaiter)}}
+}
+
+// lock returns the live lock name, forgetting it once its lease ended.
+func (m *model) lock(name string) *modelLock {
+	l := m.locks[name]
+	if l != nil && !time.Now().Before(l.expires) {
+		delete(m.locks, name)
+		return nil
+	}
+	return l
+}
+
+func (m *model) failure() error {
+	if len(m.fail) == 0 {
+		return nil
+	}
+	err := m.fail[0]
+	m.fail = m.fail[1:]
+	return err
+}
+
+func lease(r Request) time.Duration { return time.Duration(r.LeaseMs) * time.Millisecond }
+
+func (m *model) Acquire(_ context.Context, r Request) (Attempt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.attempts++
+	if err := m.failure(); err != nil {
+		return Attempt{}, err
+	}
+	l := m.lock(r.Name)
+	if l == nil {
+		l = &modelLock{fields: make(map[string]int)}
+		m.locks[r.Name] = l
+	} else if _, ok := l.fields[r.Field]; !ok {
+		return Attempt{Retry: time.Until(l.expires) + time.Millisecond}, nil
+	}
+	l.fields[r.Field] = 1
+	l.expires = time.Now().Add(lease(r))
+	return Attempt{Acquired: true}, nil
+}
+
+func (m *model) Reenter(_ context.Context, r Request) (Attempt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.attempts++
+	if err := m.failure(); err != nil {
+		return Attempt{}, err
+	}
+	l := m.lock(r.Name)
+	if l == nil || l.fields[r.Field] == 0 {
+		return Attempt{}, nil
+	}
+	l.fields[r.Field] = r.Target
+	l.expires = time.Now().Add(lease(r))
+	return Attempt{Acquired: true}, nil
+}
+
+func (m *model) Release(_ context.Context, r Request) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lock(r.Name)
+	if l == nil || l.fields[r.Field] == 0 {
+		return -1, nil
+	}
+	if r.Target <= 0 {
+		delete(l.fields, r.Field)
+		if len(l.fields) == 0 {
+			delete(m.locks, r.Name)
+			m.hub.publish("ch:" + r.Name)
+		}
+		return 0, nil
+	}
+	l.fields[r.Field] = min(l.fields[r.Field], r.Target)
+	l.expires = time.Now().Add(lease(r))
+	return int64(l.fields[r.Field]), nil
+}
+
+func (m *model) ForceRelease(_ context.Context, _ *Core, name string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lock(name) == nil {
+		return false, nil
+	}
+	delete(m.locks, name)
+	m.hub.publish("ch:" + name)
+	return true, nil
+}
+
+func (m *model) Abandon(context.Context, Request) error { return nil }
+
+func (m *model) WaitChannel(r Request) string { return "ch:" + r.Name }
+
+// renew is the model's renewal script, for the watchdog.
+func (m *model) renew(_ context.Context, leases []*watchdog.Lease) []error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	errs := make([]error, len(leases))
+	for i, wl := range leases {
+		h := wl.Value().(*renewal).h
+		l := m.lock(h.key.name)
+		if l == nil || l.fields[h.key.field] == 0 {
+			errs[i] = watchdog.ErrNotHeld
+			continue
+		}
+		l.expires = time.Now().Add(wl.Duration())
+	}
+	return errs
+}
+
+// holder puts a hold of field on name straight into the model, as another
+// process would (it never publishes).
+func (m *model) holder(name, field string, lease time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.locks[name] = &modelLock{fields: map[string]int{field: 1}, expires: time.Now().Add(lease)}
+}
+
+// modelHub wakes one waiter per message, in arrival order, as the real hub
+// does. With stall set, Subscribe waits until its context ends.
+type modelHub struct {
+	mu    sync.Mutex
+	chans map[string][]*modelWaiter
+	stall bool
+}
+
+type modelWaiter struct {
+	h    *modelHub
+	ch   string
+	wake chan struct{}
+}
+
+func (h *modelHub) subscribe(ctx context.Context, ch string) (waiter, error) {
+	h.mu.Lock()
+	if h.stall {
+		h.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	defer h.mu.Unlock()
+	w := &modelWaiter{h: h, ch: ch, wake: make(chan struct{}, 1)}
+	h.chans[ch] = append(h.chans[ch], w)
+	return w, nil
+}
+
+func (h *modelHub) publish(ch string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wakeOneLocked(ch)
+}
+
+func (h *modelHub) wakeOneLocked(ch string) {
+	for _, w := range h.chans[ch] {
+		select {
+		case w.wake <- struct{}{}:
+			return
+		default:
+		}
+	}
+}
+
+func (w *modelWaiter) C() <-chan struct{} { return w.wake }
+
+func (w *modelWaiter) Leave(passOn bool) {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.chans[w.ch]
+	for i, x := range ws {
+		if x == w {
+			h.chans[w.ch] = append(ws[:i:i], ws[i+1:]...)
+			break
+		}
+	}
+	select {
+	case <-w.wake:
+		passOn = true
+	default:
+	}
+	if passOn {
+		h.wakeOneLocked(w.ch)
+	}
+}
+
+// noRedis is a rueidis client that must never be called: every Redis call
+// of these tests goes to the model.
+type noRedis struct{ rueidis.Client }
+
+// modelCore returns a Core on m with the given watchdog timeout, closed
+// when t ends. It must be called inside the bubble.
+func modelCore(t *testing.T, m *model, watchdogTimeout time.Duration) *Core {
+	t.Helper()
+	c, err := NewCore(Config{RDB: noRedis{}, WatchdogTimeout: watchdogTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.subscribeHook = m.hub.subscribe
+	c.renewHook = m.renew
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (m *model) attemptsMade() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.attempts
+}
+
+// TestModelWaiterSleepsUntilLeaseEnds: a holder that never publishes (it
+// crashed) is taken over when its lease ends, by a waiter that made three
+// attempts in all: no polling.
+func TestModelWaiterSleepsUntilLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		m.holder("x", "crashed:o", 30*time.Second)
+		start := time.Now()
+		if err := l.Lock(WithOwner(t.Context(), "a")); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 30*time.Second || d > 30*time.Second+10*time.Millisecond {
+			t.Errorf("taken over after %v, want the holder's 30s lease", d)
+		}
+		if n := m.attemptsMade(); n != 3 {
+			t.Errorf("%d attempts, want 3 (before and after subscribing, then at the lease's end)", n)
+		}
+	})
+}
+
+// TestModelWakeUpPassedOn: the waiter woken by an unlock fails its attempt
+// with a connection error, and its context ends while it sleeps before
+// retrying; the other waiter gets the wake-up at once.
+func TestModelWakeUpPassedOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		h := WithOwner(t.Context(), "h")
+		if err := l.Lock(h); err != nil {
+			t.Fatal(err)
+		}
+		w1, cancel1 := context.WithCancel(WithOwner(t.Context(), "w1"))
+		w2 := WithOwner(t.Context(), "w2")
+		errs := make(chan error, 2)
+		go func() { errs <- l.Lock(w1) }()
+		synctest.Wait() // w1 waits first
+		got2 := make(chan time.Time, 1)
+		go func() {
+			err := l.Lock(w2)
+			got2 <- time.Now()
+			errs <- err
+		}()
+		synctest.Wait()
+		m.mu.Lock()
+		m.fail = []error{errors.New("injected: connection reset by peer")}
+		m.mu.Unlock()
+		unlocked := time.Now()
+		if err := l.Unlock(h); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // w1 was woken, failed, and sleeps 100ms before retrying
+		cancel1()
+		at := <-got2
+		if d := at.Sub(unlocked); d >= retryBackoff {
+			t.Errorf("w2 got the lock %v after the unlock, want at once", d)
+		}
+		var failed int
+		for range 2 {
+			if err := <-errs; err != nil {
+				failed++
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("w1's Lock = %v, want its context's end", err)
+				}
+			}
+		}
+		if failed != 1 {
+			t.Errorf("%d Locks failed, want 1 (w1's)", failed)
+		}
+	})
+}
+
+// TestModelSlowSubscribeBoundedByWait: a subscription that never
+// completes does not stretch a TryLock past its wait.
+func TestModelSlowSubscribeBoundedByWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.hub.stall = true
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		m.holder("x", "other:o", 30*time.Second)
+		start := time.Now()
+		ok, err := l.TryLock(WithOwner(t.Context(), "a"), 200*time.Millisecond, 0)
+		if d := time.Since(start); d != 200*time.Millisecond {
+			t.Errorf("TryLock returned after %v, want its 200ms wait", d)
+		}
+		if ok || err == nil {
+			t.Errorf("TryLock = %v, %v, want false and the subscription's failure", ok, err)
+		}
+	})
+}
+
+// TestModelOutageRetried: a waiting Lock retries every retryBackoff
+// through an outage, and takes the lock when it ends.
+func TestModelOutageRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		for range 10 {
+			m.fail = append(m.fail, errors.New("injected: connection refused"))
+		}
+		start := time.Now()
+		if err := l.Lock(WithOwner(t.Context(), "a")); err != nil {
+			t.Fatal(err)
+		}
+		// The first two attempts (before and after subscribing) fail at
+		// once; the eight others are 100ms apart.
+		if d := time.Since(start); d != 9*retryBackoff {
+			t.Errorf("Lock took %v through 10 failures, want %v", d, 9*retryBackoff)
+		}
+	})
+}
+
+// TestModelOneWakeForOneOwner: two goroutines of one owner wait; one
+// unlock wakes one of them, and the other re-enters at once.
+func TestModelOneWakeForOneOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		b := WithOwner(t.Context(), "b")
+		if err := l.Lock(b); err != nil {
+			t.Fatal(err)
+		}
+		a := WithOwner(t.Context(), "a")
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- l.Lock(a) }()
+		}
+		synctest.Wait()
+		start := time.Now()
+		if err := l.Unlock(b); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("both of the owner's Locks returned %v after the unlock, want at once", d)
+		}
+		if want, _ := c.lookupHold("x", Field(c.ID, "a")); want != 2 {
+			t.Errorf("the owner holds %d levels, want 2", want)
+		}
+	})
+}
+
+// TestModelStaleLossReportIgnored: a loss reported by a renewal that was
+// stopped or replaced since does not end the hold.
+func TestModelStaleLossReportIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		a := WithOwner(t.Context(), "a")
+		if err := l.Lock(a); err != nil {
+			t.Fatal(err)
+		}
+		h := c.holds[holdKey{"x", Field(c.ID, "a")}]
+		c.mu.Lock()
+		first := h.renewal
+		c.mu.Unlock()
+		if err := l.LockLease(a, time.Minute); err != nil { // a fixed lease: renewal off
+			t.Fatal(err)
+		}
+		if err := l.Lock(a); err != nil { // the watchdog again: a new renewal
+			t.Fatal(err)
+		}
+		first.lost(errors.New("a late report"))
+		select {
+		case <-l.Done(a):
+			t.Fatalf("the hold ended on a stale loss report: %v", context.Cause(l.HoldContext(a)))
+		default:
+		}
+		c.mu.Lock()
+		current := h.renewal
+		c.mu.Unlock()
+		if current == nil || current == first {
+			t.Error("the hold's current renewal was cleared by a stale loss report")
+		}
+		for range 3 {
+			if err := l.Unlock(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestModelLossAtRenewal: a hold deleted behind the Client's back is
+// reported lost at the next renewal, a third of the lease later.
+func TestModelLossAtRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		a := WithOwner(t.Context(), "a")
+		if err := l.Lock(a); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		m.mu.Lock()
+		delete(m.locks, "x")
+		m.mu.Unlock()
+		<-l.Done(a)
+		if d := time.Since(start); d < 10*time.Second || d > 10*time.Second+50*time.Millisecond {
+			t.Errorf("loss reported after %v, want at the renewal 10s later", d)
+		}
+		if cause := context.Cause(l.HoldContext(a)); !errors.Is(cause, ErrNotHeld) {
+			t.Errorf("after the loss, HoldContext's cause = %v, want ErrNotHeld (no hold)", cause)
+		}
+		if err := l.Unlock(a); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Unlock after the loss = %v, want ErrNotHeld", err)
+		}
+	})
+}
