@@ -5,7 +5,13 @@ package integration_test
 import (
 	"testing"
 
+	"github.com/relock-go/relock/integration/internal/rediscontainer"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain runs Redis in a container when redis-server is not installed
+// and a Docker engine answers.
+func TestMain(m *testing.M) {
+	rediscontainer.Install()
+	redistest.Main(m)
+}

@@ -19,9 +19,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/redistest"
-
 	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redisproc"
 )
 
 const demoUsage = `Usage: relock demo [--redis ADDR] [--workers N] [--duration DUR] [--fair] [--plain]
@@ -111,7 +110,7 @@ type demo struct {
 	color    bool
 
 	addr      string
-	srv       *redistest.Server // our own redis-server, or nil
+	srv       *redisproc.Server // our own redis-server, or nil
 	redisNote string
 	rdb       rueidis.Client
 
@@ -141,10 +140,10 @@ func (d *demo) startRedis(addr string) int {
 			err = errno
 		}
 		d.printf("no Redis at %s (%v): starting a throwaway redis-server\n", addr, err)
-		srv, err := redistest.StartServer()
+		srv, err := redisproc.Start()
 		switch {
-		case err != nil && err.Error() == redistest.InstallHint:
-			return d.cl.errorf(exitUnavailable, "%v (or run ./demo.sh, which installs it), or point --redis at a running server", err)
+		case errors.Is(err, redisproc.ErrNotInstalled):
+			return d.cl.errorf(exitUnavailable, "%v, or run ./demo.sh, which installs it; or point --redis at a running server", err)
 		case err != nil:
 			return d.cl.errorf(exitUnavailable, "cannot start redis-server: %v", err)
 		}

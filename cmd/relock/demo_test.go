@@ -57,3 +57,16 @@ func TestDemoFairOnServer(t *testing.T) {
 		t.Errorf("the demo left keys behind: %v", keys)
 	}
 }
+
+// TestDemoWithoutRedisServer: no Redis answers and redis-server is not
+// installed, so the demo says how to get one and exits 69.
+func TestDemoWithoutRedisServer(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	r := relock(t, "demo", "--duration", "1s", "--redis", "127.0.0.1:1")
+	wantCode(t, r, exitUnavailable)
+	for _, want := range []string{"redis-server is not in PATH", "apt-get install -y redis-server", "./demo.sh"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}

@@ -13,6 +13,10 @@ import (
 	"github.com/redis/rueidis"
 )
 
+// clusterTimeout bounds how long a new cluster may take to agree that it
+// is ok.
+const clusterTimeout = 15 * time.Second
+
 // Cluster is a local Redis Cluster of master-only nodes, made with
 // redis-cli --cluster create.
 type Cluster struct {
@@ -46,7 +50,7 @@ func startCluster(n int) (*Cluster, error) {
 			c.Stop()
 			return nil, err
 		}
-		if s.stop != nil {
+		if s.proc == nil {
 			c.Stop()
 			_ = s.Stop()
 			return nil, errors.New("a cluster needs local redis-server processes, not containers")
@@ -72,7 +76,7 @@ func startCluster(n int) (*Cluster, error) {
 // waitOK waits until every node sees the cluster as ok and knows every
 // other node.
 func (c *Cluster) waitOK() error {
-	deadline := time.Now().Add(startTimeout)
+	deadline := time.Now().Add(clusterTimeout)
 	for time.Now().Before(deadline) {
 		ok := true
 		for _, s := range c.Nodes {
@@ -173,7 +177,7 @@ func startSentinel() (*Sentinel, error) {
 	if st.Master, err = StartServer(); err != nil {
 		return nil, err
 	}
-	if st.Master.stop != nil {
+	if st.Master.proc == nil {
 		st.Stop()
 		return nil, errors.New("sentinel tests need local redis-server processes, not containers")
 	}

@@ -1,58 +1,64 @@
-// Package redistest starts throwaway redis-server processes for tests (and
-// for the relock demo).
+// Package redistest starts throwaway Redis servers for tests: a server per
+// test or one shared by a test package, clusters and sentinel set-ups, and
+// a TestMain that stops them and checks for leaked goroutines.
 //
-// Each server listens on a free loopback port, keeps its files in a private
-// temporary directory, and is stopped by PID (and its directory removed) when
-// the test that started it ends. Tests never need a server started by hand.
-//
-// redis-server is taken from PATH. When it is missing and a Docker engine
-// answers, a container is used instead (see docker.go); otherwise the test
-// fails with a message that says how to install redis-server.
+// Servers are local redis-server processes started with internal/redisproc:
+// each listens on a free loopback port, keeps its files in a private
+// temporary directory, and is stopped by PID (and its directory removed)
+// when the test that started it ends. Tests never need a server started by
+// hand. When redis-server is not installed, Fallback (if a test package
+// set one) starts a server some other way, else the test fails with a
+// message that says how to install redis-server.
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/redisproc"
 )
 
 // InstallHint says how to get redis-server on a Debian machine.
-const InstallHint = "redis-server is not in PATH: install it with `apt-get install -y redis-server` (or run .ci/run, which does)"
+const InstallHint = redisproc.InstallHint
 
-// startTimeout bounds how long a server may take to accept connections.
-const startTimeout = 15 * time.Second
+// ErrNoFallback is what a Fallback returns, wrapped, when it cannot start a
+// server here (for a container, when no container engine answers).
+var ErrNoFallback = errors.New("redistest: no fallback server")
 
-// Server is one redis-server process (or container) started for tests.
+// Fallback, when set, starts a Redis server when redis-server is not in
+// PATH, with args as redis-server command-line options; it returns the
+// server's address and a function that stops the server. The integration
+// module's tests set one that runs Redis in a container. Set it in TestMain,
+// before any test starts a server.
+//
+// A fallback server can be stopped but not killed, paused or restarted:
+// tests that need those get an error, and clusters and sentinel set-ups
+// refuse to start.
+var Fallback func(args ...string) (addr string, stop func() error, err error)
+
+// Server is one Redis server started for tests: a local redis-server
+// process, or a server started by Fallback.
 type Server struct {
-	// Addr is the server's loopback address, host:port.
+	// Addr is the server's address, host:port (loopback for a local one).
 	Addr string
 	// Port is the TCP port the server listens on.
 	Port int
-	// Dir holds the server's files (dump, append-only file, log).
+	// Dir holds a local server's files (dump, append-only file, log);
+	// it is "" for a fallback server.
 	Dir string
 
-	args []string
-	conf string // a config file given first on the command line (sentinels)
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	stopped bool
-	stop    func() error // set for servers that are not local processes
+	proc *redisproc.Server // nil for a fallback server
+	stop func() error      // stops a fallback server
 }
+
+// errNotLocal is returned by what only a local process can do.
+var errNotLocal = errors.New("redistest: needs a local redis-server process, not a fallback server")
 
 // Start starts a private redis-server for tb and stops it when tb ends.
 // Extra args are passed to redis-server as command-line options, for example
@@ -67,208 +73,108 @@ func Start(tb testing.TB, args ...string) *Server {
 	return s
 }
 
-// StartServer starts a redis-server that the caller must Stop.
+// StartServer starts a redis-server that the caller must Stop. When
+// redis-server is not installed and Fallback cannot help, the error matches
+// redisproc.ErrNotInstalled.
 func StartServer(args ...string) (*Server, error) {
 	return startWith("", args...)
 }
 
-// startWith starts a redis-server with an optional config file, which is
-// written into the server's directory first (confText "" for none).
-func startWith(confText string, args ...string) (*Server, error) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if s, derr := startDocker(args...); derr == nil {
-			return s, nil
-		} else if !errors.Is(derr, errNoDocker) {
-			return nil, derr
-		}
-		return nil, errors.New(InstallHint)
+// startWith starts a local redis-server with an optional config file
+// (config "" for none), or a fallback server when redis-server is missing
+// and there is no config.
+func startWith(config string, args ...string) (*Server, error) {
+	p, err := redisproc.StartWithConfig(config, args...)
+	if err == nil {
+		return &Server{Addr: p.Addr, Port: p.Port, Dir: p.Dir, proc: p}, nil
 	}
-	dir, err := os.MkdirTemp("", "relock-redis-*")
+	if !errors.Is(err, redisproc.ErrNotInstalled) || Fallback == nil || config != "" {
+		return nil, withHint(err)
+	}
+	s, ferr := startFallback(args...)
+	if errors.Is(ferr, ErrNoFallback) {
+		return nil, withHint(err)
+	}
+	return s, ferr
+}
+
+// withHint adds to a missing redis-server's error the script that
+// installs it.
+func withHint(err error) error {
+	if errors.Is(err, redisproc.ErrNotInstalled) {
+		return fmt.Errorf("%w (or run ./test.sh, which installs it)", err)
+	}
+	return err
+}
+
+func startFallback(args ...string) (*Server, error) {
+	addr, stop, err := Fallback(args...)
 	if err != nil {
 		return nil, err
 	}
-	conf := ""
-	if confText != "" {
-		conf = filepath.Join(dir, "server.conf")
-		if err := os.WriteFile(conf, []byte(confText), 0o600); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
+	s := &Server{Addr: addr, stop: stop}
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		s.Port, _ = strconv.Atoi(port)
 	}
-	var lastErr error
-	// A free port can be taken by someone else between the probe and the
-	// server's bind; try a few ports before giving up.
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, args: args, conf: conf}
-		if lastErr = s.launch(); lastErr == nil {
-			return s, nil
-		}
-	}
-	_ = os.RemoveAll(dir)
-	return nil, lastErr
+	return s, nil
 }
 
-// launch starts the process on s.Port and waits until it answers PING.
-func (s *Server) launch() error {
-	var argv []string
-	if s.conf != "" {
-		argv = append(argv, s.conf)
-	}
-	argv = append(argv,
-		"--port", strconv.Itoa(s.Port),
-		"--bind", "127.0.0.1",
-		"--dir", s.Dir,
-		"--save", "",
-		"--appendonly", "no",
-		"--daemonize", "no",
-		"--logfile", filepath.Join(s.Dir, "redis.log"),
-		"--protected-mode", "no",
-	)
-	argv = append(argv, s.args...)
-	cmd := exec.Command("redis-server", argv...)
-	// The server dies with the process that started it, even when that is
-	// killed, and lives in its own process group, so a terminal's Ctrl-C
-	// reaches only that process, which stops the server in its own time.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	s.mu.Lock()
-	s.cmd, s.exited, s.stopped = cmd, exited, false
-	s.mu.Unlock()
-	if err := waitReady(s.Addr, exited); err != nil {
-		_ = cmd.Process.Kill()
-		<-exited
-		return fmt.Errorf("redis-server on %s: %w (log: %s)", s.Addr, err, s.logTail())
-	}
-	return nil
-}
-
-func waitReady(addr string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return errors.New("exited during start-up")
-		default:
-		}
-		if pingOnce(addr) == nil {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return errors.New("not ready in time")
-}
-
-// pingOnce sends a RESP PING and reads +PONG.
-func pingOnce(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
-}
-
-func (s *Server) logTail() string {
-	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-	if err != nil {
-		return "no log"
-	}
-	if len(b) > 600 {
-		b = b[len(b)-600:]
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// Stop stops the server by PID, waits for it, and removes its files.
+// Stop stops the server, waits for it, and removes its files.
 // It is safe to call more than once.
 func (s *Server) Stop() error {
-	if s.stop != nil {
-		return s.stop()
+	if s.proc == nil {
+		stop := s.stop
+		s.stop = nil
+		if stop == nil {
+			return nil
+		}
+		return stop()
 	}
-	s.kill(syscall.SIGKILL)
-	return os.RemoveAll(s.Dir)
+	return s.proc.Stop()
 }
 
 // Kill ends the server with SIGKILL, as a crash would, and keeps its files
-// so that Restart can bring it back with whatever it persisted.
+// so that Restart can bring it back with whatever it persisted. A fallback
+// server is stopped instead, and cannot be restarted.
 func (s *Server) Kill() {
-	s.kill(syscall.SIGKILL)
-}
-
-func (s *Server) kill(sig syscall.Signal) {
-	s.mu.Lock()
-	cmd, exited, stopped := s.cmd, s.exited, s.stopped
-	s.stopped = true
-	s.mu.Unlock()
-	if cmd == nil || stopped {
+	if s.proc == nil {
+		_ = s.Stop()
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot exit
-	_ = cmd.Process.Signal(sig)
-	<-exited
+	s.proc.Kill()
 }
 
 // Restart starts a killed server again on the same port and directory.
 func (s *Server) Restart() error {
-	if s.stop != nil {
-		return errors.New("redistest: Restart needs a local redis-server process")
+	if s.proc == nil {
+		return errNotLocal
 	}
-	s.mu.Lock()
-	stopped := s.stopped
-	s.mu.Unlock()
-	if !stopped {
-		return errors.New("redistest: Restart of a running server")
-	}
-	return s.launch()
+	return s.proc.Restart()
 }
 
 // Pause stops the server process with SIGSTOP: it keeps its connections but
 // answers nothing until Resume.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server.
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig syscall.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || s.stopped {
-		return errors.New("redistest: server is not running")
+func (s *Server) Pause() error {
+	if s.proc == nil {
+		return errNotLocal
 	}
-	return s.cmd.Process.Signal(sig)
+	return s.proc.Pause()
 }
 
-// PID is the server's process ID (0 for a container).
+// Resume continues a paused server.
+func (s *Server) Resume() error {
+	if s.proc == nil {
+		return errNotLocal
+	}
+	return s.proc.Resume()
+}
+
+// PID is the server's process ID (0 for a fallback server).
 func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // ClientOption returns rueidis options for a client of s. Client-side
@@ -297,13 +203,4 @@ func (s *Server) Do(ctx context.Context, args ...string) (rueidis.RedisMessage, 
 	}
 	defer c.Close()
 	return c.Do(ctx, c.B().Arbitrary(args...).Build()).ToMessage()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
