@@ -1,6 +1,7 @@
 // Command bench measures relock beside its peers (rueidislock, redsync,
-// bsm/redislock) and beside the physical limit (a no-op script's round
-// trips), against redis-server processes it starts itself. It prints a
+// bsm/redislock), beside a minimal Redisson-style lock written here (the
+// cost of the algorithm alone) and beside the physical limit (a no-op
+// script's round trips), against redis-server processes it starts itself. It prints a
 // table per scenario on stdout and writes every figure to a JSON file.
 //
 //	go run . [-quick] [-duration 5s] [-scenarios a,b] [-peers a,b] [-json path] [-cpuprofile path]

@@ -79,6 +79,14 @@ func peers() []peer {
 			open:      openRelockLease,
 		},
 		{
+			name: "minimal",
+			settings: fmt.Sprintf("the yardstick: Redisson's algorithm alone on rueidis (bench/minimal.go): acquire script EXISTS/HEXISTS, HINCRBY, PEXPIRE, else PTTL; "+
+				"release script HEXISTS, HINCRBY -1, at 0 DEL + PUBLISH; fixed lease %v; one pipelined connection + one pub/sub connection, "+
+				"subscribed once per name and kept; one wake-up per message", minimalLease),
+			exclusive: true,
+			open:      openMinimal,
+		},
+		{
 			name:      "rueidislock",
 			settings:  "rueidislock.NewLocker defaults (KeyMajority 2: 3 keys per lock, KeyValidity 5s, wakes on client-side-caching invalidations); WithContext + cancel",
 			exclusive: true,
