@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs the benchmark program (bench/, a module of its own): relock beside
-# rueidislock, redsync and bsm/redislock, and beside the limit of a no-op
-# script's round trips, against redis-server processes it starts itself.
+# rueidislock, redsync and bsm/redislock, beside "minimal" (Redisson's lock
+# algorithm alone, written in bench/minimal.go) and beside the limit of a
+# no-op script's round trips, against redis-server processes it starts
+# itself. Every table gives the commands the clients sent, the calls the
+# server ran (inside scripts too) and the server's CPU per operation.
 # Installs redis-server first when it is missing. Flags go to the program:
 #   ./bench.sh -quick                  # under a minute
 #   ./bench.sh -scenarios contention -cpuprofile /tmp/cpu.out
+#   ./bench.sh -scenarios clients16,waiters100 -peers relock,minimal
 #   ./bench.sh -h                      # every flag
 set -euo pipefail
 cd "$(dirname "$0")"

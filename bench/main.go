@@ -1,6 +1,7 @@
 // Command bench measures relock beside its peers (rueidislock, redsync,
-// bsm/redislock) and beside the physical limit (a no-op script's round
-// trips), against redis-server processes it starts itself. It prints a
+// bsm/redislock), beside a minimal Redisson-style lock written here (the
+// cost of the algorithm alone) and beside the physical limit (a no-op
+// script's round trips), against redis-server processes it starts itself. It prints a
 // table per scenario on stdout and writes every figure to a JSON file.
 //
 //	go run . [-quick] [-duration 5s] [-scenarios a,b] [-peers a,b] [-json path] [-cpuprofile path]
@@ -35,6 +36,8 @@ var scenarios = []scenario{
 	{"uncontended", "lock+unlock on one key, 1 goroutine", (*run).uncontended},
 	{"throughput", "lock+unlock, N goroutines on distinct keys", (*run).throughput},
 	{"contention", "M goroutines on one key", (*run).contention},
+	{"clients16", "16 separate clients on one key", (*run).clients16},
+	{"waiters100", "100 clients' waiters on one key, hand-offs", (*run).waiters100},
 	{"waiters", "relock: 1,000 waiters on one lock", (*run).waitersOneLock},
 	{"waiters10k", "relock: 10,000 waiters on 10,000 locks", (*run).waitersManyLocks},
 	{"watchdog", "relock: 100,000 locks held on the watchdog", (*run).watchdog},
@@ -50,6 +53,9 @@ type config struct {
 	Goroutines      int           `json:"throughput_goroutines"`
 	Contenders      int           `json:"contention_goroutines"`
 	Hold            time.Duration `json:"contention_hold_ns"`
+	Clients         int           `json:"clients16_clients"`
+	WaiterClients   int           `json:"waiters100_clients"`
+	ClientsDuration time.Duration `json:"clients_duration_ns"`
 	Waiters         int           `json:"waiters_one_lock"`
 	ManyLocks       int           `json:"waiters_many_locks"`
 	Held            int           `json:"watchdog_locks"`
@@ -125,7 +131,7 @@ func main() {
 func mainErr() error {
 	var (
 		quick      = flag.Bool("quick", false, "small counts and short durations: the whole run takes under a minute")
-		duration   = flag.Duration("duration", 5*time.Second, "measured time of each implementation in each timed scenario (1s with -quick)")
+		duration   = flag.Duration("duration", 5*time.Second, "measured time of each implementation in each timed scenario but clients16 and waiters100 (800ms with -quick)")
 		rounds     = flag.Int("rounds", 5, "the timed scenarios alternate the implementations in this many rounds (2 with -quick)")
 		scenList   = flag.String("scenarios", "all", "comma list of scenarios: "+scenarioNames())
 		peerList   = flag.String("peers", "all", "comma list of implementations: "+peerNames())
@@ -135,7 +141,10 @@ func mainErr() error {
 		goroutines = flag.Int("goroutines", 64, "goroutines of the throughput scenario")
 		contenders = flag.Int("contenders", 16, "goroutines of the contention scenario")
 		shared     = flag.Bool("shared-server", false, "scenarios 1-3: run every implementation on one redis-server instead of one each")
-		hold       = flag.Duration("hold", time.Millisecond, "how long each goroutine of the contention scenario holds the lock")
+		hold       = flag.Duration("hold", time.Millisecond, "how long each goroutine of the contention and clients16 scenarios holds the lock")
+		clients    = flag.Int("clients", 16, "separate clients of the clients16 scenario")
+		waitClient = flag.Int("waiter-clients", 100, "separate clients of the waiters100 scenario")
+		clientsDur = flag.Duration("clients-duration", 3*time.Second, "measured time of each implementation in clients16 and waiters100 (500ms with -quick)")
 		waiters    = flag.Int("waiters", 1000, "waiters on one lock")
 		manyLocks  = flag.Int("locks", 10000, "waiters on as many locks")
 		held       = flag.Int("held", 100000, "locks held on the watchdog (10,000 with -quick)")
@@ -146,7 +155,7 @@ func mainErr() error {
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
 		if !set["duration"] {
-			*duration = time.Second
+			*duration = 800 * time.Millisecond
 		}
 		if !set["rounds"] {
 			*rounds = 2
@@ -156,6 +165,9 @@ func mainErr() error {
 		}
 		if !set["held-for"] {
 			*heldFor = 4 * time.Second
+		}
+		if !set["clients-duration"] {
+			*clientsDur = 500 * time.Millisecond
 		}
 	}
 	sel, err := pick(*scenList, scenarioNameList())
@@ -181,7 +193,7 @@ func mainErr() error {
 	}
 	r.cfg = config{
 		Quick: *quick, Duration: *duration, Rounds: *rounds, Scenarios: sel, Peers: peerSel,
-		Goroutines: *goroutines, Contenders: *contenders, Hold: *hold, Waiters: *waiters,
+		Goroutines: *goroutines, Contenders: *contenders, Hold: *hold, Clients: *clients, WaiterClients: *waitClient, ClientsDuration: *clientsDur, Waiters: *waiters,
 		ManyLocks: *manyLocks, Held: *held, HeldFor: *heldFor,
 		WatchdogTimeout: 3 * time.Second, RedLockServers: 5, SharedServer: *shared,
 	}

@@ -40,7 +40,9 @@ type peer struct {
 	exclusive bool
 	// multi is set on the RedLock rows, which use several servers.
 	multi bool
-	open  func(addr string) (impl, error)
+	// open connects one client instance to addr; w counts what its
+	// connections carry.
+	open func(addr string, w *wire) (impl, error)
 }
 
 // Settings of the pollers, chosen here (the libraries have no default).
@@ -77,6 +79,14 @@ func peers() []peer {
 			open:      openRelockLease,
 		},
 		{
+			name: "minimal",
+			settings: fmt.Sprintf("the yardstick: Redisson's algorithm alone on rueidis (bench/minimal.go): acquire script EXISTS/HEXISTS, HINCRBY, PEXPIRE, else PTTL; "+
+				"release script HEXISTS, HINCRBY -1, at 0 DEL + PUBLISH; fixed lease %v; one pipelined connection + one pub/sub connection, "+
+				"subscribed once per name and kept; one wake-up per message", minimalLease),
+			exclusive: true,
+			open:      openMinimal,
+		},
+		{
 			name:      "rueidislock",
 			settings:  "rueidislock.NewLocker defaults (KeyMajority 2: 3 keys per lock, KeyValidity 5s, wakes on client-side-caching invalidations); WithContext + cancel",
 			exclusive: true,
@@ -104,8 +114,10 @@ var noopScript = rueidis.NewLuaScript("return 1")
 
 type limitImpl struct{ rdb rueidis.Client }
 
-func openLimit(addr string) (impl, error) {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, PipelineMultiplex: -1})
+func openLimit(addr string, w *wire) (impl, error) {
+	opt := w.rueidisOption(addr)
+	opt.PipelineMultiplex = -1
+	rdb, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +139,8 @@ type limitGoredis struct{ rdb *goredis.Client }
 
 var noopGoredis = goredis.NewScript("return 1")
 
-func openLimitGoredis(addr string) (impl, error) {
-	return limitGoredis{goredis.NewClient(&goredis.Options{Addr: addr})}, nil
+func openLimitGoredis(addr string, w *wire) (impl, error) {
+	return limitGoredis{goredis.NewClient(w.goredisOptions(addr))}, nil
 }
 
 func (l limitGoredis) locker(string) locker { return l }
@@ -146,8 +158,8 @@ func (l limitGoredis) Unlock(ctx context.Context) error {
 
 type relockImpl struct{ c *rlock.Client }
 
-func openRelock(addr string) (impl, error) {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+func openRelock(addr string, w *wire) (impl, error) {
+	c, err := rlock.NewClient(w.rueidisOption(addr))
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +170,8 @@ func openRelock(addr string) (impl, error) {
 func (r relockImpl) locker(name string) locker { return r.c.GetLock(name) }
 func (r relockImpl) close()                    { _ = r.c.Close() }
 
-func openRelockLease(addr string) (impl, error) {
-	im, err := openRelock(addr)
+func openRelockLease(addr string, w *wire) (impl, error) {
+	im, err := openRelock(addr, w)
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +193,8 @@ func (l leaseLocker) Unlock(ctx context.Context) error { return l.l.Unlock(ctx) 
 
 type rueidislockImpl struct{ lk rueidislock.Locker }
 
-func openRueidislock(addr string) (impl, error) {
-	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
-		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
-	})
+func openRueidislock(addr string, w *wire) (impl, error) {
+	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{ClientOption: w.rueidisOption(addr)})
 	if err != nil {
 		return nil, err
 	}
@@ -226,8 +236,8 @@ type redsyncImpl struct {
 	rs  *redsync.Redsync
 }
 
-func openRedsync(addr string) (impl, error) {
-	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+func openRedsync(addr string, w *wire) (impl, error) {
+	rdb := goredis.NewClient(w.goredisOptions(addr))
 	return redsyncImpl{rdb: rdb, rs: redsync.New(redsyncgoredis.NewPool(rdb))}, nil
 }
 
@@ -255,8 +265,8 @@ type bsmImpl struct {
 	rl  *redislock.Client
 }
 
-func openBsm(addr string) (impl, error) {
-	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+func openBsm(addr string, w *wire) (impl, error) {
+	rdb := goredis.NewClient(w.goredisOptions(addr))
 	return bsmImpl{rdb: rdb, rl: redislock.New(rdb)}, nil
 }
 
@@ -312,10 +322,12 @@ type fanoutReq struct {
 	done chan<- error
 }
 
-func openFanout(addrs []string) (impl, error) {
+func openFanout(addrs []string, w *wire) (impl, error) {
 	f := &fanoutImpl{}
 	for _, a := range addrs {
-		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, PipelineMultiplex: -1})
+		opt := w.rueidisOption(a)
+		opt.PipelineMultiplex = -1
+		rdb, err := rueidis.NewClient(opt)
 		if err != nil {
 			f.close()
 			return nil, err

@@ -7,7 +7,6 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/rlock"
@@ -16,10 +15,10 @@ import (
 // redlockImpl is a relock RedLock over one Client per server.
 type redlockImpl struct{ clients []*rlock.Client }
 
-func openRedLock(addrs []string) (impl, error) {
+func openRedLock(addrs []string, w *wire) (impl, error) {
 	var im redlockImpl
 	for _, a := range addrs {
-		c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{a}})
+		c, err := rlock.NewClient(w.rueidisOption(a))
 		if err != nil {
 			im.close()
 			return nil, err
@@ -49,11 +48,11 @@ type redsyncMultiImpl struct {
 	rs   *redsync.Redsync
 }
 
-func openRedsyncMulti(addrs []string) (impl, error) {
+func openRedsyncMulti(addrs []string, w *wire) (impl, error) {
 	var im redsyncMultiImpl
 	var pools []redsyncredis.Pool
 	for _, a := range addrs {
-		rdb := goredis.NewClient(&goredis.Options{Addr: a})
+		rdb := goredis.NewClient(w.goredisOptions(a))
 		im.rdbs = append(im.rdbs, rdb)
 		pools = append(pools, redsyncgoredis.NewPool(rdb))
 	}
@@ -79,14 +78,14 @@ func (r *run) redlockPeers(addrs []string) []peer {
 	ps := []peer{
 		{name: "relock single lock", exclusive: true, open: openRelock},
 		{name: fmt.Sprintf("relock RedLock x%d", n), exclusive: true, multi: true,
-			open: func(string) (impl, error) { return openRedLock(addrs) }},
+			open: func(_ string, w *wire) (impl, error) { return openRedLock(addrs, w) }},
 	}
 	for _, p := range r.peers {
 		if p.name == "redsync" {
 			ps = append(ps,
 				peer{name: "redsync single", exclusive: true, open: openRedsync},
 				peer{name: fmt.Sprintf("redsync x%d", n), exclusive: true, multi: true,
-					open: func(string) (impl, error) { return openRedsyncMulti(addrs) }})
+					open: func(_ string, w *wire) (impl, error) { return openRedsyncMulti(addrs, w) }})
 		}
 	}
 	return ps

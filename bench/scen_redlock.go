@@ -47,15 +47,15 @@ func (r *run) redlock(ctx context.Context) *section {
 	}
 	ps := []peer{
 		{name: "limit single", open: openLimit},
-		{name: fmt.Sprintf("limit x%d", n), multi: true, open: func(string) (impl, error) { return openFanout(addrs) }},
+		{name: fmt.Sprintf("limit x%d", n), multi: true, open: func(_ string, w *wire) (impl, error) { return openFanout(addrs, w) }},
 	}
 	ps = append(ps, r.redlockPeers(addrs)...)
 	benches := r.interleave(ctx, ps,
 		func(p peer) *bench {
 			if p.multi {
-				return openBench(ctx, srvs, p, 1, "redlock", "")
+				return openBench(ctx, srvs, p, 1, 1, "redlock", "")
 			}
-			return openBench(ctx, nil, p, 1, "redlock", "")
+			return openBench(ctx, nil, p, 1, 1, "redlock", "")
 		},
 		func(b *bench, d time.Duration) { b.loopRound(ctx, d) })
 	var single *lockRow

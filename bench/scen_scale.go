@@ -100,6 +100,8 @@ type waitersResult struct {
 	HandoffP99us         float64 `json:"handoff_p99_us"`
 	AcquiresPerHandoff   float64 `json:"acquire_scripts_per_handoff"`
 	ServerScriptsPerHand float64 `json:"server_acquire_scripts_per_handoff"`
+	ServerCallsPerHand   float64 `json:"server_calls_per_handoff"`
+	ServerCPUusPerHand   float64 `json:"server_cpu_us_per_handoff"`
 	Violations           int64   `json:"violations"`
 	Errors               int64   `json:"errors"`
 	FirstError           string  `json:"first_error,omitempty"`
@@ -196,6 +198,8 @@ func (r *run) waitersOneLock(ctx context.Context) *section {
 	if h.n > 0 {
 		res.AcquiresPerHandoff = float64(k.cc.count(k.acquire)-acqBefore) / float64(h.n)
 		res.ServerScriptsPerHand = float64(d.Calls["evalsha"]+d.Calls["eval"]-unlocks) / float64(h.n)
+		res.ServerCallsPerHand = float64(d.work()) / float64(h.n)
+		res.ServerCPUusPerHand = micros(d.CPU) / float64(h.n)
 	}
 	res.Violations = violations.Load()
 	res.Errors = errs.n.Load()
@@ -215,6 +219,8 @@ func (r *run) waitersOneLock(ctx context.Context) *section {
 		{"hand-off p50 / p99", fmtDur(usDur(res.HandoffP50us)) + " / " + fmtDur(usDur(res.HandoffP99us)), ""},
 		{"acquire scripts per hand-off (client count)", fmt.Sprintf("%.2f", res.AcquiresPerHandoff), "< 3"},
 		{"acquire scripts per hand-off (server EVALSHA - unlocks)", fmt.Sprintf("%.2f", res.ServerScriptsPerHand), "< 3"},
+		{"redis calls per hand-off (inside scripts too)", fmt.Sprintf("%.2f", res.ServerCallsPerHand), ""},
+		{"redis CPU per hand-off (INFO cpu)", fmtCPU(res.ServerCPUusPerHand), ""},
 		{"mutual-exclusion violations", fmtInt(res.Violations), "0"},
 		{"errors", fmt.Sprint(res.Errors), "0"},
 	}

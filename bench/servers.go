@@ -6,8 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,9 +141,9 @@ func (s *server) flush(ctx context.Context) error {
 	return s.do(ctx, "CONFIG", "RESETSTAT").Error()
 }
 
-// info returns the fields of INFO section as a map.
-func (s *server) info(ctx context.Context, section string) (map[string]string, error) {
-	text, err := s.do(ctx, "INFO", section).ToString()
+// info returns the fields of the INFO sections as a map.
+func (s *server) info(ctx context.Context, sections ...string) (map[string]string, error) {
+	text, err := s.do(ctx, append([]string{"INFO"}, sections...)...).ToString()
 	if err != nil {
 		return nil, err
 	}
@@ -157,25 +157,22 @@ func (s *server) info(ctx context.Context, section string) (map[string]string, e
 	return m, nil
 }
 
-// stats is a snapshot of the server counters the scale runs report.
+// stats is a snapshot of the server counters the runs report, read with
+// one INFO call.
 type stats struct {
-	Commands int64            // total_commands_processed
+	Commands int64            // total_commands_processed (inside scripts too)
 	Calls    map[string]int64 // per command (cmdstat_<name>), e.g. "evalsha"
-	CPU      time.Duration    // user+sys of the server process
+	CPU      time.Duration    // used_cpu_user + used_cpu_sys of the server
 }
 
 func (s *server) stats(ctx context.Context) (stats, error) {
 	st := stats{Calls: make(map[string]int64)}
-	m, err := s.info(ctx, "stats")
+	m, err := s.info(ctx, "stats", "commandstats", "cpu")
 	if err != nil {
 		return st, err
 	}
 	st.Commands, _ = strconv.ParseInt(m["total_commands_processed"], 10, 64)
-	cs, err := s.info(ctx, "commandstats")
-	if err != nil {
-		return st, err
-	}
-	for k, v := range cs {
+	for k, v := range m {
 		name, ok := strings.CutPrefix(k, "cmdstat_")
 		if !ok {
 			continue
@@ -186,7 +183,9 @@ func (s *server) stats(ctx context.Context) (stats, error) {
 			st.Calls[name], _ = strconv.ParseInt(n, 10, 64)
 		}
 	}
-	st.CPU = processCPU(s.pid())
+	user, _ := strconv.ParseFloat(m["used_cpu_user"], 64)
+	sys, _ := strconv.ParseFloat(m["used_cpu_sys"], 64)
+	st.CPU = time.Duration((user + sys) * float64(time.Second))
 	return st, nil
 }
 
@@ -194,9 +193,50 @@ func (s *server) stats(ctx context.Context) (stats, error) {
 func (st stats) sub(base stats) stats {
 	d := stats{Commands: st.Commands - base.Commands, Calls: make(map[string]int64), CPU: st.CPU - base.CPU}
 	for k, v := range st.Calls {
-		d.Calls[k] = v - base.Calls[k]
+		if n := v - base.Calls[k]; n != 0 {
+			d.Calls[k] = n
+		}
 	}
 	return d
+}
+
+// add adds the counters of o to st.
+func (st *stats) add(o stats) {
+	st.Commands += o.Commands
+	st.CPU += o.CPU
+	if st.Calls == nil {
+		st.Calls = make(map[string]int64)
+	}
+	for k, v := range o.Calls {
+		st.Calls[k] += v
+	}
+}
+
+// adminCommands are what this program's own admin client runs while a
+// measurement is under way: not the implementation's work.
+var adminCommands = []string{"info"}
+
+// work is the number of calls of the implementation under test: every
+// command the server ran, inside scripts too, but the admin's.
+func (st stats) work() int64 {
+	var n int64
+	for k, v := range st.Calls {
+		if !slices.Contains(adminCommands, k) {
+			n += v
+		}
+	}
+	return n
+}
+
+// workCalls is st.Calls without the admin's commands.
+func (st stats) workCalls() map[string]int64 {
+	m := make(map[string]int64, len(st.Calls))
+	for k, v := range st.Calls {
+		if !slices.Contains(adminCommands, k) {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // version is the server's redis_version.
@@ -255,27 +295,4 @@ func (s *server) numsub(ctx context.Context, channel string) (int64, error) {
 		return 0, nil
 	}
 	return v.AsInt64()
-}
-
-// processCPU returns the user+sys time of process pid, from /proc.
-func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name may contain spaces; the fields after it do not.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	const clkTck = 100 // USER_HZ on Linux
-	return time.Duration(ut+st) * time.Second / clkTck
 }

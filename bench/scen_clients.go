@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// handoffPeers are the implementations of the scenarios with a client per
+// goroutine: the exclusive ones but relock/lease, which waits as relock
+// does and differs only in renewals, which a hand-off does not reach.
+func (r *run) handoffPeers() []peer {
+	var ps []peer
+	for _, p := range r.exclusivePeers() {
+		if p.name != "relock/lease" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// clientsNotes say how the scenarios with a client per goroutine run.
+func clientsNotes(n int) []string {
+	return []string{
+		fmt.Sprintf("%d client instances in this one process (goroutines, not processes), one goroutine each: each its own rueidis or go-redis client and its own lock-library client (its own connections, subscriptions and background work), as %d processes would have; they share only the server", n, n),
+		"a goroutine that released the lock asks again only once another has taken it: every acquisition is a hand-off; hand-off latency: from just before the holder's Unlock call to the next holder's Lock returning",
+		"before the measured rounds every implementation contends unmeasured for 200ms, so that every client has its connections and subscriptions",
+		fmt.Sprintf("redsync and bsm poll (redsync: retry after a random 50-250ms; bsm: every %v); relock/lease is left out (it waits as relock does)", bsmBackoff),
+	}
+}
+
+func (r *run) clients16(ctx context.Context) *section {
+	n, hold, d := r.cfg.Clients, r.cfg.Hold, r.cfg.ClientsDuration
+	s := &section{
+		ID:      "clients16",
+		Title:   fmt.Sprintf("4a. %d separate clients on one key: one goroutine each, holding it %v, %v each", n, hold, d),
+		Columns: contendedColumns,
+	}
+	r.ensureLimit1(ctx, "clients16")
+	rows := r.contendedRows(ctx, r.handoffPeers(), n, n, hold, d, "clients16")
+	s.Results = rows
+	s.Rows = contendedTable(rows)
+	s.Notes = append(s.Notes, clientsNotes(n)...)
+	s.Notes = append(s.Notes, "the same as scenario 3 but for the clients: compare the two to see what separate processes cost")
+	s.Notes = append(s.Notes, countNotes...)
+	s.Notes = append(s.Notes, breakdown(rows, "acquisition")...)
+	r.violationGoal(fmt.Sprintf("%d clients: mutual-exclusion violations", n), rows)
+	return s
+}
+
+func (r *run) waiters100(ctx context.Context) *section {
+	n, d := r.cfg.WaiterClients, r.cfg.ClientsDuration
+	s := &section{
+		ID: "waiters100",
+		Title: fmt.Sprintf("4b. %d clients' waiters on one key: each takes the lock, releases it at once and waits again, %v each",
+			n, d),
+		Columns: contendedColumns,
+	}
+	r.ensureLimit1(ctx, "waiters100")
+	rows := r.contendedRows(ctx, r.handoffPeers(), n, n, 0, d, "waiters100")
+	s.Results = rows
+	s.Rows = contendedTable(rows)
+	s.Notes = append(s.Notes, clientsNotes(n)...)
+	s.Notes = append(s.Notes,
+		fmt.Sprintf("what a hand-off costs while %d clients wait: the per-acquisition figures are per hand-off", n-1))
+	s.Notes = append(s.Notes, countNotes...)
+	s.Notes = append(s.Notes, breakdown(rows, "hand-off")...)
+	r.violationGoal(fmt.Sprintf("%d clients' waiters: mutual-exclusion violations", n), rows)
+	return s
+}
