@@ -79,7 +79,8 @@ func (w *wire) record(name []byte) {
 	if p, ok := w.byName[string(name)]; ok {
 		*p++
 	} else {
-		w.byName[string(name)] = new(int64(1))
+		n := int64(1)
+		w.byName[string(name)] = &n
 	}
 	w.mu.Unlock()
 }
