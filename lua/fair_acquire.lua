@@ -9,7 +9,8 @@
 -- ARGV[3] waiter timeout in ms: a queued waiter that has not refreshed its
 --         place for this long is dropped when it reaches the head
 -- ARGV[4] '1' to join (or stay in) the queue when the lock is not taken,
---         '0' for a single attempt that leaves no trace
+--         '0' for a single attempt that leaves no trace; the queue keys
+--         expire at the latest deadline in them
 -- Returns nil when the field holds the lock after the call, with a count of
 -- exactly 1 (taken: it was free and the queue empty or headed by this
 -- field; or a level of this owner whose reply was lost, taken over), else
@@ -43,5 +44,10 @@ if ARGV[4] == '1' then
   if redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
   end
+  -- The queue lives as long as its latest deadline: a waiter that dies
+  -- leaves nothing behind for long, whoever calls next.
+  local last = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')
+  redis.call('pexpireat', KEYS[2], last[2])
+  redis.call('pexpireat', KEYS[3], last[2])
 end
 return redis.call('pttl', KEYS[1])

@@ -6,11 +6,12 @@
 // acquisition by an owner that holds nothing sets the count to 1, a
 // re-entry to the count its client expects plus one, an unlock to the
 // count it expects minus one. Sending such a script twice has the effect
-// of sending it once, so rueidis may resend it after a connection error.
-// The one exception is the unlock at the last level: a resent request
-// would find the field gone and could not tell its own release from a hold
-// lost before, so unlocks are resent by relock itself, which knows when a
-// request is a resend.
+// of sending it once, so a request whose reply was lost can be sent again,
+// or undone by setting the count back. relock does that itself rather than
+// let rueidis resend them: it knows when a request is a resend (a resent
+// unlock at the last level finds the field gone, and must not take that
+// for a hold lost before), and a single attempt must fail at once on a
+// dead connection, not retry until its deadline.
 //
 // The fair-lock scripts that read the queue are built as fair_prune.lua
 // followed by the script's own file, so the pruning of dead waiters is
@@ -76,8 +77,8 @@ var (
 
 var (
 	// LockAcquire takes a reentrant lock for an owner that holds none of it.
-	// Safe to resend.
-	LockAcquire = script(lockAcquire, true)
+	// Safe to resend (by relock).
+	LockAcquire = script(lockAcquire, false)
 	// LockUnlock brings a hold down to a count. Resent by relock itself,
 	// not by rueidis (see the package documentation).
 	LockUnlock = script(lockUnlock, false)
@@ -88,11 +89,12 @@ var (
 	// so resending it is safe.
 	LockRenew = script(lockRenew, true)
 	// LockReenter sets the count of an existing hold of any lock kind one
-	// level up, or reports it gone. Safe to resend.
-	LockReenter = script(lockReenter, true)
+	// level up, or reports it gone. Safe to resend (by relock).
+	LockReenter = script(lockReenter, false)
 	// FencedAcquire takes a fenced lock and returns its token. Safe to
-	// resend (a resent request may skip a token; tokens only grow).
-	FencedAcquire = script(fencedAcquire, true)
+	// resend by relock (a resent request may skip a token; tokens only
+	// grow).
+	FencedAcquire = script(fencedAcquire, false)
 	// FencedToken reads the token of the caller's current hold. Read-only.
 	FencedToken = script(fencedToken, true)
 	// FenceWrite writes a fenced register if the token is not stale. Not
@@ -100,8 +102,8 @@ var (
 	FenceWrite = script(fenceWrite, false)
 
 	// FairAcquire takes a fair lock, or joins (refreshes a place in) its
-	// queue. Safe to resend.
-	FairAcquire = script(fairPrune+fairAcquire, true)
+	// queue. Safe to resend (by relock).
+	FairAcquire = script(fairPrune+fairAcquire, false)
 	// FairUnlock brings a hold of a fair lock down to a count and wakes the
 	// head of its queue when that frees it. Resent by relock itself.
 	FairUnlock = script(fairPrune+fairUnlock, false)

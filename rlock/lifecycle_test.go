@@ -162,8 +162,8 @@ func TestLostReplyThenFixedLease(t *testing.T) {
 }
 
 // TestWakeUpPassedOnAfterTransientFailure: the waiter woken by an unlock
-// fails its attempt (OOM), then its context ends while it sleeps before
-// retrying. It has used no wake-up, so it hands it on: the other local
+// fails its attempt (OOM), then its context ends while it sleeps (100ms)
+// before retrying. It has used no wake-up, so it hands it on: the other local
 // waiter takes the lock at once (it used to sleep until the old holder's
 // lease ran out).
 func TestWakeUpPassedOnAfterTransientFailure(t *testing.T) {
@@ -216,7 +216,8 @@ func TestWakeUpPassedOnAfterTransientFailure(t *testing.T) {
 		After: func(args []string) {
 			mu.Lock()
 			defer mu.Unlock()
-			cancels[ownerOf(args)]()
+			// The context ends while the waiter sleeps before retrying.
+			time.AfterFunc(20*time.Millisecond, cancels[ownerOf(args)])
 		}})
 	if err := l.Unlock(h); err != nil {
 		t.Fatal(err)

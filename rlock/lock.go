@@ -58,11 +58,12 @@ func (l *Lock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 // from now) while ctx is still live. Its script sets the owner's count to
 // one less than this Client granted rather than decrementing it, so a
 // request resent after a dropped connection never releases twice, and
-// nothing but the hold is written. If Unlock returns another error and
-// this was the last level, the outcome is unknown: the hold is no longer
-// renewed and ends at the latest when its lease runs out. If it was not
-// the last level, nothing changed locally, and calling Unlock again is
-// safe.
+// nothing but the hold is written. If Unlock returns another error (Redis
+// did not answer, or refused), the level counts as released all the same:
+// do not call Unlock again for it. Redis' count may stay one higher until
+// the owner's next call on the lock, which sets it from the Client's; at
+// the last level the hold is no longer renewed and ends in Redis at the
+// latest when its lease runs out.
 func (l *Lock) Unlock(ctx context.Context) error { return l.m.Unlock(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It

@@ -273,6 +273,10 @@ func (a *acquisition) attempt() (Attempt, error) {
 		}
 		from, life := a.h.state()
 		r := a.r
+		// A re-entry on a fixed lease takes the hold off the watchdog:
+		// stop renewing first, or a renewal in flight could land after the
+		// script and cut the fixed lease down to the watchdog's.
+		paused := from > 0 && !a.renew && a.h.stopRenewal()
 		actx, cancel := a.scriptContext()
 		var at Attempt
 		var err error
@@ -283,6 +287,10 @@ func (a *acquisition) attempt() (Attempt, error) {
 			at, err = a.m.kind.Acquire(actx, r)
 		}
 		cancel()
+		if paused && (err != nil || !at.Acquired || a.ctx.Err() != nil || at.Unsynced != nil) {
+			// The hold stays as it was, on the watchdog.
+			a.h.rearm(life)
+		}
 		if err != nil {
 			if outcomeUnknown(err) {
 				a.unknown = true
@@ -423,31 +431,17 @@ func (a *acquisition) abandon() {
 }
 
 // cleanupTimeout is how long the clean-up at the end of a failed
-// acquisition may take once the caller's context has ended.
+// acquisition may hold its caller up: a round trip to a healthy server
+// takes far less; a server that does not answer in time is left to the
+// background settlement (settleLater).
 const cleanupTimeout = 100 * time.Millisecond
 
 // cleanupContext returns the context of the clean-up at the end of an
-// acquisition: detached from ctx, for the time ctx has left (up to
-// releaseTimeout), and at least cleanupTimeout.
+// acquisition: detached from ctx, for cleanupTimeout.
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	now := time.Now()
-	deadline := now.Add(cleanupTimeout)
-	if ctx.Err() == nil {
-		if d, ok := ctx.Deadline(); !ok {
-			deadline = now.Add(releaseTimeout)
-		} else if d.After(deadline) {
-			deadline = minTime(d, now.Add(releaseTimeout))
-		}
-	}
-	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
 
 // notAcquired is the error of a wait that ended with cause.
 func notAcquired(cause error) error {

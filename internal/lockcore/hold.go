@@ -173,17 +173,10 @@ func (h *hold) grant(from int, life context.Context, lease time.Duration, renew 
 	var stop *renewal
 	switch {
 	case renew && h.renewal == nil:
-		r := &renewal{h: h}
-		// Added under c.mu, so its loss report (which takes c.mu) sees
-		// h.renewal set. The first renewal is due a third of the lease
-		// from now.
-		l, err := c.Watchdog.Add(c.WatchdogTimeout, r, r.lost)
-		if err != nil {
+		if err := h.armLocked(); err != nil {
 			c.mu.Unlock()
-			return ErrClosed
+			return err
 		}
-		r.lease = l
-		h.renewal = r
 	case !renew && h.renewal != nil:
 		stop, h.renewal = h.renewal, nil
 	}
@@ -195,9 +188,9 @@ func (h *hold) grant(from int, life context.Context, lease time.Duration, renew 
 }
 
 // stopRenewal stops h's watchdog renewal, synchronously: when it returns,
-// no renewal of h is in flight or will be sent. It must not be called from
-// the watchdog's loss report.
-func (h *hold) stopRenewal() {
+// no renewal of h is in flight or will be sent. It reports whether there
+// was one. It must not be called from the watchdog's loss report.
+func (h *hold) stopRenewal() bool {
 	c := h.core
 	c.mu.Lock()
 	r := h.renewal
@@ -206,6 +199,33 @@ func (h *hold) stopRenewal() {
 	if r != nil {
 		r.lease.Stop()
 	}
+	return r != nil
+}
+
+// rearm puts h back on the watchdog after stopRenewal, if it still holds
+// levels in life and nothing armed it meanwhile.
+func (h *hold) rearm(life context.Context) {
+	c := h.core
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.want == 0 || h.life != life || h.renewal != nil {
+		return
+	}
+	_ = h.armLocked() // fails only after Close, which ends the hold anyway
+}
+
+// armLocked puts h on the watchdog. It is done under c.mu, so that its
+// loss report (which takes c.mu) sees h.renewal set. The first renewal is
+// due a third of the lease from now. c.mu is held.
+func (h *hold) armLocked() error {
+	r := &renewal{h: h}
+	l, err := h.core.Watchdog.Add(h.core.WatchdogTimeout, r, r.lost)
+	if err != nil {
+		return ErrClosed
+	}
+	r.lease = l
+	h.renewal = r
+	return nil
 }
 
 // released records a successful release that left remaining levels in

@@ -54,12 +54,14 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	remaining, err := m.release(dctx, h, r)
 	switch {
 	case err != nil:
-		if want == 1 {
-			// The outcome is unknown and the hold is no longer renewed:
-			// locally it ends here; in Redis it ends at the latest with
-			// its lease.
-			h.released(life, 0)
-		}
+		// Redis did not confirm the release. The level is released as far
+		// as the Client knows all the same: the scripts set the count from
+		// the Client's own, so the owner's next call on the lock brings
+		// Redis in line, and at the last level the hold is no longer
+		// renewed and ends in Redis at the latest with its lease. (Keeping
+		// the level would leave it held, and renewed, after the caller's
+		// outer Unlock.)
+		h.released(life, want-1)
 		return m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
 		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", ErrLockLost, m.name)
@@ -131,18 +133,21 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
-// loseAll ends every hold of this Client on name as lost, each after the
-// calls in flight on it (so that none of them records a level after the
-// loss).
+// loseAll ends every hold of this Client on name that a force-unlock
+// removed, as lost, each after the calls in flight on it (so that none of
+// them records a level after the loss). A hold taken again after the
+// force-unlock ran (its field is in Redis) is kept; when Redis cannot say,
+// the hold is taken for lost.
 func (c *Core) loseAll(ctx context.Context, name string, cause error) {
 	for _, h := range c.holdsOn(name) {
-		if h.acquire(ctx) == nil {
-			_, life := h.state()
+		locked := h.acquire(ctx) == nil
+		_, life := h.state()
+		n, err := c.RDB.Do(ctx, c.RDB.B().Hexists().Key(name).Field(h.key.field).Build()).AsInt64()
+		if err != nil || n == 0 {
 			h.lose(life, cause)
+		}
+		if locked {
 			h.release()
-		} else {
-			_, life := h.state()
-			h.lose(life, cause)
 		}
 		c.leave(h)
 	}
