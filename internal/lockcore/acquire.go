@@ -442,7 +442,6 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
 
-
 // notAcquired is the error of a wait that ended with cause.
 func notAcquired(cause error) error {
 	return errors.Join(ErrNotAcquired, cause)
