@@ -15,7 +15,7 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
-const runUsage = `Usage: relock run [--redis ADDR] [--wait DUR] [--fair] NAME [--] COMMAND [ARG...]
+const runUsage = `Usage: relock [CONNECTION FLAGS] run [--wait DUR] [--fair] NAME [--] COMMAND [ARG...]
 
 Run COMMAND while holding the lock NAME: a distributed flock. relock waits
 for the lock (without --wait, for as long as it takes), starts COMMAND with
@@ -39,8 +39,9 @@ stderr, sends COMMAND SIGTERM, then SIGKILL after --grace, and exits 70.
 Exit codes:
   N      COMMAND's exit code; 128+N when COMMAND was killed by signal N
   64     bad command line
-  69     Redis could not be reached, or answered with an error, before
-         COMMAND ran (a failed release afterwards is only a warning)
+  69     Redis could not be reached, refused the password, failed TLS, or
+         answered with an error, before COMMAND ran (a failed release
+         afterwards is only a warning)
   70     the lock was lost while COMMAND ran; COMMAND was stopped
   75     --wait ended without the lock (EX_TEMPFAIL); COMMAND did not run
   126    COMMAND could not be started; 127: COMMAND was not found
@@ -48,7 +49,7 @@ Exit codes:
 
 Examples:
   relock run nightly-report -- ./report.sh --full
-  relock run --wait 10s --redis redis:6379 deploy:prod -- make deploy`
+  relock --redis rediss://redis.internal:6380 run --wait 10s deploy:prod -- make deploy`
 
 // forwardedSignals are passed on to COMMAND.
 var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
@@ -61,8 +62,7 @@ type locker interface {
 }
 
 func (cl *cli) run(args []string) int {
-	fs := newFlagSet("run", runUsage)
-	addr := fs.redisFlag()
+	fs := cl.newConnFlagSet("run", runUsage)
 	var wait optDuration
 	fs.Var(&wait, "wait", "give up after waiting `DUR` for the lock and exit 75; 0 tries once (default: wait for as long as it takes)")
 	fair := fs.Bool("fair", false, "use a fair lock: waiters get it in the order they asked")
@@ -91,14 +91,27 @@ func (cl *cli) run(args []string) int {
 		}
 	}
 
+	t, code := cl.target()
+	if code >= 0 {
+		return code
+	}
+
 	// Signals are caught from here on: one that comes before COMMAND
 	// starts ends the wait; later ones go to COMMAND.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
+	// One connection, auto-pipelined, as rlock.NewClient would make.
+	opt := *t
+	opt.opt.PipelineMultiplex = -1
+	rdb, err := opt.dial()
+	if err != nil {
+		return cl.errorf(exitUnavailable, "%v", err)
+	}
+	defer rdb.Close()
 	lost := make(chan error, 1)
-	client, err := rlock.NewClient(clientOption(*addr),
+	client, err := rlock.New(rdb,
 		rlock.WithWatchdogTimeout(*watchdog),
 		rlock.WithLostHandler(func(lockName, _ string, cause error) {
 			if lockName == name {
@@ -109,7 +122,7 @@ func (cl *cli) run(args []string) int {
 			}
 		}))
 	if err != nil {
-		return cl.errorf(exitUnavailable, "cannot connect to Redis at %s: %v", *addr, err)
+		return cl.errorf(exitFailure, "%v", err)
 	}
 	defer client.Close()
 
@@ -236,11 +249,6 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return exitFailure
-}
-
-// oneLine is err's message on one line (joined errors have several).
-func oneLine(err error) string {
-	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 // describeExit says how a child ended.
