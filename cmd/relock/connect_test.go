@@ -612,3 +612,14 @@ func TestConnectTLSClientCert(t *testing.T) {
 	t.Log(strings.TrimSpace(r.stderr))
 	wantOneLine(t, r, addr, "--cert")
 }
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		r := relock(t, args...)
+		wantCode(t, r, 0)
+		if !strings.HasPrefix(r.stdout, "relock ") || !strings.Contains(r.stdout, "go1.") ||
+			!strings.Contains(r.stdout, "github.com/relock-go/relock") || strings.Count(r.stdout, "\n") != 1 {
+			t.Errorf("relock %s printed %q", args[0], r.stdout)
+		}
+	}
+}

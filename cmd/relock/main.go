@@ -37,6 +37,7 @@ var commands = []command{
 	{name: "status", summary: "show who holds a lock, its lease, its fair queue and fencing counter", main: (*cli).status},
 	{name: "unlock", summary: "delete a lock whoever holds it (needs --force)", main: (*cli).unlock},
 	{name: "demo", summary: "watch worker processes contend for one lock, live", main: (*cli).demo},
+	{name: "version", summary: "print relock's version and the Go version it was built with", main: (*cli).version},
 	{name: "demo-worker", hidden: true, main: (*cli).demoWorker},
 }
 
@@ -55,7 +56,8 @@ func main() {
 	os.Exit(cl.main(os.Args[1:]))
 }
 
-const globalUsage = `Usage: relock [CONNECTION FLAGS] COMMAND [FLAGS] [ARGS]`
+const globalUsage = `Usage: relock [CONNECTION FLAGS] COMMAND [FLAGS] [ARGS]
+       relock --version`
 
 func (cl *cli) main(args []string) int {
 	cl.conn = newConnFlags()
@@ -63,6 +65,7 @@ func (cl *cli) main(args []string) int {
 	fs.SetOutput(cl.stderr)
 	fs.Usage = func() {}
 	cl.conn.register(fs)
+	showVersion := fs.Bool("version", false, "print the version")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			cl.usage(cl.stdout)
@@ -70,6 +73,9 @@ func (cl *cli) main(args []string) int {
 		}
 		fmt.Fprintf(cl.stderr, "%s\nRun 'relock --help' for more.\n", globalUsage)
 		return exitUsage
+	}
+	if *showVersion {
+		return cl.version(nil)
 	}
 	args = fs.Args()
 	if len(args) == 0 {

@@ -262,6 +262,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"--no-such-flag", "status"}, exitUsage, ""},
 		{[]string{"no-such-command"}, exitUsage, ""},
 		{[]string{"run", "--help"}, exitOK, "run [-n|--no-wait]"},
+		{[]string{"version", "--help"}, exitOK, "Usage: relock version"},
+		{[]string{"version", "x"}, exitUsage, ""},
 		{[]string{"status", "-h"}, exitOK, "--json"},
 		{[]string{"unlock", "--help"}, exitOK, "--force"},
 		{[]string{"demo", "--help"}, exitOK, "--workers"},
