@@ -55,6 +55,16 @@ func TestOnCluster(t *testing.T) {
 		})
 	}
 
+	// The whole seed list, before the subcommand.
+	t.Run("seed list", func(t *testing.T) {
+		seeds := strings.Join(cl.Addrs(), ",")
+		r := relock(t, "--redis", seeds, "run", names[0], "--", "echo", "ran")
+		wantCode(t, r, 0)
+		if r.stdout != "ran\n" {
+			t.Errorf("stdout = %q, want %q", r.stdout, "ran\n")
+		}
+	})
+
 	t.Run("demo", func(t *testing.T) {
 		r := relock(t, "demo", "--duration", "1s", "--workers", "2", "--redis", addr)
 		wantCode(t, r, 0)

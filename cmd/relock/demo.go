@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,14 +24,15 @@ import (
 	"github.com/relock-go/relock/internal/redisproc"
 )
 
-const demoUsage = `Usage: relock demo [--redis ADDR] [--workers N] [--duration DUR] [--fair] [--plain]
+const demoUsage = `Usage: relock [CONNECTION FLAGS] demo [--workers N] [--duration DUR] [--fair] [--plain]
 
 Watch worker processes contend for one distributed lock, live.
 
-The demo uses the Redis server at --redis if it answers PING at once;
-otherwise it starts a throwaway redis-server of its own (it must be
-installed: 'apt-get install -y redis-server', or run ./demo.sh, which
-installs it). It then starts N worker processes (this binary, re-run as
+The demo uses the Redis server the connection flags name if it answers
+within half a second. If nothing answers there at all, it starts a
+throwaway redis-server of its own (it must be installed: 'apt-get install
+-y redis-server', or run ./demo.sh, which installs it); a server that
+refuses the password or the TLS handshake is an error (exit 69). It then starts N worker processes (this binary, re-run as
 'relock demo-worker'). Each one loops: Lock (watchdog lease), work for
 5-30ms, Unlock, spend 1-10ms elsewhere. Inside the lock each worker
 increments a shared "inside" counter in Redis and decrements it on
@@ -46,12 +48,11 @@ intervals), which must be 0. Then it stops the workers, deletes its keys,
 and stops its own redis-server. Ctrl-C ends it early, with the summary.
 
 Exit codes: 0 no violations, 1 a violation or a worker failed,
-64 bad command line, 69 no Redis and none could be started,
-130 interrupted (after the summary).`
+64 bad command line, 69 a server refused the connection, or none answered
+and none could be started, 130 interrupted (after the summary).`
 
 func (cl *cli) demo(args []string) int {
-	fs := newFlagSet("demo", demoUsage)
-	addr := fs.redisFlag()
+	fs := cl.newConnFlagSet("demo", demoUsage)
 	workers := fs.Int("workers", 4, "number of worker processes, `N` from 1 to 16")
 	duration := fs.duration("duration", 15*time.Second, "how long the workers run, `DUR`")
 	fair := fs.Bool("fair", false, "use a fair lock (FIFO queue in Redis) instead of a plain one")
@@ -91,7 +92,7 @@ func (cl *cli) demo(args []string) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	if code := d.startRedis(*addr); code >= 0 {
+	if code := d.startRedis(); code >= 0 {
 		return code
 	}
 	defer d.stopRedis()
@@ -109,7 +110,8 @@ type demo struct {
 	tty      bool   // redraw a block instead of printing lines
 	color    bool
 
-	addr      string
+	addr      string            // the server, for people
+	conn      connFlags         // how the workers connect
 	srv       *redisproc.Server // our own redis-server, or nil
 	redisNote string
 	rdb       rueidis.Client
@@ -128,13 +130,28 @@ func (d *demo) printf(format string, args ...any) {
 	fmt.Fprintf(d.cl.stdout, format, args...)
 }
 
-// startRedis picks the server: the one at addr if it answers PING within
-// half a second, else a redis-server of our own. It returns -1 on success.
-func (d *demo) startRedis(addr string) int {
-	if err := ping(addr, 500*time.Millisecond); err == nil {
-		d.addr = addr
+// startRedis picks the server: the one the connection flags name if it
+// answers within half a second, else (when nothing answers there at all) a
+// redis-server of our own. It returns -1 on success.
+func (d *demo) startRedis() int {
+	t, code := d.cl.target()
+	if code >= 0 {
+		return code
+	}
+	addr := t.where
+	probe := *t
+	probe.opt.Dialer.Timeout = 500 * time.Millisecond
+	rdb, err := probe.dial()
+	switch {
+	case err == nil:
+		d.addr, d.conn, d.rdb = addr, *d.cl.conn, rdb
 		d.redisNote = fmt.Sprintf("using the Redis server at %s (the demo's keys are deleted at the end)", addr)
-	} else {
+		return -1
+	case !t.unreachable(err):
+		// A server answered but refused us (password, TLS): starting
+		// another one would hide that.
+		return d.cl.errorf(exitUnavailable, "%v", err)
+	default:
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
 			err = errno
@@ -150,11 +167,16 @@ func (d *demo) startRedis(addr string) int {
 		d.srv, d.addr = srv, srv.Addr
 		d.redisNote = fmt.Sprintf("started redis-server on %s (stopped at the end)", srv.Addr)
 	}
-	rdb, err := connect(d.addr)
+	// Our own server: plain, no password, whatever the flags and the
+	// environment say.
+	d.conn = connFlags{redis: d.addr}
+	own, err := d.conn.resolve(func(string) string { return "" }, d.cl.redact.add)
+	if err == nil {
+		d.rdb, err = own.dial()
+	}
 	if err != nil {
 		return d.cl.errorf(exitUnavailable, "%v", err)
 	}
-	d.rdb = rdb
 	return -1
 }
 
@@ -283,14 +305,27 @@ loop:
 	return exitOK
 }
 
+// workerEnv is the environment of a worker: the address goes there, not on
+// its command line, where any user of the machine could read a password
+// in a URL.
+func (d *demo) workerEnv() []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "RELOCK_REDIS" || (d.srv != nil && slices.Contains(passwordVars, name))
+	})
+	return append(env, "RELOCK_REDIS="+d.conn.redis)
+}
+
 // startWorker starts one worker process and the goroutines that read its
 // stdout (events) and stderr (log lines) into events.
 func (d *demo) startWorker(id string, events chan<- workerEvent, readers *sync.WaitGroup) (*workerProc, error) {
-	args := []string{"demo-worker", "--redis", d.addr, "--lock", d.name, "--id", id}
+	args := append([]string{"demo-worker"}, d.conn.args()...)
+	args = append(args, "--lock", d.name, "--id", id)
 	if d.fair {
 		args = append(args, "--fair")
 	}
 	cmd := exec.Command(d.exe, args...)
+	cmd.Env = d.workerEnv()
 	cmd.SysProcAttr = detachedAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

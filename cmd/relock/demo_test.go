@@ -70,3 +70,23 @@ func TestDemoWithoutRedisServer(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoWithPassword runs the demo on a server that wants a password,
+// given in the URL: the demo and its workers connect, and the password
+// shows nowhere. Without it, the demo exits 69 instead of starting a
+// server of its own.
+func TestDemoWithPassword(t *testing.T) {
+	srv := startAuthServer(t)
+	r := startRelock(t, "--redis", "redis://:"+testPassword+"@"+srv.Addr, "demo", "--duration", "1s", "--workers", "2").wait(45 * time.Second)
+	wantCode(t, r, 0)
+	wantNoSecret(t, r)
+	for _, want := range []string{"using the Redis server at redis://:xxxxx@" + srv.Addr, "violations: 0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = relock(t, "demo", "--duration", "1s", "--redis", srv.Addr)
+	wantCode(t, r, exitUnavailable)
+	wantOneLine(t, r, "NOAUTH")
+}

@@ -7,38 +7,90 @@
 //
 // Usage:
 //
-//	relock run [--redis ADDR] [--wait DUR] [--fair] [--watchdog LEASE] [--grace DUR] NAME [--] COMMAND [ARG...]
-//	relock status [--redis ADDR] [--json] NAME
-//	relock unlock --force [--redis ADDR] NAME
-//	relock demo [--redis ADDR] [--workers N] [--duration DUR] [--fair] [--plain]
+//	relock [CONNECTION FLAGS] run [-n|--no-wait] [--wait DUR] [--fair] [--fenced] [--watchdog LEASE] [--grace DUR] NAME [--] COMMAND [ARG...]
+//	relock [CONNECTION FLAGS] status [--json] NAME
+//	relock [CONNECTION FLAGS] unlock --force NAME
+//	relock [CONNECTION FLAGS] demo [--workers N] [--duration DUR] [--fair] [--plain]
+//	relock --version | relock version
 //	relock COMMAND --help
 //
-// Every command takes --redis ADDR (host:port); it defaults to
-// $RELOCK_REDIS, then 127.0.0.1:6379. Durations are Go durations ("1.5s",
-// "200ms") or plain seconds ("5"). Flags may come before or after NAME.
+// Durations are Go durations ("1.5s", "200ms") or plain seconds ("5").
+// Flags may come before or after NAME.
+//
+// # Connecting
+//
+// Every command connects the same way, through the connection flags, which
+// may come before the command's name or after it:
+//
+//	--redis ADDR|URL  where Redis is; default $RELOCK_REDIS, then 127.0.0.1:6379
+//	--user NAME       ACL user
+//	--tls             TLS (implied by rediss:// and by the flags below)
+//	--cacert FILE     CA certificates (PEM) to verify the server with
+//	--cert FILE       client certificate (PEM), with --key FILE
+//	--sni NAME        the server's name for SNI and verification
+//	--insecure        no verification of the server's certificate
+//
+// --redis takes host[:port] (the port defaults to 6379; an IPv6 address
+// goes in brackets, [::1]:6380), a comma-separated list of seed addresses
+// of a Redis Cluster (relock, through rueidis, finds out from the server
+// whether it is a cluster), or a URL as rueidis.ParseURL reads it:
+// redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss:// for TLS, or
+// unix:///path/to/redis.sock[?db=N]; the query parameter addr=HOST:PORT
+// (repeated) adds seed addresses, and master_set=NAME makes them the
+// addresses of Sentinels that know the master NAME (with TLS, the
+// sentinels are reached with the same TLS settings; they are sent no
+// password).
+//
+// The password is the URL's; else $RELOCK_PASSWORD; else $REDISCLI_AUTH
+// (redis-cli's variable). There is no password flag: a command line is
+// visible to every user of the machine, and so is a URL with a password in
+// it, so prefer the variables. relock never prints a password: messages
+// show a URL with the password masked.
+//
+// A server that cannot be reached, refuses the password, or fails the TLS
+// handshake makes relock exit 69 with one line that names the server (and,
+// when it is clear, what to change).
 //
 // # run
 //
 // run waits for the lock NAME (for as long as it takes, or up to --wait;
-// --wait 0 tries once), then runs COMMAND with relock's stdin, stdout and
-// stderr. It holds the lock on the watchdog lease (--watchdog, 30s by
-// default, renewed every third of it) while COMMAND runs, releases it as
-// soon as COMMAND ends, and exits with COMMAND's exit code, or 128+N when
-// COMMAND was killed by signal N, as a shell does. The lock's hash field is
-// "<clientID>:run:<host>:<pid>". --fair takes a fair (FIFO) lock instead.
+// --wait 0, or -n / --no-wait, tries once), then runs COMMAND with relock's
+// stdin, stdout and stderr. It holds the lock on the watchdog lease while
+// COMMAND runs, releases it as soon as COMMAND ends, and exits with
+// COMMAND's exit code, or 128+N when COMMAND was killed by signal N, as a
+// shell does. --fair takes a fair (FIFO) lock; --fenced a fenced lock
+// (the two do not combine: the fair lock hands out no tokens).
 //
-// SIGINT, SIGTERM and SIGHUP sent to relock are passed on to COMMAND;
-// relock then waits for COMMAND to end and releases the lock at once. A
-// signal that comes while relock still waits for the lock ends the wait:
-// COMMAND does not run and relock exits 128+N. On Linux COMMAND gets
-// SIGTERM if relock itself dies, even by SIGKILL (the lock then frees when
-// its lease runs out), so COMMAND never goes on running without the lock.
+// COMMAND's environment gets RELOCK_NAME (the lock's name), RELOCK_OWNER
+// (the lock's hash field, "<clientID>:run:<host>:<pid>") and, with
+// --fenced, RELOCK_TOKEN (the hold's fencing token, greater than every
+// token handed out before for NAME).
 //
-// If the lock is lost while COMMAND runs (no renewal succeeded for a whole
-// lease, or 'relock unlock --force' deleted it), relock says so on stderr,
-// sends COMMAND SIGTERM, then SIGKILL after --grace (10s by default), and
-// exits 70. Signals go to COMMAND's process only, not to processes it
-// started.
+// The lease (--watchdog, 2.4s) is renewed every third of it (800ms), and
+// every renewal checks the hold: a lock that expires, is deleted or is
+// force-unlocked while COMMAND runs is noticed in under a second. A relock
+// that dies (or stays stopped) leaves the lock to expire after the lease.
+//
+// COMMAND runs in a process group of its own. Every signal relock gets
+// (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH,
+// SIGTSTP, SIGCONT) goes on to that group, so that a signal sent to relock,
+// or to relock's process group, reaches COMMAND once. When stdin is
+// relock's controlling terminal and relock runs in the foreground,
+// COMMAND's group is made the terminal's foreground group: COMMAND can read
+// the terminal and gets Ctrl-C from it (once), and relock takes the
+// terminal back when COMMAND ends. When COMMAND stops (Ctrl-Z), relock
+// stops too if it has a controlling terminal, so that the shell gets the
+// terminal back; when relock is continued (fg), it gives the terminal back
+// to COMMAND and continues it. A stopped relock renews nothing: a stop
+// longer than the lease loses the lock. (Without a controlling terminal,
+// relock keeps running, and holding the lock, while COMMAND is stopped.) A signal that comes while relock still waits for the lock ends
+// the wait: COMMAND does not run and relock exits 128+N. On Linux COMMAND
+// gets SIGTERM if relock itself dies, even by SIGKILL.
+//
+// If the lock is lost while COMMAND runs, relock says so on stderr, sends
+// COMMAND's group SIGTERM, then SIGKILL after --grace (10s by default),
+// and exits 70. If the hold is found gone only when relock releases it
+// after COMMAND ended, relock says when and exits 70 too.
 //
 // # status
 //
@@ -61,8 +113,9 @@
 //
 // # demo
 //
-// demo uses the Redis at --redis if it answers PING within half a second,
-// else starts a throwaway redis-server (which must be installed:
+// demo uses the Redis the connection flags name if it answers within half
+// a second; if nothing answers there at all, it starts a throwaway
+// redis-server (which must be installed:
 // apt-get install -y redis-server, or run ./demo.sh, which installs it).
 // It starts --workers processes (4; the relock binary re-run with the
 // hidden subcommand demo-worker) that loop for --duration (15s): Lock,
@@ -77,18 +130,27 @@
 // overlapping hold intervals), which must be 0. Then it stops the workers,
 // deletes its keys and stops its own redis-server. --fair uses a fair lock.
 //
+// # version
+//
+// version (or --version) prints the module version ("(devel)" for a
+// build from a source tree without one), the module path, and the Go
+// version and platform relock was built with.
+//
 // # Exit codes
 //
 //	0      success (run: COMMAND exited 0)
 //	1      other failure (status, unlock: the key is not a lock;
 //	       demo: a violation, or a worker failed)
-//	64     bad command line (EX_USAGE), and unlock without --force
-//	69     Redis could not be reached or answered with an error
+//	64     bad command line (EX_USAGE), including a bad address or URL and
+//	       an unreadable certificate file; unlock without --force
+//	69     Redis could not be reached, refused the password or the user,
+//	       failed the TLS handshake, or answered with an error
 //	       (EX_UNAVAILABLE); run: before COMMAND ran (a failed release
-//	       afterwards is a warning); demo: no Redis, and none could be
-//	       started
-//	70     run: the lock was lost while COMMAND ran; COMMAND was stopped
-//	75     run: --wait ended without the lock (EX_TEMPFAIL)
+//	       afterwards is a warning); demo: a server answered but refused
+//	       the connection, or none answered and none could be started
+//	70     run: the lock was lost while COMMAND ran (COMMAND was stopped),
+//	       or was found gone at release
+//	75     run: --wait (or -n) ended without the lock (EX_TEMPFAIL)
 //	126    run: COMMAND could not be started
 //	127    run: COMMAND was not found
 //	128+N  run: COMMAND was killed by signal N, or relock got signal N

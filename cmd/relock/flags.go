@@ -6,39 +6,44 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// fallbackRedis is the Redis address used when neither --redis nor
-// $RELOCK_REDIS gives one.
-const fallbackRedis = "127.0.0.1:6379"
-
-// defaultRedis is the default of every --redis flag.
-func defaultRedis() string {
-	if addr := os.Getenv("RELOCK_REDIS"); addr != "" {
-		return addr
-	}
-	return fallbackRedis
-}
-
 // flagSet is a subcommand's flags and the help text shown above them.
 type flagSet struct {
 	*flag.FlagSet
-	usage string
+	usage   string
+	conn    bool              // the connection flags are registered
+	aliases map[string]string // long name -> short name
 }
 
+// newFlagSet returns the flags of subcommand name.
 func newFlagSet(name, usage string) *flagSet {
-	fs := flag.NewFlagSet("relock "+name, flag.ContinueOnError)
+	fs := &flagSet{FlagSet: flag.NewFlagSet("relock "+name, flag.ContinueOnError), usage: usage}
 	fs.Usage = func() {} // printed by parse, to stdout for --help
-	return &flagSet{FlagSet: fs, usage: usage}
+	return fs
 }
 
-// redisFlag adds the --redis flag every subcommand has.
-func (fs *flagSet) redisFlag() *string {
-	return fs.String("redis", defaultRedis(), "Redis server `ADDR` (host:port); default $RELOCK_REDIS, then "+fallbackRedis)
+// newConnFlagSet returns the flags of subcommand name, with the connection
+// flags of cl, so that those may also follow the subcommand's name.
+func (cl *cli) newConnFlagSet(name, usage string) *flagSet {
+	fs := newFlagSet(name, usage)
+	cl.conn.register(fs.FlagSet)
+	fs.conn = true
+	return fs
+}
+
+// alias makes -short another name of the flag --long.
+func (fs *flagSet) alias(short, long string) {
+	f := fs.Lookup(long)
+	fs.Var(f.Value, short, "")
+	if fs.aliases == nil {
+		fs.aliases = map[string]string{}
+	}
+	fs.aliases[long] = short
 }
 
 // printSynopsis writes the usage line and where to find more, after a
@@ -48,30 +53,67 @@ func (fs *flagSet) printSynopsis(w io.Writer) {
 	fmt.Fprintf(w, "%s\nRun '%s --help' for more.\n", line, fs.Name())
 }
 
-// printUsage writes the help text and the flags, GNU style (--name VALUE).
+// printUsage writes the help text and the flags, GNU style (--name VALUE),
+// the subcommand's own first, then the connection flags.
 func (fs *flagSet) printUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString(strings.TrimRight(fs.usage, "\n"))
-	b.WriteString("\n\nFlags:\n")
+	var own, conn []*flag.Flag
+	short := map[string]bool{}
+	for _, s := range fs.aliases {
+		short[s] = true
+	}
 	fs.VisitAll(func(f *flag.Flag) {
-		arg, text := flag.UnquoteUsage(f)
-		head := "  --" + f.Name
-		if arg != "" {
-			head += " " + strings.ToUpper(arg)
+		switch {
+		case short[f.Name]:
+		case fs.conn && slices.Contains(connFlagNames, f.Name):
+			conn = append(conn, f)
+		default:
+			own = append(own, f)
 		}
-		b.WriteString(head)
-		if len(head) < 22 {
-			b.WriteString(strings.Repeat(" ", 22-len(head)))
-		} else {
-			b.WriteString("\n" + strings.Repeat(" ", 22))
-		}
-		if d := f.DefValue; d != "" && d != "false" && d != "0" && !strings.Contains(text, "default") {
-			text += fmt.Sprintf(" (default %s)", d)
-		}
-		b.WriteString(wrap(text, 22, 79))
-		b.WriteString("\n")
 	})
+	if len(own) > 0 {
+		b.WriteString("\n\nFlags:\n")
+		for _, f := range own {
+			writeFlag(&b, f, fs.aliases[f.Name], true)
+		}
+	}
+	// The connection flags in the order of connFlagNames, --redis first.
+	slices.SortFunc(conn, func(a, b *flag.Flag) int {
+		return slices.Index(connFlagNames, a.Name) - slices.Index(connFlagNames, b.Name)
+	})
+	if len(conn) > 0 {
+		b.WriteString("\nConnection flags (also accepted before the command's name):\n")
+		for _, f := range conn {
+			// No default shown: it may come from the environment, and
+			// the texts say where.
+			writeFlag(&b, f, "", false)
+		}
+	}
 	io.WriteString(w, b.String())
+}
+
+// writeFlag writes one flag's line(s) of the help text.
+func writeFlag(b *strings.Builder, f *flag.Flag, short string, showDefault bool) {
+	arg, text := flag.UnquoteUsage(f)
+	head := "  --" + f.Name
+	if short != "" {
+		head = "  -" + short + ", --" + f.Name
+	}
+	if arg != "" {
+		head += " " + strings.ToUpper(arg)
+	}
+	b.WriteString(head)
+	if len(head) < 22 {
+		b.WriteString(strings.Repeat(" ", 22-len(head)))
+	} else {
+		b.WriteString("\n" + strings.Repeat(" ", 22))
+	}
+	if d := f.DefValue; showDefault && d != "" && d != "false" && d != "0" && !strings.Contains(text, "default") {
+		text += fmt.Sprintf(" (default %s)", d)
+	}
+	b.WriteString(wrap(text, 22, 79))
+	b.WriteString("\n")
 }
 
 // wrap breaks text into lines of at most width columns, every line after

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/redis/rueidis"
 )
 
 // Exit codes. Those from 64 up follow sysexits.h.
@@ -12,7 +16,7 @@ const (
 	exitOK          = 0
 	exitFailure     = 1   // any other failure (demo: a worker failed or a violation was seen)
 	exitUsage       = 64  // EX_USAGE: bad command line
-	exitUnavailable = 69  // EX_UNAVAILABLE: Redis could not be reached or answered with an error
+	exitUnavailable = 69  // EX_UNAVAILABLE: Redis could not be reached, refused the password, failed TLS, or answered with an error
 	exitLockLost    = 70  // EX_SOFTWARE: run lost the lock while COMMAND ran, and stopped COMMAND
 	exitTempFail    = 75  // EX_TEMPFAIL: run's --wait ended without the lock
 	exitCannotExec  = 126 // COMMAND was found but could not be started
@@ -33,13 +37,18 @@ var commands = []command{
 	{name: "status", summary: "show who holds a lock, its lease, its fair queue and fencing counter", main: (*cli).status},
 	{name: "unlock", summary: "delete a lock whoever holds it (needs --force)", main: (*cli).unlock},
 	{name: "demo", summary: "watch worker processes contend for one lock, live", main: (*cli).demo},
+	{name: "version", summary: "print relock's version and the Go version it was built with", main: (*cli).version},
 	{name: "demo-worker", hidden: true, main: (*cli).demoWorker},
 }
 
-// cli holds what every subcommand writes to.
+// cli holds what every subcommand writes to, and the connection flags.
 type cli struct {
 	stdout io.Writer
 	stderr io.Writer
+	// conn holds the connection flags given before the subcommand; the
+	// subcommand's own flag set updates it with those given after.
+	conn   *connFlags
+	redact redactor
 }
 
 func main() {
@@ -47,20 +56,39 @@ func main() {
 	os.Exit(cl.main(os.Args[1:]))
 }
 
+const globalUsage = `Usage: relock [CONNECTION FLAGS] COMMAND [FLAGS] [ARGS]
+       relock --version`
+
 func (cl *cli) main(args []string) int {
+	cl.conn = newConnFlags()
+	fs := flag.NewFlagSet("relock", flag.ContinueOnError)
+	fs.SetOutput(cl.stderr)
+	fs.Usage = func() {}
+	cl.conn.register(fs)
+	showVersion := fs.Bool("version", false, "print the version")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cl.usage(cl.stdout)
+			return exitOK
+		}
+		fmt.Fprintf(cl.stderr, "%s\nRun 'relock --help' for more.\n", globalUsage)
+		return exitUsage
+	}
+	if *showVersion {
+		return cl.version(nil)
+	}
+	args = fs.Args()
 	if len(args) == 0 {
 		cl.usage(cl.stderr)
 		return exitUsage
 	}
 	name := args[0]
-	switch name {
-	case "-h", "-help", "--help", "help":
-		if name == "help" && len(args) > 1 {
+	if name == "help" {
+		if len(args) > 1 {
 			if c := lookup(args[1]); c != nil {
 				return c.main(cl, []string{"--help"})
 			}
-			fmt.Fprintf(cl.stderr, "relock: no command %q\n", args[1])
-			return exitUsage
+			return cl.errorf(exitUsage, "no command %q", args[1])
 		}
 		cl.usage(cl.stdout)
 		return exitOK
@@ -86,26 +114,68 @@ func lookup(name string) *command {
 func (cl *cli) usage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("relock: distributed locks on Redis (Redisson's layout), from the shell.\n\n")
-	b.WriteString("Usage:\n  relock COMMAND [FLAGS] [ARGS]\n\nCommands:\n")
+	b.WriteString(globalUsage + "\n\nCommands:\n")
 	for _, c := range commands {
 		if !c.hidden {
 			fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
 		}
 	}
 	b.WriteString("\nRun 'relock COMMAND --help' for a command's flags.\n")
-	b.WriteString("--redis defaults to $RELOCK_REDIS, then " + fallbackRedis + ".\n")
-	b.WriteString("\nExit codes: 0 ok, 1 failure, 64 usage, 69 Redis unavailable, 70 lock lost (run),\n" +
-		"75 --wait ended without the lock (run); run otherwise exits with COMMAND's code.\n")
+	b.WriteString(connectionHelp)
+	b.WriteString("\nExit codes: 0 ok, 1 failure, 64 usage, 69 Redis unavailable (unreachable, wrong\n" +
+		"password, TLS failure), 70 lock lost (run), 75 --wait ran out (run), 126/127\n" +
+		"COMMAND cannot run / not found, 128+N signal N; run otherwise exits with\n" +
+		"COMMAND's code.\n")
 	io.WriteString(w, b.String())
 }
 
-// warnf prints a message prefixed with "relock: " on stderr.
+// connectionHelp describes the connection flags, in the usage text.
+const connectionHelp = `
+Connection flags (before or after the command's name):
+  --redis ADDR|URL  host[:port] (port 6379 when left out; IPv6 in brackets),
+                    a list a:6379,b:6379 of Redis Cluster seeds, or a URL:
+                    redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss:// (TLS),
+                    unix:///path/to/redis.sock, with ?addr=HOST:PORT (more
+                    seeds) and ?master_set=NAME (Sentinel: the addresses are
+                    the sentinels'). Default $RELOCK_REDIS, then 127.0.0.1:6379.
+  --user NAME       ACL user; the password is the URL's, else $RELOCK_PASSWORD,
+                    else $REDISCLI_AUTH (never on the command line).
+  --tls, --cacert FILE, --cert FILE, --key FILE, --sni NAME, --insecure
+                    TLS, as redis-cli names them.
+`
+
+// warnf prints a message prefixed with "relock: " on stderr, with every
+// secret masked.
 func (cl *cli) warnf(format string, args ...any) {
-	fmt.Fprintf(cl.stderr, "relock: "+format+"\n", args...)
+	io.WriteString(cl.stderr, cl.redact.mask("relock: "+fmt.Sprintf(format, args...))+"\n")
 }
 
 // errorf is warnf that returns code, for the last words of a command.
 func (cl *cli) errorf(code int, format string, args ...any) int {
 	cl.warnf(format, args...)
 	return code
+}
+
+// target resolves the connection flags; code is -1 when t is usable, else
+// the exit code (the error was printed).
+func (cl *cli) target() (t *target, code int) {
+	t, err := cl.conn.resolve(os.Getenv, cl.redact.add)
+	if err != nil {
+		return nil, cl.errorf(exitUsage, "%v", err)
+	}
+	return t, -1
+}
+
+// connect resolves the connection flags and connects; code is -1 on
+// success (the caller closes rdb), else the exit code (the error was
+// printed).
+func (cl *cli) connect() (rdb rueidis.Client, t *target, code int) {
+	if t, code = cl.target(); code >= 0 {
+		return nil, nil, code
+	}
+	rdb, err := t.dial()
+	if err != nil {
+		return nil, nil, cl.errorf(exitUnavailable, "%v", err)
+	}
+	return rdb, t, -1
 }

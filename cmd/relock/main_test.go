@@ -71,6 +71,18 @@ type result struct {
 // startRelock starts relock with args; the test ends it if still running.
 func startRelock(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startRelockWith(t, procOptions{}, args...)
+}
+
+// procOptions change how startRelockWith starts relock.
+type procOptions struct {
+	env     []string // added to the environment
+	setpgid bool     // in a process group of its own
+}
+
+// startRelockWith is startRelock with options.
+func startRelockWith(t *testing.T, o procOptions, args ...string) *proc {
+	t.Helper()
 	dir := t.TempDir()
 	stdout, err := os.Create(filepath.Join(dir, "stdout"))
 	if err != nil {
@@ -84,7 +96,11 @@ func startRelock(t *testing.T, args ...string) *proc {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A -race binary sleeps 1s at exit unless told not to; a race it finds
 	// makes it exit 66, which fails the test.
-	cmd.Env = append(os.Environ(), "RELOCK_REDIS=", "NO_COLOR=1", "GORACE=atexit_sleep_ms=0 exitcode=66")
+	cmd.Env = append(os.Environ(), "RELOCK_REDIS=", "RELOCK_PASSWORD=", "REDISCLI_AUTH=", "NO_COLOR=1", "GORACE=atexit_sleep_ms=0 exitcode=66")
+	cmd.Env = append(cmd.Env, o.env...)
+	if o.setpgid {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	p := &proc{t: t, cmd: cmd, stdout: stdout, stderr: stderr, started: time.Now(), done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start relock: %v", err)
@@ -135,6 +151,12 @@ func relock(t *testing.T, args ...string) result {
 	return startRelock(t, args...).wait(30 * time.Second)
 }
 
+// relockEnv is relock with env added to its environment.
+func relockEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	return startRelockWith(t, procOptions{env: env}, args...).wait(30 * time.Second)
+}
+
 // wantCode fails t unless r ended with code.
 func wantCode(t *testing.T, r result, code int) {
 	t.Helper()
@@ -142,6 +164,9 @@ func wantCode(t *testing.T, r result, code int) {
 		t.Fatalf("exit code = %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
 	}
 }
+
+// mkfifo makes a named pipe.
+func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }
 
 // waitFile waits until path exists: a child's sign that it runs.
 func waitFile(t *testing.T, path string, p *proc) {

@@ -2,10 +2,10 @@ package main
 
 import "syscall"
 
-// childAttr makes run's COMMAND get SIGTERM when relock dies, so that it
-// does not go on running without the lock.
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+// setDeathSignal makes run's COMMAND get SIGTERM when relock dies, so that
+// it does not go on running without the lock.
+func setDeathSignal(attr *syscall.SysProcAttr) {
+	attr.Pdeathsig = syscall.SIGTERM
 }
 
 // detachedAttr is for the demo's workers and redis-server: their own

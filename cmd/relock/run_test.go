@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -256,15 +257,23 @@ func TestUsage(t *testing.T) {
 	}{
 		{nil, exitUsage, ""},
 		{[]string{"--help"}, exitOK, "Commands:"},
-		{[]string{"help", "status"}, exitOK, "Usage: relock status"},
+		{[]string{"help", "status"}, exitOK, "status [--json] NAME"},
+		{[]string{"-h"}, exitOK, "Connection flags"},
+		{[]string{"--no-such-flag", "status"}, exitUsage, ""},
 		{[]string{"no-such-command"}, exitUsage, ""},
-		{[]string{"run", "--help"}, exitOK, "Usage: relock run"},
+		{[]string{"run", "--help"}, exitOK, "run [-n|--no-wait]"},
+		{[]string{"version", "--help"}, exitOK, "Usage: relock version"},
+		{[]string{"version", "x"}, exitUsage, ""},
 		{[]string{"status", "-h"}, exitOK, "--json"},
 		{[]string{"unlock", "--help"}, exitOK, "--force"},
 		{[]string{"demo", "--help"}, exitOK, "--workers"},
 		{[]string{"run", "name-only"}, exitUsage, ""},
 		{[]string{"run", "--wait", "soon", "x", "--", "true"}, exitUsage, ""},
 		{[]string{"run", "--watchdog", "1ms", "x", "--", "true"}, exitUsage, ""},
+		{[]string{"run", "--fair", "--fenced", "x", "--", "true"}, exitUsage, ""},
+		{[]string{"run", "-n", "--wait", "1s", "x", "--", "true"}, exitUsage, ""},
+		{[]string{"--cert", "c.pem", "status", "x"}, exitUsage, ""},
+		{[]string{"status", "--redis", "redis://h:x", "x"}, exitUsage, ""},
 		{[]string{"status"}, exitUsage, ""},
 		{[]string{"status", "a", "b"}, exitUsage, ""},
 		{[]string{"unlock", "x"}, exitUsage, ""},
@@ -280,5 +289,144 @@ func TestUsage(t *testing.T) {
 				t.Errorf("nothing on stderr for a usage error")
 			}
 		})
+	}
+}
+
+// TestRunEnvironment checks RELOCK_NAME and RELOCK_OWNER (the hash field
+// that holds the lock while the command runs), and that a RELOCK_TOKEN
+// from outside does not reach a command of a lock that is not fenced.
+func TestRunEnvironment(t *testing.T) {
+	srv := server(t)
+	rdb := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	dir := t.TempDir()
+	out, ready, proceed := filepath.Join(dir, "env"), filepath.Join(dir, "ready"), fifo(t, dir)
+	script := `printf '%s\n%s\n%s\n' "$RELOCK_NAME" "$RELOCK_OWNER" "${RELOCK_TOKEN-unset}" > "$0"; : > "$1"; read x < "$2"`
+	p := startRelockWith(t, procOptions{env: []string{"RELOCK_TOKEN=17", "RELOCK_NAME=outer"}},
+		"run", "--redis", srv.Addr, name, "--", "sh", "-c", script, out, ready, proceed)
+	waitFile(t, ready, p)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("the command printed %q", b)
+	}
+	if lines[0] != name {
+		t.Errorf("RELOCK_NAME = %q, want %q", lines[0], name)
+	}
+	host, _ := os.Hostname()
+	if want := fmt.Sprintf(":run:%s:%d", host, p.cmd.Process.Pid); !strings.HasSuffix(lines[1], want) {
+		t.Errorf("RELOCK_OWNER = %q, want <clientID>%s", lines[1], want)
+	}
+	if fields := relocktest.HGetAll(t, rdb, name); len(fields) != 1 || fields[lines[1]] != "1" {
+		t.Errorf("lock hash = %v, want only the field RELOCK_OWNER %q, hold count 1", fields, lines[1])
+	}
+	if lines[2] != "unset" {
+		t.Errorf("RELOCK_TOKEN = %q without --fenced, want it unset", lines[2])
+	}
+	release(t, proceed)
+	wantCode(t, p.wait(10*time.Second), 0)
+}
+
+// TestRunFencedToken runs twice with --fenced: each command gets a token,
+// the second greater than the first, even though the lock key is gone
+// between the runs.
+func TestRunFencedToken(t *testing.T) {
+	srv := server(t)
+	name := relocktest.Name(t)
+	var tokens []int64
+	for range 2 {
+		r := relock(t, "run", "--fenced", "--redis", srv.Addr, name, "--", "sh", "-c", `echo "$RELOCK_TOKEN"`)
+		wantCode(t, r, 0)
+		n, err := strconv.ParseInt(strings.TrimSpace(r.stdout), 10, 64)
+		if err != nil {
+			t.Fatalf("RELOCK_TOKEN = %q: %v", r.stdout, err)
+		}
+		tokens = append(tokens, n)
+	}
+	if tokens[0] < 1 || tokens[1] <= tokens[0] {
+		t.Errorf("tokens = %v, want positive and strictly increasing", tokens)
+	}
+}
+
+// TestRunNoWait: -n and --no-wait try once and exit 75 when the lock is
+// held, without running the command.
+func TestRunNoWait(t *testing.T) {
+	srv := server(t)
+	c := relocktest.Client(t)
+	name := relocktest.Name(t)
+	holder := rlock.WithOwner(t.Context(), "holder")
+	l := c.GetLock(name)
+	if err := l.Lock(holder); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Unlock(holder) })
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, flag := range []string{"-n", "--no-wait"} {
+		t.Run(flag, func(t *testing.T) {
+			r := relock(t, "run", flag, "--redis", srv.Addr, name, "--", "touch", marker)
+			wantCode(t, r, exitTempFail)
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the command ran although the lock was held")
+			}
+		})
+	}
+}
+
+// TestRunLockDeletedNoticed deletes the lock key (no unlock message, no
+// force-unlock) while the command runs, with run's default lease: a
+// renewal (every 800ms) finds the hold gone, relock stops the command and
+// exits 70, all in under a second.
+func TestRunLockDeletedNoticed(t *testing.T) {
+	srv := server(t)
+	rdb := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	dir := t.TempDir()
+	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
+	script := `trap 'echo TERM > "$1"; kill $s; exit 0' TERM; sleep 30 & s=$!; : > "$0"; wait $s`
+	p := startRelock(t, "run", "--redis", srv.Addr, name, "--", "sh", "-c", script, ready, got)
+	waitFile(t, ready, p)
+	deleted := time.Now()
+	if n, err := rdb.Do(t.Context(), rdb.B().Del().Key(name).Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("DEL = %d, %v; want 1", n, err)
+	}
+	r := p.wait(10 * time.Second)
+	took := time.Since(deleted)
+	wantCode(t, r, exitLockLost)
+	t.Logf("relock exited %v after the DEL", took)
+	if took >= time.Second {
+		t.Errorf("relock exited %v after the DEL, want under 1s\nstderr:\n%s", took, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "lost") {
+		t.Errorf("stderr does not tell of the loss:\n%s", r.stderr)
+	}
+	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "TERM" {
+		t.Errorf("the command did not get SIGTERM (marker: %q, %v)", b, err)
+	}
+}
+
+// TestRunLockGoneAtRelease deletes the lock while the command runs, on a
+// lease long enough that no renewal notices before the command ends: the
+// release finds it gone, and relock exits 70 and says when.
+func TestRunLockGoneAtRelease(t *testing.T) {
+	srv := server(t)
+	rdb := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	dir := t.TempDir()
+	ready, proceed := filepath.Join(dir, "ready"), fifo(t, dir)
+	p := startRelock(t, "run", "--redis", srv.Addr, "--watchdog", "60s", name, "--", "sh", "-c", `: > "$0"; read x < "$1"`, ready, proceed)
+	waitFile(t, ready, p)
+	if err := rdb.Do(t.Context(), rdb.B().Del().Key(name).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	release(t, proceed)
+	r := p.wait(10 * time.Second)
+	wantCode(t, r, exitLockLost)
+	for _, want := range []string{"already gone", "found at release", "exit status 0"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
 	}
 }

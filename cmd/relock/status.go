@@ -12,7 +12,7 @@ import (
 	"github.com/relock-go/relock/internal/lockcore"
 )
 
-const statusUsage = `Usage: relock status [--redis ADDR] [--json] NAME
+const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] NAME
 
 Show what Redis holds about the lock NAME, read in one transaction: its
 holders (hash field <clientID>:<owner> and hold count), its remaining
@@ -28,11 +28,11 @@ and the fencing counter (the last token a fenced lock handed out).
   keys{lock, queue, timeout, token, channel}
 
 Exit codes: 0 (whether or not the lock is held), 1 the key is not a lock,
-64 bad command line, 69 Redis could not be reached.`
+64 bad command line, 69 Redis could not be reached (or refused the
+password, or TLS failed).`
 
 func (cl *cli) status(args []string) int {
-	fs := newFlagSet("status", statusUsage)
-	addr := fs.redisFlag()
+	fs := cl.newConnFlagSet("status", statusUsage)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	pos, _, code := cl.parse(fs, args, -1)
 	if code >= 0 {
@@ -45,9 +45,9 @@ func (cl *cli) status(args []string) int {
 	if err := lockcore.CheckName(name); err != nil {
 		return cl.usageError(fs, "%v", err)
 	}
-	rdb, err := connect(*addr)
-	if err != nil {
-		return cl.errorf(exitUnavailable, "%v", err)
+	rdb, _, code := cl.connect()
+	if code >= 0 {
+		return code
 	}
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -11,7 +11,7 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
-const unlockUsage = `Usage: relock unlock --force [--redis ADDR] NAME
+const unlockUsage = `Usage: relock [CONNECTION FLAGS] unlock --force NAME
 
 Delete the lock NAME whoever holds it, and wake a waiter (for a fair lock,
 the head of its queue). It is meant for a lock whose holder is gone or
@@ -22,11 +22,11 @@ command) and until then may act as if it held the lock. Hence --force.
 It prints whether there was a hold, and whose.
 
 Exit codes: 0 whether or not there was a hold, 1 the key is not a lock,
-64 without --force or bad command line, 69 Redis could not be reached.`
+64 without --force or bad command line, 69 Redis could not be reached (or
+refused the password, or TLS failed).`
 
 func (cl *cli) unlock(args []string) int {
-	fs := newFlagSet("unlock", unlockUsage)
-	addr := fs.redisFlag()
+	fs := cl.newConnFlagSet("unlock", unlockUsage)
 	force := fs.Bool("force", false, "really delete the lock, whoever holds it")
 	pos, _, code := cl.parse(fs, args, -1)
 	if code >= 0 {
@@ -44,9 +44,9 @@ func (cl *cli) unlock(args []string) int {
 			"add --force to do that (see 'relock status %s' for who holds it)", name, name)
 	}
 
-	rdb, err := connect(*addr)
-	if err != nil {
-		return cl.errorf(exitUnavailable, "%v", err)
+	rdb, _, code := cl.connect()
+	if code >= 0 {
+		return code
 	}
 	defer rdb.Close()
 	client, err := rlock.New(rdb)

@@ -39,7 +39,7 @@ func keysForDemo(lock string) demoKeys {
 	return demoKeys{inside: lock + ":inside", lastRelease: lock + ":last-release"}
 }
 
-const workerUsage = `Usage: relock demo-worker --redis ADDR --lock NAME --id ID [--fair]
+const workerUsage = `Usage: relock [CONNECTION FLAGS] demo-worker --lock NAME --id ID [--fair]
 
 One worker process of 'relock demo' (which starts it; not meant to be run
 by hand). It loops: Lock, note the time, check that nobody else is inside,
@@ -47,8 +47,7 @@ work for 5-30ms, note the release, Unlock; and reports each step as a JSON
 line on stdout. It stops when its stdin closes or on SIGTERM.`
 
 func (cl *cli) demoWorker(args []string) int {
-	fs := newFlagSet("demo-worker", workerUsage)
-	addr := fs.redisFlag()
+	fs := cl.newConnFlagSet("demo-worker", workerUsage)
 	name := fs.String("lock", "", "lock `NAME`")
 	id := fs.String("id", "", "worker `ID`, also its owner string")
 	fair := fs.Bool("fair", false, "use a fair lock")
@@ -69,8 +68,12 @@ func (cl *cli) demoWorker(args []string) int {
 		cancel()
 	}()
 
-	w := &worker{id: *id, out: json.NewEncoder(cl.stdout), keys: keysForDemo(*name)}
-	rdb, err := connect(*addr)
+	w := &worker{id: *id, out: json.NewEncoder(cl.stdout), keys: keysForDemo(*name), redact: &cl.redact}
+	t, code := cl.target()
+	if code >= 0 {
+		return code
+	}
+	rdb, err := t.dial()
 	if err != nil {
 		return w.fail(err)
 	}
@@ -101,12 +104,13 @@ type demoLock interface {
 }
 
 type worker struct {
-	id   string
-	out  *json.Encoder
-	rdb  rueidis.Client
-	lock demoLock
-	keys demoKeys
-	n    int
+	id     string
+	out    *json.Encoder
+	rdb    rueidis.Client
+	lock   demoLock
+	keys   demoKeys
+	n      int
+	redact *redactor
 }
 
 func (w *worker) emit(ev workerEvent) {
@@ -118,7 +122,7 @@ func (w *worker) emit(ev workerEvent) {
 }
 
 func (w *worker) fail(err error) int {
-	w.emit(workerEvent{Kind: "error", Msg: err.Error()})
+	w.emit(workerEvent{Kind: "error", Msg: w.redact.mask(err.Error())})
 	return exitFailure
 }
 
