@@ -311,6 +311,9 @@ func TestCancelledFirstAcquisitionLeavesNothing(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
 	f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockAcquire.SHA1}, N: 1, Run: true, Hang: true})
+	// Reading the token (a way to look whether the attempt won) gets no
+	// answer either.
+	f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Reply: relocktest.LostReply()})
 	ctx, cancel := context.WithTimeout(a, 200*time.Millisecond)
 	defer cancel()
 	if err := l.Lock(ctx); !errors.Is(err, rlock.ErrNotAcquired) {
