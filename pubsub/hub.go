@@ -82,6 +82,9 @@ type Hub struct {
 	idleHead   *topic   // lingering channels, oldest first
 	idleTail   *topic
 	subscribed int // channels subscribed on the server
+	// missed are the listeners to call, outside mu, because their channel
+	// was subscribed again after the connection was lost.
+	missed []func()
 }
 
 // op is the command the loop currently has in flight for a channel.
@@ -126,13 +129,19 @@ func (a *attempt) finish(err error) {
 }
 
 // Waiter is one local waiter on a channel, returned by [Hub.Subscribe].
-// It receives wake-ups on [Waiter.C] until [Waiter.Leave].
+// It receives wake-ups on [Waiter.C] until [Waiter.Leave]. A listener
+// (returned by [Hub.Listen]) is a Waiter too, that takes no wake-ups: its
+// function is called instead, for every message.
 type Waiter struct {
 	h          *Hub
 	c          *topic
 	prev, next *Waiter
 	wake       chan struct{}
 	left       bool
+	listen     func() // set for a listener
+	// unconfirmed: a listener registered before its channel's
+	// subscription was confirmed.
+	unconfirmed bool
 }
 
 // New returns a hub that subscribes through rdb. It does no I/O: the
@@ -225,6 +234,49 @@ func (h *Hub) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
 	}
 }
 
+// Listen registers fn to be called for every message on channel, once
+// when the channel's subscription is confirmed if it was not yet, and
+// after the subscription connection was lost and made again (a message
+// may have been missed), until the returned listener's Leave. It does not
+// wait for the subscription. A listener takes no part in the wake-ups of
+// the channel's waiters, but keeps the channel subscribed like one. fn
+// runs on the connection's reader goroutine, outside the hub's lock; it
+// must be quick and must not block.
+//
+// It fails with [ErrClosed] once the hub is closed.
+func (h *Hub) Listen(channel string, fn func()) (*Waiter, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if !h.started {
+		h.started = true
+		h.wg.Add(1)
+		go h.run()
+	}
+	c := h.chans[channel]
+	if c == nil {
+		c = &topic{name: channel}
+		h.chans[channel] = c
+	}
+	w := &Waiter{h: h, c: c, listen: fn}
+	c.push(w)
+	if c.idle {
+		h.idleRemove(c)
+	}
+	if !c.onServer || c.op != opNone {
+		// Not subscribed yet: fn is called once the server confirms, for
+		// what may have been published before.
+		w.unconfirmed = true
+	}
+	if !c.onServer && c.op == opNone && !c.queued {
+		// A command in flight brings the loop back to c by itself.
+		h.enqueue(c)
+	}
+	return w, nil
+}
+
 // C returns the channel on which the waiter receives wake-ups. It has
 // room for one wake-up: wake-ups that arrive while one is pending merge
 // into it.
@@ -246,13 +298,15 @@ func (w *Waiter) Leave(passOn bool) {
 	w.left = true
 	c := w.c
 	c.remove(w)
-	select {
-	case <-w.wake:
-		passOn = true
-	default:
-	}
-	if passOn {
-		c.wakeOne()
+	if w.listen == nil {
+		select {
+		case <-w.wake:
+			passOn = true
+		default:
+		}
+		if passOn {
+			c.wakeOne()
+		}
 	}
 	h.settle(c)
 }
@@ -295,18 +349,33 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	if h.policy != nil {
 		wake = h.policy(m.Channel, m.Message)
 	}
-	if wake != WakeOne && wake != WakeAll {
-		return
-	}
 	h.mu.Lock()
-	if c := h.chans[m.Channel]; c != nil {
-		if wake == WakeOne {
+	c := h.chans[m.Channel]
+	var listeners []func()
+	if c != nil {
+		switch wake {
+		case WakeOne:
 			c.wakeOne()
-		} else {
+		case WakeAll:
 			c.wakeAll()
 		}
+		listeners = c.listeners()
 	}
 	h.mu.Unlock()
+	for _, fn := range listeners {
+		fn()
+	}
+}
+
+// listeners returns the functions of c's listeners. h.mu is held.
+func (c *topic) listeners() []func() {
+	var fns []func()
+	for w := c.head; w != nil; w = w.next {
+		if w.listen != nil {
+			fns = append(fns, w.listen)
+		}
+	}
+	return fns
 }
 
 // push appends w to the channel's waiters.
@@ -340,6 +409,9 @@ func (c *topic) remove(w *Waiter) {
 // wakeOne gives a wake-up to the oldest waiter that has none pending.
 func (c *topic) wakeOne() {
 	for w := c.head; w != nil; w = w.next {
+		if w.listen != nil {
+			continue
+		}
 		select {
 		case w.wake <- struct{}{}:
 			return
@@ -351,6 +423,9 @@ func (c *topic) wakeOne() {
 // wakeAll gives a wake-up to every waiter that has none pending.
 func (c *topic) wakeAll() {
 	for w := c.head; w != nil; w = w.next {
+		if w.listen != nil {
+			continue
+		}
 		select {
 		case w.wake <- struct{}{}:
 		default:

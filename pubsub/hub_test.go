@@ -870,3 +870,47 @@ func TestServerKilledDuringSubscribe(t *testing.T) {
 	publish(t, c, "mid", "x")
 	woken(t, w, "w")
 }
+
+// TestListener: a listener hears when its channel's subscription is
+// confirmed, sees every message of the channel without taking a wake-up
+// from the waiters, keeps the channel subscribed, hears of a lost
+// connection once the channel is subscribed again, and leaves like a
+// waiter.
+func TestListener(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	h := newHub(t, srv.Client(t), pubsub.Options{Policy: policy})
+	heard := make(chan struct{}, 16)
+	l, err := h.Listen("listen", func() { heard <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the listener's channel to be subscribed", func() bool { return numsub(t, c, "listen") == 1 })
+	select {
+	case <-heard: // once confirmed: something may have come before
+	case <-time.After(eventTimeout):
+		t.Fatal("the listener was not told that its subscription was confirmed")
+	}
+	w := subscribe(t, h, "listen")
+	publish(t, c, "listen", "one")
+	woken(t, w, "waiter")
+	select {
+	case <-heard:
+	case <-time.After(eventTimeout):
+		t.Fatal("the listener did not hear the message")
+	}
+	w.Leave(false)
+
+	if err := do(t, c, "CLIENT", "KILL", "TYPE", "pubsub").Error(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-heard:
+	case <-time.After(eventTimeout):
+		t.Fatal("the listener did not hear that messages may have been lost")
+	}
+	eventually(t, "resubscribed", func() bool { return numsub(t, c, "listen") == 1 })
+
+	l.Leave(false)
+	eventually(t, "the channel to be unsubscribed after the linger", func() bool { return numsub(t, c, "listen") == 0 })
+}

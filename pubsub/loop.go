@@ -287,7 +287,14 @@ func (h *Hub) subscribeDone(subs []*topic, err error) (fatal bool) {
 	_, redisErr := rueidis.IsRedisErr(err)
 	fatal = err != nil && !redisErr
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	defer func() {
+		missed := h.missed
+		h.missed = nil
+		h.mu.Unlock()
+		for _, fn := range missed {
+			fn()
+		}
+	}()
 	for _, c := range subs {
 		c.op = opNone
 		switch {
@@ -304,6 +311,18 @@ func (h *Hub) subscribeDone(subs []*topic, err error) (fatal bool) {
 				// not subscribed.
 				c.resub = false
 				c.wakeAll()
+				h.missed = append(h.missed, c.listeners()...)
+			} else {
+				// Listeners that came before the subscription may have
+				// missed a message too.
+				for w := c.head; w != nil; w = w.next {
+					if w.unconfirmed {
+						h.missed = append(h.missed, w.listen)
+					}
+				}
+			}
+			for w := c.head; w != nil; w = w.next {
+				w.unconfirmed = false
 			}
 		case redisErr && len(subs) > 1:
 			// The server refused the batch (an ACL on one channel, for

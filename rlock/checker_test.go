@@ -223,7 +223,12 @@ func (k *checker) newClient(i int) *rlock.Client {
 			k.history = append(k.history, fmt.Sprintf("%s   loss reported: c%d %s: %v", k.since(), i, owner, oneLine(cause)))
 			for _, o := range k.owners {
 				if o.client == i && !o.anonymous && ownerString(o) == owner {
-					o.lostSeen++
+					// Checked against its causes now, and again at the
+					// checkpoint (an acquisition that registers late may
+					// learn of a doom only then).
+					if !k.excused(o) {
+						o.lostSeen++
+					}
 					o.uncertain = true
 					return
 				}

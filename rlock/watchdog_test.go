@@ -360,3 +360,47 @@ func TestRenewalAfterScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestForceUnlockNoticedAtOnce: a holder that watches its hold (Do, Done,
+// HoldContext) hears of a force-unlock by another Client within a round
+// trip or two, not at its next renewal (10s away with the default lease).
+func TestForceUnlockNoticedAtOnce(t *testing.T) {
+	for _, kind := range []string{"Lock", "FairLock"} {
+		t.Run(kind, func(t *testing.T) {
+			c := relocktest.Client(t)
+			other := relocktest.Client(t)
+			name := relocktest.Name(t)
+			get := func(c *rlock.Client) interface {
+				Do(context.Context, func(context.Context) error) error
+				ForceUnlock(context.Context) (bool, error)
+			} {
+				if kind == "FairLock" {
+					return c.GetFairLock(name)
+				}
+				return c.GetLock(name)
+			}
+			var forced time.Time
+			var took time.Duration
+			err := get(c).Do(t.Context(), func(ctx context.Context) error {
+				forced = time.Now()
+				if ok, err := get(other).ForceUnlock(t.Context()); !ok || err != nil {
+					t.Errorf("ForceUnlock = %v, %v", ok, err)
+				}
+				select {
+				case <-ctx.Done():
+					took = time.Since(forced)
+				case <-time.After(5 * time.Second):
+					t.Error("Do's context not cancelled 5s after a force-unlock")
+				}
+				return nil
+			})
+			if !errors.Is(err, rlock.ErrLockLost) {
+				t.Errorf("Do = %v, want ErrLockLost", err)
+			}
+			if took > 100*time.Millisecond {
+				t.Errorf("Do's context cancelled %v after the force-unlock, want within 100ms", took)
+			}
+			t.Logf("force-unlock noticed %v after it was sent", took.Round(time.Microsecond))
+		})
+	}
+}

@@ -24,6 +24,7 @@ type Lease struct {
 	// Guarded by w.mu.
 	state         leaseState
 	busy          bool      // a renewal is in flight, or onLost is running: Stop waits
+	again         bool      // RenewNow during a renewal: renew again at once
 	onLostPending bool      // lost, and onLost is still to be called
 	deadline      time.Time // start of the last successful renewal (or Add) + duration
 	dueTick       int64     // tick of the next renewal, while scheduled
@@ -67,6 +68,25 @@ func (l *Lease) Stop() {
 	}
 	for l.busy {
 		w.notBusy.Wait()
+	}
+}
+
+// RenewNow brings l's next renewal forward to the wheel's next tick, for a
+// holder that has reason to think its hold is gone (a renewal finds out).
+// A renewal already in flight is followed at once by another. It does
+// nothing once l is stopped or lost, and may be called from any goroutine,
+// also from an onLost callback.
+func (l *Lease) RenewNow() {
+	w := l.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch l.state {
+	case stateScheduled:
+		now := time.Now()
+		w.unlink(l)
+		w.schedule(l, now, now)
+	case stateRenewing:
+		l.again = true
 	}
 }
 

@@ -257,7 +257,12 @@ func (w *Watchdog) applyResult(l *Lease, err error, start, now time.Time) (lost 
 	case err == nil:
 		l.deadline = start.Add(l.duration)
 		l.lastErr = nil
-		w.schedule(l, start.Add(l.interval), now)
+		next := start.Add(l.interval)
+		if l.again {
+			l.again = false
+			next = now
+		}
+		w.schedule(l, next, now)
 		return false
 	case errors.Is(err, ErrNotHeld):
 		w.lose(l, err)

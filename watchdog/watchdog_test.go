@@ -974,3 +974,52 @@ func BenchmarkLeaseMemory(b *testing.B) {
 		w.Close()
 	}
 }
+
+// TestRenewNow: RenewNow brings the next renewal forward to the next tick,
+// a renewal in flight is followed by another at once, and the rhythm
+// resumes from the early renewal; after a loss it does nothing.
+func TestRenewNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var hold atomic.Bool
+		r := &renewer{answer: func(ctx context.Context, l *watchdog.Lease) error {
+			if hold.Load() {
+				<-gate
+			}
+			return nil
+		}}
+		w := newWatchdog(r)
+		defer w.Close()
+		l := mustAdd(t, w, lease, "a", nil)
+		sleep(time.Second)
+		l.RenewNow()
+		sleep(tick)
+		if at := r.callsFor("a"); len(at) != 1 {
+			t.Fatalf("%d renewals a tick after RenewNow, want 1", len(at))
+		}
+		// During a renewal in flight: another one right after it.
+		hold.Store(true)
+		sleep(lease / 3)
+		l.RenewNow()
+		hold.Store(false)
+		close(gate)
+		sleep(2 * tick)
+		if at := r.callsFor("a"); len(at) != 3 {
+			t.Fatalf("%d renewals, want 3 (the one in flight and one more at once)", len(at))
+		}
+		sleep(lease/3 - 2*tick)
+		if at := r.callsFor("a"); len(at) != 3 {
+			t.Errorf("%d renewals before the next third of the lease, want 3", len(at))
+		}
+		sleep(3 * tick)
+		if at := r.callsFor("a"); len(at) != 4 {
+			t.Errorf("%d renewals a third of the lease after the early one, want 4", len(at))
+		}
+		l.Stop()
+		l.RenewNow() // nothing
+		sleep(lease)
+		if at := r.callsFor("a"); len(at) != 4 {
+			t.Errorf("%d renewals after Stop and RenewNow, want 4", len(at))
+		}
+	})
+}

@@ -77,6 +77,7 @@ type Core struct {
 	// subscribeHook and renewHook, when set (by tests), replace the hub
 	// and the renewal script.
 	subscribeHook func(ctx context.Context, channel string) (waiter, error)
+	listenHook    func(channel string, fn func()) (waiter, error)
 	renewHook     func(ctx context.Context, leases []*watchdog.Lease) []error
 
 	mu    sync.Mutex
@@ -183,6 +184,19 @@ func (c *Core) subscribe(ctx context.Context, channel string) (waiter, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// listen registers fn for every message on channel through the hub (or
+// the stand-in a test put in listenHook).
+func (c *Core) listen(channel string, fn func()) (waiter, error) {
+	if c.listenHook != nil {
+		return c.listenHook(channel, fn)
+	}
+	l, err := c.Hub.Listen(channel, fn)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // PublishCommand is the command the scripts publish with.

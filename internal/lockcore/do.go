@@ -11,15 +11,31 @@ import (
 // final Unlock (context.Cause is then context.Canceled), by its loss (a
 // cause matching ErrLockLost) or by Close (ErrClosed). When the owner
 // holds nothing this Client knows of, it has already ended with a cause
-// matching ErrNotHeld. It carries no values and no deadline.
+// matching ErrNotHeld. It carries no values and no deadline. From the
+// first call on, a hold on the watchdog lease hears of a force-unlock
+// within a round trip (see Core.watch).
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
 	owner, err := m.holder(ctx)
 	if err == nil && owner != "" {
-		if _, life := m.core.lookupHold(m.name, Field(m.core.ID, owner)); life != nil {
+		if life := m.core.watch(m.name, Field(m.core.ID, owner), m.lossChannel()); life != nil {
 			return life
 		}
 	}
 	return notHeldContext
+}
+
+// LossChanneler is implemented by a Kind whose force-unlocks are
+// published on another channel than Channel(name).
+type LossChanneler interface {
+	LossChannel(name string) string
+}
+
+// lossChannel is where a force-unlock of the lock is published.
+func (m *Mutex) lossChannel() string {
+	if lc, ok := m.kind.(LossChanneler); ok {
+		return lc.LossChannel(m.name)
+	}
+	return Channel(m.name)
 }
 
 // notHeldContext is the HoldContext of an owner that holds nothing.

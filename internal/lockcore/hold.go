@@ -52,6 +52,10 @@ type hold struct {
 	life    context.Context
 	end     context.CancelCauseFunc
 	anonKey string        // set while the hold is the Client's anonymous hold of its lock
+	// listener hears force-unlocks while the hold is watched (see watch);
+	// listening is set from the moment one is being made.
+	listener  waiter
+	listening bool
 	users   int           // calls using the record
 	granted chan struct{} // made for waiting calls of the owner; closed at the next grant
 }
@@ -243,12 +247,9 @@ func (h *hold) released(life context.Context, remaining int) {
 		c.mu.Unlock()
 		return
 	}
-	end, r := h.finishLocked()
+	e := h.finishLocked()
 	c.mu.Unlock()
-	if r != nil {
-		r.lease.Stop()
-	}
-	end(nil)
+	e.finish(nil)
 }
 
 // lose ends life, if it is still h's, with cause (which matches
@@ -260,25 +261,41 @@ func (h *hold) lose(life context.Context, cause error) {
 		c.mu.Unlock()
 		return
 	}
-	end, r := h.finishLocked()
+	e := h.finishLocked()
 	c.mu.Unlock()
-	if r != nil {
-		// Not the watchdog's own report of this renewal (that one clears
-		// h.renewal first), so waiting for the wheel cannot deadlock.
-		r.lease.Stop()
-	}
-	end(cause)
+	e.finish(cause)
 	if c.onLost != nil && c.CheckOpen() == nil {
 		c.onLost(h.key.name, h.owner, cause)
 	}
 }
 
+// ending is what is left to do, outside c.mu, when a hold ends.
+type ending struct {
+	end      context.CancelCauseFunc
+	renewal  *renewal
+	listener waiter
+}
+
+// finish stops the renewal (not the watchdog's own report of it: that one
+// clears h.renewal first, so waiting for the wheel cannot deadlock) and
+// the listener, and ends the life with cause.
+func (e ending) finish(cause error) {
+	if e.renewal != nil {
+		e.renewal.lease.Stop()
+	}
+	if e.listener != nil {
+		e.listener.Leave(false)
+	}
+	e.end(cause)
+}
+
 // finishLocked takes h back to no levels and returns what the caller must
-// do outside c.mu: end the life, and stop the renewal. c.mu is held.
-func (h *hold) finishLocked() (context.CancelCauseFunc, *renewal) {
+// do outside c.mu. c.mu is held.
+func (h *hold) finishLocked() ending {
 	c := h.core
-	end, r := h.end, h.renewal
+	e := ending{end: h.end, renewal: h.renewal, listener: h.listener}
 	h.want, h.life, h.end, h.renewal = 0, nil, nil, nil
+	h.listener, h.listening = nil, false
 	if h.anonKey != "" {
 		if c.anon[h.anonKey] == h.owner {
 			delete(c.anon, h.anonKey)
@@ -288,7 +305,58 @@ func (h *hold) finishLocked() (context.CancelCauseFunc, *renewal) {
 	if h.users == 0 && c.holds[h.key] == h {
 		delete(c.holds, h.key)
 	}
-	return end, r
+	return e
+}
+
+// watch returns the life of field's hold on name (nil when there is
+// none), and makes its Client listen, while it lasts, on channel, where
+// a force-unlock is published: a message brings the hold's next renewal
+// forward, and a renewal that finds the hold gone reports the loss within
+// a round trip instead of at its next turn. Only a hold on the watchdog
+// lease is listened for; it costs the channel's subscription (shared with
+// the lock's waiters) for as long as the hold lasts.
+func (c *Core) watch(name, field, channel string) context.Context {
+	c.mu.Lock()
+	h := c.holds[holdKey{name, field}]
+	if h == nil || h.life == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	life := h.life
+	start := h.renewal != nil && !h.listening && (c.subscribeHook == nil || c.listenHook != nil)
+	if start {
+		h.listening = true
+		h.users++
+	}
+	c.mu.Unlock()
+	if !start {
+		return life
+	}
+	l, err := c.listen(channel, h.checkNow)
+	c.mu.Lock()
+	if err == nil && h.life == life {
+		h.listener, l = l, nil
+	} else if h.life == life {
+		h.listening = false
+	}
+	c.mu.Unlock()
+	c.leave(h)
+	if l != nil {
+		l.Leave(false)
+	}
+	return life
+}
+
+// checkNow brings h's renewal forward: a message says the hold may be
+// gone. It runs on the pub/sub reader goroutine and does not block.
+func (h *hold) checkNow() {
+	c := h.core
+	c.mu.Lock()
+	r := h.renewal
+	c.mu.Unlock()
+	if r != nil {
+		r.lease.RenewNow()
+	}
 }
 
 // lost is the watchdog's report that the hold is gone. It runs on a
