@@ -9,6 +9,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 )
 
 // WaiterTimeout is how long a queued waiter keeps its place without
@@ -92,3 +93,6 @@ func (kind) Abandon(ctx context.Context, r lockcore.Request) error {
 func (kind) WaitChannel(r lockcore.Request) string {
 	return lockcore.Channel(r.Name) + ":" + r.Field
 }
+
+// Label names the fair lock to observers.
+func (kind) Label() string { return observe.KindFair }

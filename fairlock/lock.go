@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/observe"
 )
 
 // The errors of every lock kind (the same values as rlock's).
@@ -98,3 +99,7 @@ func (l *Lock) Done(ctx context.Context) <-chan struct{} { return l.m.Done(ctx) 
 // owner in ctx ends, with the reason as its cause (see
 // rlock.Lock.HoldContext).
 func (l *Lock) HoldContext(ctx context.Context) context.Context { return l.m.HoldContext(ctx) }
+
+// Observer returns the observer of the lock's Client (nil if it has
+// none). MultiLock and RedLock report to it.
+func (l *Lock) Observer() observe.Observer { return l.m.Core().Observer() }

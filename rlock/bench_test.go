@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -139,4 +140,21 @@ func commandCalls(b *testing.B, raw rueidis.Client) map[string]int {
 		calls[name], _ = strconv.Atoi(n)
 	}
 	return calls
+}
+
+// BenchmarkLockUnlockObserved is BenchmarkLockUnlock with an observer that
+// does nothing: the cost of building and handing over the events.
+func BenchmarkLockUnlockObserved(b *testing.B) {
+	c := relocktest.Client(b, rlock.WithObserver(observe.Base{}))
+	l := c.GetLock(relocktest.Name(b))
+	ctx := rlock.WithOwner(b.Context(), "bench")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

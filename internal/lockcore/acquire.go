@@ -60,6 +60,9 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 		LeaseMs: Millis(a.lease), Waiting: wait != 0}
 	a.h = m.core.enter(m.name, a.r.Field, owner)
 	defer m.core.leave(a.h)
+	if m.core.obs != nil {
+		return m.core.obs.acquire(&a)
+	}
 	at, err := a.run()
 	return at.Token, at.Acquired, err
 }
@@ -81,6 +84,8 @@ type acquisition struct {
 	unknown bool  // an attempt may have won unseen: settled at the end
 	lastErr error // the last transient failure
 	failing bool  // the last attempt failed transiently
+
+	obs acquireObs // for the Client's observer and logger (observe.go)
 }
 
 // run is the acquire-wait loop every lock kind uses. After a failed
@@ -115,6 +120,7 @@ func (a *acquisition) run() (Attempt, error) {
 		at, err := a.attempt()
 		switch {
 		case err == nil:
+			a.answered()
 			a.woken, a.failing = false, false // the wake-up has been used
 			if at.Acquired || a.wait == 0 {
 				return a.finish(at, nil)
@@ -122,10 +128,12 @@ func (a *acquisition) run() (Attempt, error) {
 		case a.r.Waiting && a.transient(err):
 			// The wake-up, if any, was not used: it stays taken.
 			a.failing, a.lastErr = true, err
+			a.retrying(err)
 			at = Attempt{Retry: retryBackoff}
 		default:
 			return a.finish(Attempt{}, a.failure(err))
 		}
+		a.waiting()
 		granted := a.h.grantedChan()
 		if a.sub == nil {
 			// Subscribe after the first failed attempt, then attempt
@@ -136,6 +144,7 @@ func (a *acquisition) run() (Attempt, error) {
 				return a.finish(Attempt{}, a.failure(err))
 			} else {
 				a.failing, a.lastErr = true, err
+				a.retrying(err)
 				if at.Retry <= 0 || at.Retry > retryBackoff {
 					at.Retry = retryBackoff
 				}
@@ -209,6 +218,7 @@ func (a *acquisition) finish(at Attempt, err error) (Attempt, error) {
 		a.sub.Leave(a.woken)
 		a.sub = nil
 	}
+	a.waited()
 	return at, err
 }
 

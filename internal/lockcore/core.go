@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/watchdog"
 )
@@ -45,6 +47,10 @@ type Config struct {
 	// otherwise.
 	Replicas       int
 	ReplicaTimeout time.Duration
+	// Observer and Logger, when set, are told of the locks' life (see
+	// observe.go).
+	Observer observe.Observer
+	Logger   *slog.Logger
 }
 
 // Core is the state one Client shares with every lock it hands out: the
@@ -62,6 +68,7 @@ type Core struct {
 	publish        string
 	replicas       int
 	replicaTimeout time.Duration
+	obs            *observer // nil without an observer and a logger
 
 	// root is the parent of every hold's life: Close cancels it with
 	// cause ErrClosed, which ends every hold at once.
@@ -107,6 +114,7 @@ func NewCore(cfg Config) (*Core, error) {
 		publish:         "publish",
 		replicas:        cfg.Replicas,
 		replicaTimeout:  cfg.ReplicaTimeout,
+		obs:             newObserver(cfg),
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),
 		anon:            make(map[string]string),
@@ -118,7 +126,7 @@ func NewCore(cfg Config) (*Core, error) {
 		c.publish = "spublish"
 	}
 	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: wakePolicy, Sharded: cfg.ShardedPubSub})
-	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.renew})
+	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.obs.renewFunc(c.renew)})
 	return c, nil
 }
 
@@ -155,8 +163,10 @@ func (c *Core) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		close(c.closed)
+		closing := c.obs.closingLocked(c)
 		c.mu.Unlock()
 		c.closeRoot(ErrClosed)
+		c.obs.closed(closing)
 		c.background.Wait()
 		c.Watchdog.Close()
 		c.closeErr = c.Hub.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/watchdog"
 )
 
@@ -58,6 +59,9 @@ type hold struct {
 	listening bool
 	users   int           // calls using the record
 	granted chan struct{} // made for waiting calls of the owner; closed at the next grant
+
+	// obs is for the Client's observer, if it has one (observe.go).
+	obs *holdObs
 }
 
 // renewal is one registration of a hold with the watchdog. A loss report
@@ -163,8 +167,10 @@ func (h *hold) grant(from int, life context.Context, lease time.Duration, renew 
 	}
 	h.want++
 	h.lease = lease
+	var start observe.Hold
 	if h.life == nil {
 		h.life, h.end = context.WithCancelCause(c.root)
+		start = c.obs.holdStartLocked(h)
 	}
 	if anonKey != "" {
 		h.anonKey = anonKey
@@ -188,6 +194,7 @@ func (h *hold) grant(from int, life context.Context, lease time.Duration, renew 
 	if stop != nil {
 		stop.lease.Stop()
 	}
+	c.obs.holdStarted(start)
 	return nil
 }
 
@@ -247,8 +254,10 @@ func (h *hold) released(life context.Context, remaining int) {
 		c.mu.Unlock()
 		return
 	}
+	ended := c.obs.holdEndLocked(h, observe.OutcomeReleased, nil)
 	e := h.finishLocked()
 	c.mu.Unlock()
+	c.obs.holdEnded(ended)
 	e.finish(nil)
 }
 
@@ -261,8 +270,10 @@ func (h *hold) lose(life context.Context, cause error) {
 		c.mu.Unlock()
 		return
 	}
+	ended := c.obs.holdEndLocked(h, observe.OutcomeLost, cause)
 	e := h.finishLocked()
 	c.mu.Unlock()
+	c.obs.holdEnded(ended)
 	e.finish(cause)
 	if c.onLost != nil && c.CheckOpen() == nil {
 		c.onLost(h.key.name, h.owner, cause)
@@ -372,7 +383,9 @@ func (r *renewal) lost(cause error) {
 	h.renewal = nil // already out of the wheel
 	life := h.life
 	c.mu.Unlock()
-	h.lose(life, fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause))
+	lost := fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause)
+	c.obs.renewalLost(h, lost)
+	h.lose(life, lost)
 }
 
 // anonOwner returns the owner of the Client's anonymous hold under key.

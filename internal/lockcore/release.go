@@ -17,6 +17,14 @@ const releaseBackoff = 50 * time.Millisecond
 // when ctx has already ended. When the owner holds nothing this Client
 // knows of, it returns ErrNotHeld and sends nothing to Redis.
 func (m *Mutex) Unlock(ctx context.Context) error {
+	if m.core.obs != nil {
+		return m.core.obs.unlock(ctx, m)
+	}
+	return m.unlock(ctx)
+}
+
+// unlock is Unlock, unobserved.
+func (m *Mutex) unlock(ctx context.Context) error {
 	if err := m.check(); err != nil {
 		return err
 	}
