@@ -17,7 +17,10 @@ type Client struct {
 }
 
 // Option configures a Client.
-type Option func(*lockcore.Config)
+type Option func(*options)
+
+// options is what the options of a Client set.
+type options = lockcore.Config
 
 // WithWatchdogTimeout sets the lease that the watchdog keeps renewing while
 // a lock taken without a lease is held. Renewals run every d/3. A holder
