@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/observe"
 )
 
 // group is what a MultiLock and a RedLock share: their locks, the owner of
@@ -29,6 +30,8 @@ type group struct {
 	mu    sync.Mutex
 	anon  string // owner of the current anonymous hold, "" if none
 	holds map[string]*hold
+
+	obs observe.Observer // nil when none (observe.go)
 }
 
 // hold is the record of one owner's hold. Every field is guarded by
@@ -42,6 +45,7 @@ type hold struct {
 	// watches[i] is the watch on lock i (nil when it is not watched).
 	watches []*watch
 	wg      sync.WaitGroup // watch goroutines of Lockers without HoldContext
+	obs     holdObs        // for the observer (observe.go)
 }
 
 // holdContexter is implemented by relock's locks (and by MultiLock and
@@ -57,6 +61,7 @@ func newGroup(kind string, locks []Locker, needed int) *group {
 	for i, l := range locks {
 		g.names[i] = l.Name()
 	}
+	g.obs = observerOf(locks)
 	return g
 }
 
@@ -154,6 +159,7 @@ func (g *group) grant(octx context.Context, owner string, anon bool, took []bool
 		h = &hold{held: make([]bool, n), watches: make([]*watch, n)}
 		h.life, h.end = context.WithCancelCause(context.Background())
 		g.holds[owner] = h
+		g.holdStartLocked(h, owner)
 	}
 	h.count++
 	for i, ok := range took {
@@ -222,6 +228,7 @@ func (g *group) ended(h *hold, i int, w *watch) {
 	if h.live < g.needed && h.life.Err() == nil {
 		h.end(fmt.Errorf("%w: %s %q: %d of %d locks left held, %d needed (lost %d %q)",
 			ErrLockLost, g.kind, g.name, h.live, len(g.locks), g.needed, i, g.names[i]))
+		g.holdEndLocked(h, observe.OutcomeLost, context.Cause(h.life))
 		g.unwatchLocked(h)
 	}
 }
@@ -275,6 +282,7 @@ func (g *group) endRelease(owner string, h *hold) error {
 	if err := h.life.Err(); err != nil {
 		return context.Cause(h.life)
 	}
+	g.holdEndLocked(h, observe.OutcomeReleased, nil)
 	h.end(nil)
 	return nil
 }

@@ -133,7 +133,7 @@ func (m *MultiLock) check(wait, lease time.Duration, fixed bool) error {
 
 // acquire takes every lock in order, waiting for each with what is left of
 // wait; noLimit waits until ctx ends.
-func (m *MultiLock) acquire(ctx context.Context, wait, lease time.Duration) (bool, error) {
+func (m *MultiLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bool, err error) {
 	if m.g.err != nil {
 		return false, m.g.err
 	}
@@ -141,6 +141,9 @@ func (m *MultiLock) acquire(ctx context.Context, wait, lease time.Duration) (boo
 	if err != nil {
 		return false, err
 	}
+	var obs *acquireObs
+	ctx, octx, obs = m.g.observeAcquire(ctx, octx, owner, anon, wait, lease)
+	defer obs.end(&ok, &err)
 	if err := ctx.Err(); err != nil {
 		return false, notAcquired(err)
 	}
@@ -241,7 +244,7 @@ func (m *MultiLock) release(octx context.Context, n int, expired bool) error {
 // held. It works when ctx has ended: each lock's Unlock detaches from it.
 // When the hold was lost before its final Unlock, the error also matches
 // ErrLockLost.
-func (m *MultiLock) Unlock(ctx context.Context) error {
+func (m *MultiLock) Unlock(ctx context.Context) (err error) {
 	if m.g.err != nil {
 		return m.g.err
 	}
@@ -249,6 +252,9 @@ func (m *MultiLock) Unlock(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var obs *releaseObs
+	_, octx, obs = m.g.observeRelease(ctx, octx, owner)
+	defer obs.end(&err)
 	if owner == "" {
 		return m.g.notHeld("")
 	}

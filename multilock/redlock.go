@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/observe"
 )
 
 // Defaults of a RedLock's options.
@@ -42,6 +43,8 @@ type config struct {
 	instanceTimeout time.Duration // 0: derived from the lease
 	retryDelay      time.Duration
 	err             error
+	observer        observe.Observer // with observerSet, replaces the locks' (observe.go)
+	observerSet     bool
 }
 
 // Option configures a RedLock; see RedLock.With.
@@ -128,6 +131,9 @@ func (r *RedLock) With(opts ...Option) *RedLock {
 	if r.g.err == nil {
 		n.g = newGroup("redlock", r.g.locks, r.g.needed)
 		n.g.name = r.g.name
+		if cfg.observerSet {
+			n.g.obs = cfg.observer
+		}
 	}
 	return n
 }
@@ -214,7 +220,7 @@ type result struct {
 	err error
 }
 
-func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (bool, error) {
+func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bool, err error) {
 	if err := r.check(0, 0, false); err != nil {
 		return false, err
 	}
@@ -222,6 +228,9 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (bool,
 	if err != nil {
 		return false, err
 	}
+	var obs *acquireObs
+	ctx, octx, obs = r.g.observeAcquire(ctx, octx, owner, anon, wait, lease)
+	defer obs.end(&ok, &err)
 	if err := ctx.Err(); err != nil {
 		return false, notAcquired(err)
 	}
@@ -258,6 +267,7 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (bool,
 		if wait == 0 || permanent {
 			return false, failed
 		}
+		obs.waiting()
 		if wait > 0 {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -400,7 +410,7 @@ func (r *RedLock) failures(res []result) (permanent bool, err error) {
 // answers, of locks that the hold had taken (and not seen lost, through
 // Watchable) are returned, each as a *NodeError. When the hold was lost before its final Unlock, the error
 // also matches ErrLockLost.
-func (r *RedLock) Unlock(ctx context.Context) error {
+func (r *RedLock) Unlock(ctx context.Context) (err error) {
 	if err := errors.Join(r.g.err, r.cfg.err); err != nil {
 		return err
 	}
@@ -408,6 +418,9 @@ func (r *RedLock) Unlock(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var obs *releaseObs
+	_, octx, obs = r.g.observeRelease(ctx, octx, owner)
+	defer obs.end(&err)
 	if owner == "" {
 		return r.g.notHeld("")
 	}
