@@ -10,6 +10,7 @@
 //	relock [CONNECTION FLAGS] run [-n|--no-wait] [--wait DUR] [--fair] [--fenced] [--watchdog LEASE] [--grace DUR] NAME [--] COMMAND [ARG...]
 //	relock [CONNECTION FLAGS] status [--json] NAME
 //	relock [CONNECTION FLAGS] unlock --force NAME
+//	relock [CONNECTION FLAGS] scan [--match PATTERN] [--json]
 //	relock [CONNECTION FLAGS] demo [--workers N] [--duration DUR] [--fair] [--plain]
 //	relock --version | relock version
 //	relock COMMAND --help
@@ -111,6 +112,26 @@
 // It prints whether there was a hold, and whose. It refuses to delete a
 // key that is not a lock.
 //
+// # scan
+//
+// scan walks the keyspace with SCAN (never KEYS; on a Redis Cluster, on
+// every master) and lists every lock relock or Redisson keeps there:
+// reentrant and fenced locks, fair locks with their queues, read-write
+// locks, permit-expirable semaphores and count-down latches, each with
+// its kind, holders, hold counts and TTL. Keys of other layouts are
+// ignored. It flags leaks, the states nothing will clean up: a lock hash
+// without a TTL (a crashed holder keeps it forever), a fair-lock waiter
+// past its deadline on the server's clock (or without one), an unlock
+// latch or a read-hold timeout key without a TTL; and it exits 1 when it
+// flags anything. --match PATTERN selects lock names (Redis' glob syntax),
+// with all their keys. A fair lock nobody waits for looks like a
+// reentrant lock, and a count-down latch (or a semaphore with no permit
+// out) like any integer key: scan finds those only while someone waits on
+// them. --json prints one object per line with the stable fields name,
+// kind, ttl_ms (-1: none), holders[] {field, client_id, owner,
+// hold_count, role, lease_ms}, leaked, leaks[], keys[], node, and, by
+// kind, mode, queue[], fencing_counter, permits_available, count.
+//
 // # demo
 //
 // demo uses the Redis the connection flags name if it answers within half
@@ -140,7 +161,8 @@
 //
 //	0      success (run: COMMAND exited 0)
 //	1      other failure (status, unlock: the key is not a lock;
-//	       demo: a violation, or a worker failed)
+//	       scan: a leak was flagged; demo: a violation, or a worker
+//	       failed)
 //	64     bad command line (EX_USAGE), including a bad address or URL and
 //	       an unreadable certificate file; unlock without --force
 //	69     Redis could not be reached, refused the password or the user,

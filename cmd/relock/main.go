@@ -36,6 +36,7 @@ var commands = []command{
 	{name: "run", summary: "run a command while holding a lock (a distributed flock)", main: (*cli).run},
 	{name: "status", summary: "show who holds a lock, its lease, its fair queue and fencing counter", main: (*cli).status},
 	{name: "unlock", summary: "delete a lock whoever holds it (needs --force)", main: (*cli).unlock},
+	{name: "scan", summary: "list every lock in Redis, its holders and TTL; flag leaked ones", main: (*cli).scan},
 	{name: "demo", summary: "watch worker processes contend for one lock, live", main: (*cli).demo},
 	{name: "version", summary: "print relock's version and the Go version it was built with", main: (*cli).version},
 	{name: "demo-worker", hidden: true, main: (*cli).demoWorker},
