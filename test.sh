@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: go vet, a gofmt check, and every test under the
-# race detector, in the root module and then in the integration module
-# (integration/, a module of its own). Installs redis-server first when it
-# is missing; the tests start their own servers on free loopback ports.
+# race detector, in the root module and then in the integration and
+# relockotel modules (integration/ and relockotel/, modules of their own).
+# Installs redis-server first when it is missing; the tests start their
+# own servers on free loopback ports.
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/ensure-redis.sh
@@ -11,6 +12,7 @@ echo "== go vet"
 go vet ./...
 (cd integration && go vet ./...)
 (cd bench && go vet ./...)
+(cd relockotel && go vet ./...)
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
@@ -23,3 +25,5 @@ go test -race -timeout 15m -p 2 "$@" ./...
 # other packages' tests do not starve them of the machine's two cores.
 echo "== go test -race (integration)"
 (cd integration && go test -race -timeout 15m -p 1 "$@" ./...)
+echo "== go test -race (relockotel)"
+(cd relockotel && go test -race -timeout 15m -p 1 "$@" ./...)
