@@ -472,4 +472,3 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
-
