@@ -22,15 +22,15 @@ type Lease struct {
 
 	// Guarded by w.mu.
 	state         leaseState
-	busy          bool      // a renewal is in flight, or onLost is running: Stop waits
-	again         bool      // RenewNow during a renewal: renew again at once
+	busy          bool          // a renewal is in flight, or onLost is running: Stop waits
+	again         bool          // RenewNow during a renewal: renew again at once
 	lost          chan struct{} // made by Done; closed when lost
-	onLostPending bool      // lost, and onLost is still to be called
-	deadline      time.Time // start of the last successful renewal (or Add) + duration
-	dueTick       int64     // tick of the next renewal, while scheduled
-	prev, next    *Lease    // neighbours in the list of the slot, while scheduled
-	lastErr       error     // last renewal error since the last success
-	err           error     // loss cause
+	onLostPending bool          // lost, and onLost is still to be called
+	deadline      time.Time     // start of the last successful renewal (or Add) + duration
+	dueTick       int64         // tick of the next renewal, while scheduled
+	prev, next    *Lease        // neighbours in the list of the slot, while scheduled
+	lastErr       error         // last renewal error since the last success
+	err           error         // loss cause
 }
 
 // Value returns the value given to Add.
