@@ -17,6 +17,9 @@ import (
 // the head of the queue and this has passed since its last refresh.
 const WaiterTimeout = 750 * time.Millisecond
 
+// waiterTimeoutArg is WaiterTimeout as fair_acquire.lua takes it.
+var waiterTimeoutArg = strconv.FormatInt(WaiterTimeout.Milliseconds(), 10)
+
 // RefreshInterval is how often a live waiter refreshes its place (and
 // looks at the lock when no notification came).
 const RefreshInterval = WaiterTimeout / 3
@@ -41,7 +44,7 @@ func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 		join = "1"
 	}
 	res, unsynced := r.Core.RunAcquire(ctx, lua.FairAcquire, []string{r.Name, queue, timeouts},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field, strconv.FormatInt(WaiterTimeout.Milliseconds(), 10), join})
+		[]string{r.LeaseArg, r.Field, waiterTimeoutArg, join})
 	pttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return lockcore.Attempt{Acquired: true, Unsynced: unsynced}, nil
@@ -68,7 +71,7 @@ func (kind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
 	queue, timeouts, channel := keys(r.Name)
 	return lua.FairUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
-		[]string{lockcore.UnlockMessage, strconv.FormatInt(r.LeaseMs, 10), r.Field, r.Core.PublishCommand(),
+		[]string{lockcore.UnlockMessage, r.LeaseArg, r.Field, r.Core.PublishCommand(),
 			strconv.Itoa(r.Target)}).AsInt64()
 }
 

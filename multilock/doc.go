@@ -40,8 +40,8 @@
 // A round asks every lock at once, from one goroutine per lock, each
 // attempt bounded by a per-instance timeout (a tenth of the lease, between
 // 5ms and 50ms, or WithInstanceTimeout), so a slow or dead master costs a
-// round that timeout (plus rlock's grace for a reply in flight, a quarter
-// of it), not rlock's 5s. The round waits for every attempt, so none outlives it. It
+// round that timeout. The round waits for every attempt, so none outlives
+// it (an attempt cut off in flight takes back what it may have won). It
 // wins when Quorum locks (len/2+1) were taken and the validity, the lease
 // minus the round's duration minus a drift of 1% of the lease plus 2ms, is
 // still positive. A lost round is undone on every lock, including those

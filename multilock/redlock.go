@@ -67,8 +67,8 @@ func WithWatchdogTimeout(d time.Duration) Option {
 
 // WithInstanceTimeout sets how long one attempt on one lock may take in a
 // round. An instance that has not answered by then counts as failed for
-// that round, so a slow or hung master costs a round at most d (plus
-// rlock's 100ms grace for a reply in flight). The default is a tenth of the
+// that round, so a slow or hung master costs a round at most d. The
+// default is a tenth of the
 // lease (the fixed lease, or the watchdog timeout with lease 0), but at
 // least 5ms and at most 50ms; d must be at least 1ms.
 func WithInstanceTimeout(d time.Duration) Option {

@@ -19,18 +19,18 @@ type Lease struct {
 	duration time.Duration
 	interval time.Duration // between a successful renewal and the next
 	onLost   func(cause error)
-	lost     chan struct{} // closed when lost
 
 	// Guarded by w.mu.
 	state         leaseState
-	busy          bool      // a renewal is in flight, or onLost is running: Stop waits
-	again         bool      // RenewNow during a renewal: renew again at once
-	onLostPending bool      // lost, and onLost is still to be called
-	deadline      time.Time // start of the last successful renewal (or Add) + duration
-	dueTick       int64     // tick of the next renewal, while scheduled
-	prev, next    *Lease    // neighbours in the list of the slot, while scheduled
-	lastErr       error     // last renewal error since the last success
-	err           error     // loss cause
+	busy          bool          // a renewal is in flight, or onLost is running: Stop waits
+	again         bool          // RenewNow during a renewal: renew again at once
+	lost          chan struct{} // made by Done; closed when lost
+	onLostPending bool          // lost, and onLost is still to be called
+	deadline      time.Time     // start of the last successful renewal (or Add) + duration
+	dueTick       int64         // tick of the next renewal, while scheduled
+	prev, next    *Lease        // neighbours in the list of the slot, while scheduled
+	lastErr       error         // last renewal error since the last success
+	err           error         // loss cause
 }
 
 // Value returns the value given to Add.
@@ -92,7 +92,17 @@ func (l *Lease) RenewNow() {
 
 // Done returns a channel that is closed when the lease is lost. It is not
 // closed when the lease is stopped by Stop or Close.
-func (l *Lease) Done() <-chan struct{} { return l.lost }
+func (l *Lease) Done() <-chan struct{} {
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	if l.lost == nil {
+		l.lost = make(chan struct{})
+		if l.state == stateLost {
+			close(l.lost)
+		}
+	}
+	return l.lost
+}
 
 // Err returns nil until the lease is lost, and then the cause, which
 // matches ErrNotHeld or ErrExpired.

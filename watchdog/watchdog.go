@@ -164,7 +164,6 @@ func (w *Watchdog) Add(lease time.Duration, value any, onLost func(cause error))
 		duration: lease,
 		interval: max(lease/3, w.tick),
 		onLost:   onLost,
-		lost:     make(chan struct{}),
 		deadline: now.Add(lease),
 	}
 	w.mu.Lock()
@@ -175,6 +174,26 @@ func (w *Watchdog) Add(lease time.Duration, value any, onLost func(cause error))
 	w.active++
 	w.schedule(l, now.Add(l.interval), now)
 	return l, nil
+}
+
+// Rearm registers l again, with its duration running from now, after it
+// was stopped or lost, so that a holder that takes a lease again and again
+// allocates nothing. It reports whether it could: not while l is still
+// registered, a renewal of it is in flight, or its onLost is running or
+// still to run, nor after Close. A lease rearmed after a loss has a new
+// Done channel and no Err.
+func (w *Watchdog) Rearm(l *Lease) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || l.w != w || l.busy || l.onLostPending || (l.state != stateStopped && l.state != stateLost) {
+		return false
+	}
+	now := time.Now()
+	l.deadline = now.Add(l.duration)
+	l.lastErr, l.err, l.again, l.lost = nil, nil, false, nil
+	w.active++
+	w.schedule(l, now.Add(l.interval), now)
+	return true
 }
 
 // Len returns the number of leases currently registered: added and not yet
@@ -306,7 +325,9 @@ func (w *Watchdog) lose(l *Lease, cause error) {
 	l.err = cause
 	l.onLostPending = l.onLost != nil
 	w.active--
-	close(l.lost)
+	if l.lost != nil {
+		close(l.lost)
+	}
 }
 
 // notify calls onLost for leases that lose has marked lost, except those

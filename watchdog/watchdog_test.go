@@ -1023,3 +1023,51 @@ func TestRenewNow(t *testing.T) {
 		}
 	})
 }
+
+// TestRearm: a stopped or lost lease is registered again with Rearm, with
+// its duration from then on, a new Done channel and no Err; a lease that
+// is registered, or whose onLost is still running, is not.
+func TestRearm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var notHeld atomic.Bool
+		r := &renewer{answer: func(ctx context.Context, l *watchdog.Lease) error {
+			if notHeld.Load() {
+				return watchdog.ErrNotHeld
+			}
+			return nil
+		}}
+		w := newWatchdog(r)
+		defer w.Close()
+		var losses lossRecorder
+		l := mustAdd(t, w, lease, "a", losses.onLost)
+		if w.Rearm(l) {
+			t.Fatal("Rearm of a registered lease = true")
+		}
+		l.Stop()
+		if !w.Rearm(l) || w.Len() != 1 {
+			t.Fatalf("Rearm after Stop: Len %d, want a registered lease", w.Len())
+		}
+		start := time.Now()
+		sleep(lease / 3)
+		if at := r.callsFor("a"); len(at) != 1 || at[0].Sub(start) > lease/3+tick {
+			t.Errorf("renewals after Rearm: %v, want one a third of the lease later", at)
+		}
+		notHeld.Store(true)
+		sleep(lease / 3)
+		if !isDone(l) || losses.count() != 1 {
+			t.Fatalf("done %v, %d losses, want the lease lost once", isDone(l), losses.count())
+		}
+		notHeld.Store(false)
+		if !w.Rearm(l) {
+			t.Fatal("Rearm after a loss = false")
+		}
+		if isDone(l) || l.Err() != nil {
+			t.Errorf("after Rearm: done %v, Err %v; want a live lease", isDone(l), l.Err())
+		}
+		l.Stop()
+		w.Close()
+		if w.Rearm(l) {
+			t.Error("Rearm after Close = true")
+		}
+	})
+}

@@ -42,6 +42,8 @@ func TestSentinelLostWriteReportedLost(t *testing.T) {
 	done := holder.Done(a)
 	got := make(chan error, 1)
 	go func() { got <- waiterClient.GetLock(name).Lock(b) }()
+	// Two subscribers: the waiter, and the holder, which listens for a
+	// force-unlock while someone watches its hold (Done).
 	waitFor(t, "the waiter to subscribe", func() bool {
 		msg, err := st.Master.Do(ctx, "PUBSUB", "NUMSUB", "redisson_lock__channel:{"+name+"}")
 		vals, _ := msg.ToArray()
@@ -49,7 +51,7 @@ func TestSentinelLostWriteReportedLost(t *testing.T) {
 		if err == nil && len(vals) == 2 {
 			n, _ = vals[1].AsInt64()
 		}
-		return n == 1
+		return n == 2
 	})
 	// The replica misses the write: delete the hold there directly, as if
 	// replication had not carried it before the master died.

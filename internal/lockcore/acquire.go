@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,19 +13,6 @@ import (
 
 // NoLimit is the wait of Lock and LockLease: until the context ends.
 const NoLimit time.Duration = -1
-
-// attemptTimeout bounds one acquire script. The script runs on a context
-// detached from the caller's, so that a caller whose context ends while the
-// script is in flight still learns whether it won (and then gives the hold
-// back) instead of leaving a hold nobody knows of. When the caller's context
-// has a deadline, the script may outlive it by a grace of a quarter of the
-// time it had (between 2ms and 100ms); a reply that comes later leaves an
-// unknown outcome, which the call settles before it returns.
-const (
-	attemptTimeout  = 5 * time.Second
-	attemptGraceMin = 2 * time.Millisecond
-	attemptGraceMax = 100 * time.Millisecond
-)
 
 // retryBackoff is how long a waiting call sleeps after a transient failure.
 const retryBackoff = 100 * time.Millisecond
@@ -48,18 +36,30 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	if err := ctx.Err(); err != nil {
 		return 0, false, notAcquired(err)
 	}
-	a := acquisition{m: m, ctx: ctx, wait: wait, renew: lease == 0, lease: lease}
+	a := acquisition{m: m, ctx: ctx, call: ctx, wait: wait, renew: lease == 0, lease: lease}
 	if !named {
 		owner = AnonymousOwner()
 		a.anonKey = m.anonKey
 	}
+	leaseArg := m.core.watchdogArg
 	if a.renew {
 		a.lease = m.core.WatchdogTimeout
+	} else {
+		leaseArg = strconv.FormatInt(Millis(lease), 10)
 	}
-	a.r = Request{Core: m.core, Name: m.name, Field: Field(m.core.ID, owner),
-		LeaseMs: Millis(a.lease), Waiting: wait != 0}
-	a.h = m.core.enter(m.name, a.r.Field, owner)
+	if m.core.obs != nil {
+		ctx = m.core.obs.acquireStart(&a, owner)
+	}
+	if wait > 0 {
+		// The wait bounds the calls to Redis too.
+		var cancel context.CancelFunc
+		a.call, cancel = context.WithTimeoutCause(ctx, wait, errWaitOver)
+		defer cancel()
+	}
+	a.h = m.core.enter(m.name, owner)
 	defer m.core.leave(a.h)
+	a.r = Request{Core: m.core, Name: m.name, Field: a.h.field, LeaseMs: Millis(a.lease), LeaseArg: leaseArg,
+		Chan: m.channel, Waiting: wait != 0}
 	if m.core.obs != nil {
 		return m.core.obs.acquire(&a)
 	}
@@ -67,12 +67,18 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	return at.Token, at.Acquired, err
 }
 
+// errWaitOver is the cause of the end of a TryLock's wait.
+var errWaitOver = errors.New("relock: the wait is over")
+
 // acquisition is one call of Acquire: its arguments and the state of its
 // wait.
 type acquisition struct {
-	m       *Mutex
-	h       *hold
-	ctx     context.Context
+	m   *Mutex
+	h   *hold
+	ctx context.Context // the caller's
+	// call is the context of the calls to Redis: the caller's, or, when
+	// the wait is limited, one that ends with it (cause errWaitOver).
+	call    context.Context
 	r       Request
 	wait    time.Duration
 	lease   time.Duration
@@ -102,14 +108,6 @@ type acquisition struct {
 //
 // Every way out goes through finish.
 func (a *acquisition) run() (Attempt, error) {
-	var limit <-chan time.Time
-	var deadline time.Time
-	if a.wait > 0 {
-		deadline = time.Now().Add(a.wait)
-		t := time.NewTimer(a.wait)
-		defer t.Stop()
-		limit = t.C
-	}
 	var retry *time.Timer // made on the first sleep: most calls never sleep
 	defer func() {
 		if retry != nil {
@@ -125,6 +123,8 @@ func (a *acquisition) run() (Attempt, error) {
 			if at.Acquired || a.wait == 0 {
 				return a.finish(at, nil)
 			}
+		case errors.Is(err, errWaitOver):
+			return a.limit()
 		case a.r.Waiting && a.transient(err):
 			// The wake-up, if any, was not used: it stays taken.
 			a.failing, a.lastErr = true, err
@@ -138,8 +138,10 @@ func (a *acquisition) run() (Attempt, error) {
 		if a.sub == nil {
 			// Subscribe after the first failed attempt, then attempt
 			// again at once: an unlock in between is not missed.
-			if err := a.subscribe(deadline, at.Retry); err == nil {
+			if err := a.subscribe(at.Retry); err == nil {
 				continue
+			} else if errors.Is(err, errWaitOver) {
+				return a.limit()
 			} else if !a.transient(err) {
 				return a.finish(Attempt{}, a.failure(err))
 			} else {
@@ -168,14 +170,10 @@ func (a *acquisition) run() (Attempt, error) {
 			a.woken = true
 		case <-granted:
 		case <-retryC:
-		case <-limit:
-			if a.failing {
-				// The wait ended in an outage: that is an error, not a
-				// lock held by someone else.
-				return a.finish(Attempt{}, notAcquired(a.lastErr))
+		case <-a.call.Done():
+			if a.ctx.Err() == nil {
+				return a.limit()
 			}
-			return a.finish(Attempt{}, nil)
-		case <-a.ctx.Done():
 			return a.finish(Attempt{}, notAcquired(errors.Join(a.ctx.Err(), a.lastErr)))
 		case <-a.m.core.closed:
 			return a.finish(Attempt{}, notAcquired(ErrClosed))
@@ -184,6 +182,28 @@ func (a *acquisition) run() (Attempt, error) {
 			retry.Stop()
 		}
 	}
+}
+
+// limit ends a call whose wait ran out: without the lock and without an
+// error, unless the wait ended in an outage (that is an error, not a
+// lock held by someone else).
+func (a *acquisition) limit() (Attempt, error) {
+	if a.failing {
+		return a.finish(Attempt{}, notAcquired(a.lastErr))
+	}
+	return a.finish(Attempt{}, nil)
+}
+
+// over returns nil while the call may go on, errWaitOver when its wait ran
+// out, and the error of a call whose context ended.
+func (a *acquisition) over() error {
+	if a.call.Err() == nil {
+		return nil
+	}
+	if err := a.ctx.Err(); err != nil {
+		return notAcquired(err)
+	}
+	return errWaitOver
 }
 
 // failure is the error a call returns for err, an attempt's failure:
@@ -225,22 +245,19 @@ func (a *acquisition) finish(at Attempt, err error) (Attempt, error) {
 // subscribe makes the call's subscription to the kind's wait channel,
 // waiting no longer than the wait limit and, when the kind must refresh
 // (retry > 0) before then, its next refresh.
-func (a *acquisition) subscribe(deadline time.Time, retry time.Duration) error {
-	ctx := a.ctx
-	bound := deadline
+func (a *acquisition) subscribe(retry time.Duration) error {
+	ctx := a.call
 	if retry > 0 {
-		if next := time.Now().Add(retry); bound.IsZero() || next.Before(bound) {
-			bound = next
-		}
-	}
-	if !bound.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, bound)
+		ctx, cancel = context.WithTimeout(ctx, retry)
 		defer cancel()
 	}
 	sub, err := a.m.core.subscribe(ctx, a.m.kind.WaitChannel(a.r))
 	if err != nil {
-		if a.ctx.Err() == nil && ctx.Err() != nil {
+		if over := a.over(); over != nil {
+			return over
+		}
+		if ctx.Err() != nil {
 			// Our own bound ended it: try again after the next attempt.
 			return fmt.Errorf("%w: %w", errSubscribeSlow, err)
 		}
@@ -269,41 +286,43 @@ func (a *acquisition) transient(err error) bool {
 // attempt makes one attempt, its Redis calls serialized with the owner's
 // other calls on the lock: a re-entry when the owner holds levels, else a
 // first acquisition (also after a re-entry finds the hold gone). The script
-// runs on a detached, bounded context: if ctx ends meanwhile and the lock
-// was won, the level is given back and ctx's error returned, as if the
-// attempt had not been made.
+// runs on the call's context; if that ends while the script is in flight,
+// its outcome is unknown and the call's end settles it, and if the lock was
+// won but the context ended meanwhile, the level is given back at once, as
+// if the attempt had not been made.
 func (a *acquisition) attempt() (Attempt, error) {
-	if err := a.h.acquire(a.ctx); err != nil {
-		return Attempt{}, notAcquired(a.ctx.Err())
+	if err := a.h.acquire(a.call); err != nil {
+		return Attempt{}, a.over()
 	}
 	defer a.h.release()
 	for {
-		if err := a.ctx.Err(); err != nil {
-			return Attempt{}, notAcquired(err)
+		if err := a.over(); err != nil {
+			return Attempt{}, err
 		}
-		from, life := a.h.state()
+		from, gen := a.h.state()
 		r := a.r
 		// A re-entry on a fixed lease takes the hold off the watchdog:
 		// stop renewing first, or a renewal in flight could land after the
 		// script and cut the fixed lease down to the watchdog's.
 		paused := from > 0 && !a.renew && a.h.stopRenewal()
-		actx, cancel := a.scriptContext()
 		var at Attempt
 		var err error
 		if from > 0 {
 			r.Target = from + 1
-			at, err = a.m.kind.Reenter(actx, r)
+			at, err = a.m.kind.Reenter(a.call, r)
 		} else {
-			at, err = a.m.kind.Acquire(actx, r)
+			at, err = a.m.kind.Acquire(a.call, r)
 		}
-		cancel()
-		if paused && (err != nil || !at.Acquired || a.ctx.Err() != nil || at.Unsynced != nil) {
+		if paused && (err != nil || !at.Acquired || a.call.Err() != nil || at.Unsynced != nil) {
 			// The hold stays as it was, on the watchdog.
-			a.h.rearm(life)
+			a.h.rearm(gen)
 		}
 		if err != nil {
 			if outcomeUnknown(err) {
 				a.unknown = true
+			}
+			if over := a.over(); over != nil {
+				return Attempt{}, over
 			}
 			return Attempt{}, a.m.core.closedOr(redisError("acquire", a.m.name, err))
 		}
@@ -312,16 +331,16 @@ func (a *acquisition) attempt() (Attempt, error) {
 			if from > 0 {
 				// A re-entry found the hold gone: it was lost. Report it,
 				// and acquire anew.
-				a.h.lose(life, fmt.Errorf("%w: %q: the hold was gone when its owner re-entered it", ErrLockLost, a.m.name))
+				a.h.lose(gen, fmt.Errorf("%w: %q: the hold was gone when its owner re-entered it", ErrLockLost, a.m.name))
 				continue
 			}
 			return at, nil
 		}
-		switch {
-		case a.ctx.Err() != nil:
+		if over := a.over(); over != nil {
 			a.giveBack(from)
-			return Attempt{}, notAcquired(a.ctx.Err())
-		case at.Unsynced != nil:
+			return Attempt{}, over
+		}
+		if at.Unsynced != nil {
 			a.giveBack(from)
 			return Attempt{}, notAcquired(fmt.Errorf("%q: %w", a.m.name, at.Unsynced))
 		}
@@ -329,7 +348,7 @@ func (a *acquisition) attempt() (Attempt, error) {
 		if from > 0 {
 			anon = ""
 		}
-		switch err := a.h.grant(from, life, a.lease, a.renew, anon); {
+		switch err := a.h.grant(from, gen, a.lease, r.LeaseArg, a.renew, anon); {
 		case errors.Is(err, errHoldChanged):
 			continue // lost while re-entered: the next round acquires anew
 		case err != nil:
@@ -340,21 +359,6 @@ func (a *acquisition) attempt() (Attempt, error) {
 	}
 }
 
-// scriptContext bounds one acquire script: detached from the caller's
-// context (so a won lock is learned of and given back), for attemptTimeout,
-// or for the time the caller has left plus a grace.
-func (a *acquisition) scriptContext() (context.Context, context.CancelFunc) {
-	now := time.Now()
-	deadline := now.Add(attemptTimeout)
-	if d, ok := a.ctx.Deadline(); ok {
-		grace := min(max(d.Sub(now)/4, attemptGraceMin), attemptGraceMax)
-		if d.Add(grace).Before(deadline) {
-			deadline = d.Add(grace)
-		}
-	}
-	return context.WithDeadline(context.WithoutCancel(a.ctx), deadline)
-}
-
 // giveBack takes back a level this call won and will not keep: the
 // owner's count goes back to from. The caller holds the call slot. When
 // Redis does not answer in time, the call's end settles it.
@@ -363,7 +367,7 @@ func (a *acquisition) giveBack(from int) {
 	defer cancel()
 	r := a.r
 	r.Target = from
-	if _, err := a.m.release(ctx, a.h, r); err != nil {
+	if _, err := a.m.release(ctx, a.h, r, false); err != nil {
 		a.unknown = true
 	} else {
 		a.unknown = false
@@ -391,8 +395,13 @@ func (m *Mutex) settleOnce(ctx context.Context, h *hold, r Request) bool {
 		return false
 	}
 	defer h.release()
-	r.Target, _ = h.state()
-	_, err := m.release(ctx, h, r)
+	h.core.mu.Lock()
+	r.Target = h.want
+	if h.want > 0 {
+		r.LeaseMs, r.LeaseArg = Millis(h.lease), h.leaseArg
+	}
+	h.core.mu.Unlock()
+	_, err := m.release(ctx, h, r, true)
 	return err == nil
 }
 

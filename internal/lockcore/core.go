@@ -87,8 +87,12 @@ type Core struct {
 	listenHook    func(channel string, fn func()) (waiter, error)
 	renewHook     func(ctx context.Context, leases []*watchdog.Lease) []error
 
-	mu    sync.Mutex
-	holds map[holdKey]*hold
+	// watchdogArg is WatchdogTimeout in whole ms, as the scripts take it.
+	watchdogArg string
+
+	mu      sync.Mutex
+	holds   map[holdKey]*hold
+	sweepAt int // the number of records at which idle ones are swept
 	// anon names, per lock (and role, see Mutex.anonKey), the owner of the
 	// Client's current anonymous hold.
 	anon map[string]string
@@ -117,8 +121,10 @@ func NewCore(cfg Config) (*Core, error) {
 		obs:             newObserver(cfg),
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),
+		sweepAt:         minSweep,
 		anon:            make(map[string]string),
 	}
+	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
 	// The root of every hold's life. It is not a call's context: it
 	// lives as long as the Client and ends at Close.
 	c.root, c.closeRoot = context.WithCancelCause(context.Background())
@@ -237,7 +243,7 @@ func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 	for i, l := range leases {
 		h := l.Value().(*renewal).h
 		cmds[i] = c.RDB.B().Evalsha().Sha1(lua.LockRenew.SHA1).Numkeys(1).Key(h.key.name).
-			Arg(strconv.FormatInt(Millis(l.Duration()), 10), h.key.field).Build()
+			Arg(c.watchdogArg, h.field).Build()
 	}
 	results := c.RDB.DoMulti(ctx, cmds...)
 	for _, r := range results {
@@ -266,7 +272,7 @@ func (c *Core) renewLoading(ctx context.Context, leases []*watchdog.Lease) []rue
 		h := l.Value().(*renewal).h
 		execs[i] = rueidis.LuaExec{
 			Keys: []string{h.key.name},
-			Args: []string{strconv.FormatInt(Millis(l.Duration()), 10), h.key.field},
+			Args: []string{c.watchdogArg, h.field},
 		}
 	}
 	return lua.LockRenew.ExecMulti(ctx, c.RDB, execs...)

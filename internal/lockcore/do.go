@@ -17,7 +17,7 @@ import (
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
 	owner, err := m.holder(ctx)
 	if err == nil && owner != "" {
-		if life := m.core.watch(m.name, Field(m.core.ID, owner), m.lossChannel()); life != nil {
+		if life := m.core.watch(m.name, owner, m.lossChannel()); life != nil {
 			return life
 		}
 	}

@@ -10,55 +10,67 @@ import (
 	"github.com/relock-go/relock/watchdog"
 )
 
-type holdKey struct{ name, field string }
+// holdKey names a hold record: a lock and an owner of this Client.
+type holdKey struct{ name, owner string }
 
 // hold is this Client's record of one owner's hold on one lock: the one
-// place where a hold's state lives. Its life is a small state machine:
+// place where a hold's state lives. A hold is a small state machine:
 //
-//		free ──grant──▶ held(want ≥ 1) ──release to 0──▶ free (life ends, cause nil)
-//		                   │  ▲ grant / partial release
-//		                   │
-//		                   ├──loss (renewal, re-entry or unlock found it gone,
-//		                   │        ForceUnlock)──▶ free (life ends, ErrLockLost)
-//		                   └──Close──▶ ended (life ends, ErrClosed)
+//	free --grant--> held (want >= 1) --release to 0--> free (ends, cause nil)
+//	                  |   ^ grant, partial release
+//	                  +--loss (a renewal, re-entry or unlock found it
+//	                  |        gone; ForceUnlock)--> free (ends, ErrLockLost)
+//	                  +--Close--> ended (ends, ErrClosed)
 //
-//	  - want is the number of levels the owner was granted and has not
-//	    released: successful acquisitions minus successful unlocks. Redis'
-//	    count of the field is want, except after a call whose reply was lost;
-//	    every script that changes a hold sets the count from want instead of
-//	    adding to it, so the next call brings Redis back in line.
-//	  - sem makes the Redis calls that change the hold go one at a time, so
-//	    that want is exact when a script is built from it, also when several
-//	    goroutines share one owner.
-//	  - life is a context that lives from the first level to the end of the
-//	    hold; context.Cause tells how it ended. Done channels, Do's function
-//	    context and MultiLock's watch all hang on it (context.AfterFunc), so
-//	    watching a hold costs no goroutine.
-//	  - renewal is the watchdog's lease while the hold is on the watchdog
-//	    lease (the mode of the latest acquisition: a re-entry resets the
-//	    lease, as in Redisson).
+// want is the number of levels the owner was granted and has not
+// released: successful acquisitions minus unlocks. Redis' count of the
+// field is want, except after a call whose reply was lost: every script
+// that changes a hold sets the count from want instead of adding to it,
+// so the next call brings Redis back in line.
 //
-// Fields other than sem are guarded by Core.mu. A record lives in
-// Core.holds while it holds levels or a call uses it.
+// sem makes the Redis calls that change the hold go one at a time, so
+// that want is exact when a script is built from it, also when several
+// goroutines share one owner.
+//
+// gen numbers the holds of the record: a call remembers the gen it saw,
+// and a loss or a grant meant for an earlier hold changes nothing.
+//
+// life is a context that lives from the first level to the end of the
+// hold; context.Cause tells how it ended. It is made when someone asks
+// for it (HoldContext, Done, Do, MultiLock), so a hold nobody watches
+// costs no context. Done channels, Do's function context and MultiLock's
+// watch hang on it with context.AfterFunc: watching costs no goroutine.
+//
+// renewal is the hold's registration with the watchdog while it is on the
+// watchdog lease (the mode of the latest acquisition: a re-entry resets
+// the lease, as in Redisson); spare keeps a stopped one for the next hold.
+//
+// Fields other than sem are guarded by Core.mu. A record stays in
+// Core.holds while it holds levels or a call uses it, and idle afterwards
+// until enough idle records pile up to be swept (sweepIdleLocked), so an
+// owner that takes the same lock again and again allocates nothing.
 type hold struct {
 	core  *Core
 	key   holdKey
-	owner string
+	field string // "<clientID>:<owner>"
 
 	sem chan struct{}
 
-	want    int
-	lease   time.Duration // of the latest acquisition; reset by partial releases
-	renewal *renewal      // nil unless on the watchdog lease
-	life    context.Context
-	end     context.CancelCauseFunc
-	anonKey string        // set while the hold is the Client's anonymous hold of its lock
-	// listener hears force-unlocks while the hold is watched (see watch);
-	// listening is set from the moment one is being made.
-	listener  waiter
-	listening bool
-	users   int           // calls using the record
-	granted chan struct{} // made for waiting calls of the owner; closed at the next grant
+	want      int
+	gen       uint64
+	lease     time.Duration // of the latest acquisition; reset by partial releases
+	leaseArg  string        // lease in whole ms, as the scripts take it
+	renewal   *renewal      // nil unless on the watchdog lease
+	spare     *renewal      // a stopped registration, for the next arming
+	life      context.Context
+	end       context.CancelCauseFunc
+	anonKey   string // set while the hold is the Client's anonymous hold of its lock
+	listener  waiter // hears force-unlocks while the hold is watched (see watch)
+	listening bool   // set from the moment a listener is being made
+	users     int    // calls using the record
+	// granted is made for waiting calls of the owner, and closed at the
+	// next grant, so that they re-enter at once.
+	granted chan struct{}
 
 	// obs is for the Client's observer, if it has one (observe.go).
 	obs *holdObs
@@ -67,19 +79,26 @@ type hold struct {
 // renewal is one registration of a hold with the watchdog. A loss report
 // counts only while it is the hold's current renewal.
 type renewal struct {
-	h     *hold
-	lease *watchdog.Lease
+	h      *hold
+	lease  *watchdog.Lease
+	onLost func(cause error) // r.lost, made once
 }
 
-// enter returns the record of field's hold on name, making it if needed,
+// minSweep is the number of records below which idle ones are kept.
+const minSweep = 4096
+
+// enter returns the record of owner's hold on name, making it if needed,
 // and counts the caller as a user until leave.
-func (c *Core) enter(name, field, owner string) *hold {
+func (c *Core) enter(name, owner string) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := holdKey{name, field}
+	k := holdKey{name, owner}
 	h := c.holds[k]
 	if h == nil {
-		h = &hold{core: c, key: k, owner: owner, sem: make(chan struct{}, 1)}
+		if len(c.holds) >= c.sweepAt {
+			c.sweepIdleLocked()
+		}
+		h = &hold{core: c, key: k, field: Field(c.ID, owner), sem: make(chan struct{}, 1)}
 		c.holds[k] = h
 	}
 	h.users++
@@ -87,25 +106,37 @@ func (c *Core) enter(name, field, owner string) *hold {
 }
 
 // find is enter for a record that exists: nil when this Client has none.
-func (c *Core) find(name, field string) *hold {
+func (c *Core) find(name, owner string) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.holds[holdKey{name, field}]
+	h := c.holds[holdKey{name, owner}]
 	if h != nil {
 		h.users++
 	}
 	return h
 }
 
-// leave ends a use of h begun by enter or find; a record that holds
-// nothing and is used by nobody is forgotten.
+// leave ends a use of h begun by enter or find.
 func (c *Core) leave(h *hold) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	h.users--
-	if h.users == 0 && h.want == 0 && c.holds[h.key] == h {
-		delete(c.holds, h.key)
+	c.mu.Unlock()
+}
+
+// idle reports whether h holds nothing and nothing uses it. c.mu is held.
+func (h *hold) idle() bool {
+	return h.users == 0 && h.want == 0 && !h.listening && h.renewal == nil
+}
+
+// sweepIdleLocked forgets the idle records, and sets when to sweep next:
+// when the records have doubled, and never below minSweep. c.mu is held.
+func (c *Core) sweepIdleLocked() {
+	for k, h := range c.holds {
+		if h.idle() {
+			delete(c.holds, k)
+		}
 	}
+	c.sweepAt = max(minSweep, 2*len(c.holds))
 }
 
 // acquire takes h's call slot, waiting until ctx ends.
@@ -126,11 +157,11 @@ func (h *hold) acquire(ctx context.Context) error {
 // release gives back h's call slot.
 func (h *hold) release() { <-h.sem }
 
-// state returns h's levels and its current life (nil when it holds none).
-func (h *hold) state() (want int, life context.Context) {
+// state returns h's levels and the number of its current hold.
+func (h *hold) state() (want int, gen uint64) {
 	h.core.mu.Lock()
 	defer h.core.mu.Unlock()
-	return h.want, h.life
+	return h.want, h.gen
 }
 
 // grantedChan returns a channel closed when the owner is next granted a
@@ -149,32 +180,32 @@ func (h *hold) grantedChan() <-chan struct{} {
 var errHoldChanged = errors.New("relock: the hold ended while it was re-entered")
 
 // grant records one more level, won by a script that found the owner at
-// from levels in a life that was life then. lease is the acquisition's
-// lease; renew puts the hold on the watchdog, a fixed lease takes it off.
-// anonKey, if set, makes the hold the Client's anonymous hold of its lock.
-// It fails with ErrClosed after Close, and with errHoldChanged when the
-// hold was lost meanwhile (the caller then acquires anew).
-func (h *hold) grant(from int, life context.Context, lease time.Duration, renew bool, anonKey string) error {
+// from levels of hold gen. lease is the acquisition's lease (leaseArg in
+// whole ms); renew puts the hold on the watchdog, a fixed lease takes it
+// off. anonKey, if set, makes the hold the Client's anonymous hold of its
+// lock. It fails with ErrClosed after Close, and with errHoldChanged when
+// the hold was lost meanwhile (the caller then acquires anew).
+func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string, renew bool, anonKey string) error {
 	c := h.core
 	c.mu.Lock()
 	if c.CheckOpen() != nil {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	if h.want != from || h.life != life {
+	if h.want != from || h.gen != gen {
 		c.mu.Unlock()
 		return errHoldChanged
 	}
-	h.want++
-	h.lease = lease
 	var start observe.Hold
-	if h.life == nil {
-		h.life, h.end = context.WithCancelCause(c.root)
+	if from == 0 {
+		h.gen++
 		start = c.obs.holdStartLocked(h)
 	}
+	h.want++
+	h.lease, h.leaseArg = lease, leaseArg
 	if anonKey != "" {
 		h.anonKey = anonKey
-		c.anon[anonKey] = h.owner
+		c.anon[anonKey] = h.key.owner
 	}
 	if h.granted != nil {
 		close(h.granted)
@@ -192,10 +223,43 @@ func (h *hold) grant(from int, life context.Context, lease time.Duration, renew 
 	}
 	c.mu.Unlock()
 	if stop != nil {
-		stop.lease.Stop()
+		h.stopped(stop)
 	}
 	c.obs.holdStarted(start)
 	return nil
+}
+
+// armLocked puts h on the watchdog, with the registration of an earlier
+// hold if it can be reused. It is done under c.mu, so that its loss report
+// (which takes c.mu) sees h.renewal set. The first renewal is due a third
+// of the lease from now. c.mu is held.
+func (h *hold) armLocked() error {
+	c := h.core
+	if r := h.spare; r != nil && c.Watchdog.Rearm(r.lease) {
+		h.spare, h.renewal = nil, r
+		return nil
+	}
+	r := &renewal{h: h}
+	r.onLost = r.lost
+	l, err := c.Watchdog.Add(c.WatchdogTimeout, r, r.onLost)
+	if err != nil {
+		return ErrClosed
+	}
+	r.lease = l
+	h.renewal = r
+	return nil
+}
+
+// stopped stops r, a registration taken off h, synchronously, and keeps it
+// for the next hold. It must not be called from the watchdog's loss report.
+func (h *hold) stopped(r *renewal) {
+	r.lease.Stop()
+	c := h.core
+	c.mu.Lock()
+	if h.spare == nil {
+		h.spare = r
+	}
+	c.mu.Unlock()
 }
 
 // stopRenewal stops h's watchdog renewal, synchronously: when it returns,
@@ -208,44 +272,30 @@ func (h *hold) stopRenewal() bool {
 	h.renewal = nil
 	c.mu.Unlock()
 	if r != nil {
-		r.lease.Stop()
+		h.stopped(r)
 	}
 	return r != nil
 }
 
 // rearm puts h back on the watchdog after stopRenewal, if it still holds
-// levels in life and nothing armed it meanwhile.
-func (h *hold) rearm(life context.Context) {
+// levels of hold gen and nothing armed it meanwhile.
+func (h *hold) rearm(gen uint64) {
 	c := h.core
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h.want == 0 || h.life != life || h.renewal != nil {
+	if h.want == 0 || h.gen != gen || h.renewal != nil {
 		return
 	}
 	_ = h.armLocked() // fails only after Close, which ends the hold anyway
 }
 
-// armLocked puts h on the watchdog. It is done under c.mu, so that its
-// loss report (which takes c.mu) sees h.renewal set. The first renewal is
-// due a third of the lease from now. c.mu is held.
-func (h *hold) armLocked() error {
-	r := &renewal{h: h}
-	l, err := h.core.Watchdog.Add(h.core.WatchdogTimeout, r, r.lost)
-	if err != nil {
-		return ErrClosed
-	}
-	r.lease = l
-	h.renewal = r
-	return nil
-}
-
-// released records a successful release that left remaining levels in
-// life. At 0 the hold ends with a nil cause (its life's cause is then
+// released records a successful release that left remaining levels of
+// hold gen. At 0 the hold ends with a nil cause (its life's cause is then
 // context.Canceled).
-func (h *hold) released(life context.Context, remaining int) {
+func (h *hold) released(gen uint64, remaining int) {
 	c := h.core
 	c.mu.Lock()
-	if h.life != life {
+	if h.gen != gen || h.want == 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -261,12 +311,12 @@ func (h *hold) released(life context.Context, remaining int) {
 	e.finish(nil)
 }
 
-// lose ends life, if it is still h's, with cause (which matches
+// lose ends hold gen, if it is still h's, with cause (which matches
 // ErrLockLost), and tells the lost handler.
-func (h *hold) lose(life context.Context, cause error) {
+func (h *hold) lose(gen uint64, cause error) {
 	c := h.core
 	c.mu.Lock()
-	if life == nil || h.life != life {
+	if h.gen != gen || h.want == 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -276,12 +326,13 @@ func (h *hold) lose(life context.Context, cause error) {
 	c.obs.holdEnded(ended)
 	e.finish(cause)
 	if c.onLost != nil && c.CheckOpen() == nil {
-		c.onLost(h.key.name, h.owner, cause)
+		c.onLost(h.key.name, h.key.owner, cause)
 	}
 }
 
 // ending is what is left to do, outside c.mu, when a hold ends.
 type ending struct {
+	h        *hold
 	end      context.CancelCauseFunc
 	renewal  *renewal
 	listener waiter
@@ -289,51 +340,77 @@ type ending struct {
 
 // finish stops the renewal (not the watchdog's own report of it: that one
 // clears h.renewal first, so waiting for the wheel cannot deadlock) and
-// the listener, and ends the life with cause.
+// the listener, and ends the life, if it was made, with cause.
 func (e ending) finish(cause error) {
 	if e.renewal != nil {
-		e.renewal.lease.Stop()
+		e.h.stopped(e.renewal)
 	}
 	if e.listener != nil {
 		e.listener.Leave(false)
 	}
-	e.end(cause)
+	if e.end != nil {
+		e.end(cause)
+	}
 }
 
 // finishLocked takes h back to no levels and returns what the caller must
 // do outside c.mu. c.mu is held.
 func (h *hold) finishLocked() ending {
 	c := h.core
-	e := ending{end: h.end, renewal: h.renewal, listener: h.listener}
+	e := ending{h: h, end: h.end, renewal: h.renewal, listener: h.listener}
 	h.want, h.life, h.end, h.renewal = 0, nil, nil, nil
 	h.listener, h.listening = nil, false
 	if h.anonKey != "" {
-		if c.anon[h.anonKey] == h.owner {
+		if c.anon[h.anonKey] == h.key.owner {
 			delete(c.anon, h.anonKey)
 		}
 		h.anonKey = ""
 	}
-	if h.users == 0 && c.holds[h.key] == h {
-		delete(c.holds, h.key)
-	}
 	return e
 }
 
-// watch returns the life of field's hold on name (nil when there is
-// none), and makes its Client listen, while it lasts, on channel, where
-// a force-unlock is published: a message brings the hold's next renewal
-// forward, and a renewal that finds the hold gone reports the loss within
-// a round trip instead of at its next turn. Only a hold on the watchdog
-// lease is listened for; it costs the channel's subscription (shared with
-// the lock's waiters) for as long as the hold lasts.
-func (c *Core) watch(name, field, channel string) context.Context {
+// lost is the watchdog's report that the hold is gone. It runs on a
+// watchdog goroutine and must not block.
+func (r *renewal) lost(cause error) {
+	h := r.h
+	c := h.core
 	c.mu.Lock()
-	h := c.holds[holdKey{name, field}]
-	if h == nil || h.life == nil {
+	if h.renewal != r {
+		c.mu.Unlock() // a report about a renewal stopped or replaced since
+		return
+	}
+	h.renewal = nil // already out of the wheel
+	gen := h.gen
+	c.mu.Unlock()
+	lost := fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause)
+	c.obs.renewalLost(h, lost)
+	h.lose(gen, lost)
+	c.mu.Lock()
+	if h.spare == nil {
+		h.spare = r // reusable once this report has returned
+	}
+	c.mu.Unlock()
+}
+
+// watch returns the life of owner's hold on name (nil when there is
+// none), making it if nobody asked before, and makes its Client listen,
+// while the hold lasts, on channel, where a force-unlock is published: a
+// message brings the hold's next renewal forward, and a renewal that finds
+// the hold gone reports the loss within a round trip instead of at its
+// next turn. Only a hold on the watchdog lease is listened for; it costs
+// the channel's subscription (shared with the lock's waiters) for as long
+// as the hold lasts.
+func (c *Core) watch(name, owner, channel string) context.Context {
+	c.mu.Lock()
+	h := c.holds[holdKey{name, owner}]
+	if h == nil || h.want == 0 {
 		c.mu.Unlock()
 		return nil
 	}
-	life := h.life
+	if h.life == nil {
+		h.life, h.end = context.WithCancelCause(c.root)
+	}
+	life, gen := h.life, h.gen
 	start := h.renewal != nil && !h.listening && (c.subscribeHook == nil || c.listenHook != nil)
 	if start {
 		h.listening = true
@@ -345,13 +422,13 @@ func (c *Core) watch(name, field, channel string) context.Context {
 	}
 	l, err := c.listen(channel, h.checkNow)
 	c.mu.Lock()
-	if err == nil && h.life == life {
+	if err == nil && h.gen == gen && h.want > 0 {
 		h.listener, l = l, nil
-	} else if h.life == life {
+	} else if h.gen == gen {
 		h.listening = false
 	}
+	h.users--
 	c.mu.Unlock()
-	c.leave(h)
 	if l != nil {
 		l.Leave(false)
 	}
@@ -370,22 +447,14 @@ func (h *hold) checkNow() {
 	}
 }
 
-// lost is the watchdog's report that the hold is gone. It runs on a
-// watchdog goroutine and must not block.
-func (r *renewal) lost(cause error) {
-	h := r.h
-	c := h.core
+// lookupHold returns the levels of owner's hold on name.
+func (c *Core) lookupHold(name, owner string) int {
 	c.mu.Lock()
-	if h.renewal != r {
-		c.mu.Unlock() // a report about a renewal stopped or replaced since
-		return
+	defer c.mu.Unlock()
+	if h := c.holds[holdKey{name, owner}]; h != nil {
+		return h.want
 	}
-	h.renewal = nil // already out of the wheel
-	life := h.life
-	c.mu.Unlock()
-	lost := fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause)
-	c.obs.renewalLost(h, lost)
-	h.lose(life, lost)
+	return 0
 }
 
 // anonOwner returns the owner of the Client's anonymous hold under key.
@@ -395,7 +464,8 @@ func (c *Core) anonOwner(key string) string {
 	return c.anon[key]
 }
 
-// holdsOn returns the records of every hold of this Client on name.
+// holdsOn returns the records of every hold of this Client on name, each
+// counted as used until leave.
 func (c *Core) holdsOn(name string) []*hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -407,14 +477,4 @@ func (c *Core) holdsOn(name string) []*hold {
 		}
 	}
 	return hs
-}
-
-// lookupHold returns the levels of field's hold on name and its life.
-func (c *Core) lookupHold(name, field string) (int, context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h := c.holds[holdKey{name, field}]; h != nil {
-		return h.want, h.life
-	}
-	return 0, nil
 }

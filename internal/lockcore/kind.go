@@ -16,8 +16,12 @@ type Request struct {
 	Core  *Core
 	Name  string
 	Field string
-	// LeaseMs is the lease to set, in whole milliseconds (> 0).
-	LeaseMs int64
+	// LeaseMs is the lease to set, in whole milliseconds (> 0), and
+	// LeaseArg the same as the scripts take it.
+	LeaseMs  int64
+	LeaseArg string
+	// Chan is the lock's channel, Channel(Name).
+	Chan string
 	// Waiting is set when the caller goes on waiting if this attempt fails
 	// (a fair lock then keeps its place in the queue).
 	Waiting bool
@@ -79,7 +83,7 @@ var _ Kind = Reentrant{}
 // Acquire runs lock_acquire.lua.
 func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, []string{r.Name},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field})
+		[]string{r.LeaseArg, r.Field})
 	ttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return Attempt{Acquired: true, Unsynced: unsynced}, nil
@@ -98,9 +102,8 @@ func (Reentrant) Reenter(ctx context.Context, r Request) (Attempt, error) {
 
 // Release runs lock_unlock.lua.
 func (Reentrant) Release(ctx context.Context, r Request) (int64, error) {
-	return lua.LockUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, Channel(r.Name)},
-		[]string{UnlockMessage, strconv.FormatInt(r.LeaseMs, 10), r.Field, r.Core.publish,
-			strconv.Itoa(r.Target)}).AsInt64()
+	return lua.LockUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, r.Chan},
+		[]string{UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target)}).AsInt64()
 }
 
 // ForceRelease runs lock_force_unlock.lua.
@@ -134,7 +137,7 @@ type Fenced struct{ Reentrant }
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire,
 		[]string{r.Name, Derived(TokenPrefix, r.Name)},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field})
+		[]string{r.LeaseArg, r.Field})
 	vals, err := res.AsIntSlice()
 	if err != nil {
 		return Attempt{}, err
@@ -151,7 +154,7 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 // reenter runs lock_reenter.lua for r.
 func (c *Core) reenter(ctx context.Context, r Request) (Attempt, error) {
 	res, unsynced := c.RunAcquire(ctx, lua.LockReenter, []string{r.Name, Derived(TokenPrefix, r.Name)},
-		[]string{strconv.FormatInt(r.LeaseMs, 10), r.Field, strconv.Itoa(r.Target)})
+		[]string{r.LeaseArg, r.Field, strconv.Itoa(r.Target)})
 	token, err := res.AsInt64()
 	switch {
 	case rueidis.IsRedisNil(err):

@@ -72,46 +72,58 @@ func (h *hold) lock() observe.Lock {
 // acquireObs is what an acquisition keeps for its observer and logger.
 type acquireObs struct {
 	lock      observe.Lock
+	start     time.Time
 	waitSince time.Time // set while the call counts as a waiter
 	outage    time.Time // when the current run of transient failures began
 	retries   int       // attempts that failed in the current run
 }
 
-// acquire runs a.run with the observer told of its start and end (Acquire
-// hands over to it when the Core has an observer or a logger).
+// acquireStart tells the observer that a's call starts, for owner, and
+// makes the context it returns the call's. Acquire calls it before it
+// derives its contexts from ctx.
+func (ob *observer) acquireStart(a *acquisition, owner string) context.Context {
+	a.obs.lock = observe.Lock{Kind: label(a.m.kind), Name: a.m.name}
+	a.obs.start = time.Now()
+	if ob.o == nil {
+		return a.ctx
+	}
+	ev := observe.Acquire{Lock: a.obs.lock, Owner: owner, Wait: a.wait}
+	if !a.renew {
+		ev.Lease = a.lease
+	}
+	if ctx := ob.o.AcquireStart(a.ctx, ev); ctx != nil {
+		a.ctx, a.call = ctx, ctx
+	}
+	return a.ctx
+}
+
+// acquire runs a.run and tells the observer how the call ended (Acquire
+// hands over to it once a has its hold record).
 func (ob *observer) acquire(a *acquisition) (int64, bool, error) {
 	m := a.m
-	a.obs.lock = observe.Lock{Kind: label(m.kind), Name: m.name}
 	m.core.mu.Lock()
 	if a.h.obs == nil {
 		a.h.obs = &holdObs{kind: a.obs.lock.Kind}
 	}
 	m.core.mu.Unlock()
-	if ob.o == nil {
-		at, err := a.run()
-		return at.Token, at.Acquired, err
-	}
-	ev := observe.Acquire{Lock: a.obs.lock, Owner: a.h.owner, Wait: a.wait}
-	if !a.renew {
-		ev.Lease = a.lease
-	}
-	start := time.Now()
-	if ctx := ob.o.AcquireStart(a.ctx, ev); ctx != nil {
-		a.ctx = ctx
-	}
 	at, err := a.run()
-	ev.Duration = time.Since(start)
-	ev.Err = err
-	switch {
-	case at.Acquired:
-		ev.Outcome = observe.OutcomeAcquired
-	case err == nil,
-		a.lastErr == nil && a.ctx.Err() != nil && errors.Is(err, a.ctx.Err()):
-		ev.Outcome = observe.OutcomeNotAcquired
-	default:
-		ev.Outcome = observe.OutcomeError
+	if ob.o != nil {
+		ev := observe.Acquire{Lock: a.obs.lock, Owner: a.h.key.owner, Wait: a.wait,
+			Duration: time.Since(a.obs.start), Err: err}
+		if !a.renew {
+			ev.Lease = a.lease
+		}
+		switch {
+		case at.Acquired:
+			ev.Outcome = observe.OutcomeAcquired
+		case err == nil,
+			a.lastErr == nil && a.ctx.Err() != nil && errors.Is(err, a.ctx.Err()):
+			ev.Outcome = observe.OutcomeNotAcquired
+		default:
+			ev.Outcome = observe.OutcomeError
+		}
+		ob.o.AcquireEnd(a.ctx, ev)
 	}
-	ob.o.AcquireEnd(a.ctx, ev)
 	return at.Token, at.Acquired, err
 }
 
@@ -120,14 +132,14 @@ func (ob *observer) acquire(a *acquisition) (int64, bool, error) {
 func (a *acquisition) waiting() {
 	if ob := a.m.core.obs; ob != nil && ob.o != nil && a.obs.waitSince.IsZero() {
 		a.obs.waitSince = time.Now()
-		ob.o.WaitStart(a.ctx, observe.Wait{Lock: a.obs.lock, Owner: a.h.owner})
+		ob.o.WaitStart(a.ctx, observe.Wait{Lock: a.obs.lock, Owner: a.h.key.owner})
 	}
 }
 
 // waited is called when the call ends: a waiter stops counting as one.
 func (a *acquisition) waited() {
 	if !a.obs.waitSince.IsZero() {
-		a.m.core.obs.o.WaitEnd(a.ctx, observe.Wait{Lock: a.obs.lock, Owner: a.h.owner,
+		a.m.core.obs.o.WaitEnd(a.ctx, observe.Wait{Lock: a.obs.lock, Owner: a.h.key.owner,
 			Waited: time.Since(a.obs.waitSince)})
 		a.obs.waitSince = time.Time{}
 	}
@@ -147,7 +159,7 @@ func (a *acquisition) retrying(err error) {
 	}
 	a.obs.outage = time.Now()
 	ob.log.LogAttrs(a.ctx, slog.LevelWarn, "relock: Redis is failing; the wait for the lock keeps retrying",
-		slog.String("lock", a.m.name), slog.String("kind", label(a.m.kind)), slog.String("owner", a.h.owner),
+		slog.String("lock", a.m.name), slog.String("kind", label(a.m.kind)), slog.String("owner", a.h.key.owner),
 		slog.Duration("retry_every", retryBackoff), slog.Any("error", err))
 }
 
@@ -158,7 +170,7 @@ func (a *acquisition) answered() {
 		return
 	}
 	a.m.core.obs.log.LogAttrs(a.ctx, slog.LevelInfo, "relock: Redis answers again; the wait for the lock goes on",
-		slog.String("lock", a.m.name), slog.String("kind", label(a.m.kind)), slog.String("owner", a.h.owner),
+		slog.String("lock", a.m.name), slog.String("kind", label(a.m.kind)), slog.String("owner", a.h.key.owner),
 		slog.Duration("outage", time.Since(a.obs.outage)), slog.Int("failed_attempts", a.obs.retries))
 	a.obs.outage, a.obs.retries = time.Time{}, 0
 }
@@ -173,7 +185,7 @@ func (ob *observer) holdStartLocked(h *hold) observe.Hold {
 	if ob.o == nil {
 		return observe.Hold{}
 	}
-	return observe.Hold{Lock: h.lock(), Owner: h.owner}
+	return observe.Hold{Lock: h.lock(), Owner: h.key.owner}
 }
 
 // holdStarted reports e, from holdStartLocked.
@@ -190,7 +202,7 @@ func (ob *observer) holdEndLocked(h *hold, outcome observe.Outcome, cause error)
 	if ob == nil || h.core.CheckOpen() != nil {
 		return observe.Hold{}
 	}
-	return observe.Hold{Lock: h.lock(), Owner: h.owner,
+	return observe.Hold{Lock: h.lock(), Owner: h.key.owner,
 		Outcome: outcome, Held: time.Since(h.obs.since), Err: cause}
 }
 
@@ -218,7 +230,7 @@ func (ob *observer) closingLocked(c *Core) []observe.Hold {
 	var ends []observe.Hold
 	for _, h := range c.holds {
 		if h.want > 0 {
-			ends = append(ends, observe.Hold{Lock: h.lock(), Owner: h.owner,
+			ends = append(ends, observe.Hold{Lock: h.lock(), Owner: h.key.owner,
 				Outcome: observe.OutcomeClosed, Held: time.Since(h.obs.since), Err: ErrClosed})
 		}
 	}
@@ -243,7 +255,7 @@ func (ob *observer) renewFunc(renew watchdog.RenewFunc) watchdog.RenewFunc {
 		errs := renew(ctx, leases)
 		for i, l := range leases {
 			h := l.Value().(*renewal).h
-			e := observe.Renewal{Lock: h.lock(), Owner: h.owner,
+			e := observe.Renewal{Lock: h.lock(), Owner: h.key.owner,
 				Outcome: observe.OutcomeOK}
 			if i < len(errs) && errs[i] != nil {
 				if errors.Is(errs[i], watchdog.ErrNotHeld) {
@@ -262,7 +274,7 @@ func (ob *observer) renewalLost(h *hold, cause error) {
 	if ob == nil || ob.o == nil || h.core.CheckOpen() != nil {
 		return
 	}
-	ob.o.Renewal(observe.Renewal{Lock: h.lock(), Owner: h.owner,
+	ob.o.Renewal(observe.Renewal{Lock: h.lock(), Owner: h.key.owner,
 		Outcome: observe.OutcomeLost, Err: cause})
 }
 
@@ -276,7 +288,7 @@ func (ob *observer) unlock(ctx context.Context, m *Mutex) error {
 	start := time.Now()
 	if owner != "" {
 		m.core.mu.Lock()
-		if h := m.core.holds[holdKey{m.name, Field(m.core.ID, owner)}]; h != nil && h.want > 0 {
+		if h := m.core.holds[holdKey{m.name, owner}]; h != nil && h.want > 0 {
 			ev.Held = start.Sub(h.obs.since)
 		}
 		m.core.mu.Unlock()

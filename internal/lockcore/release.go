@@ -13,8 +13,9 @@ import (
 const releaseBackoff = 50 * time.Millisecond
 
 // Unlock releases one hold level of the owner in ctx (or of the Client's
-// anonymous hold of the lock). It runs on a detached context, so it works
-// when ctx has already ended. When the owner holds nothing this Client
+// anonymous hold of the lock). It works when ctx has already ended: the
+// release then runs on a detached context, and so does the end of one
+// that ctx cut off in flight. When the owner holds nothing this Client
 // knows of, it returns ErrNotHeld and sends nothing to Redis.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if m.core.obs != nil {
@@ -35,18 +36,24 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	if owner == "" {
 		return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
 	}
-	h := m.core.find(m.name, Field(m.core.ID, owner))
+	h := m.core.find(m.name, owner)
 	if h == nil {
 		return m.notHeld(owner)
 	}
 	defer m.core.leave(h)
-	dctx, cancel := detached(ctx)
-	defer cancel()
-	if err := h.acquire(dctx); err != nil {
-		return redisError("unlock", m.name, fmt.Errorf("another call of the owner on the lock did not end in time: %w", err))
+	rctx := ctx
+	if h.acquire(ctx) != nil {
+		var cancel context.CancelFunc
+		rctx, cancel = detached(ctx)
+		defer cancel()
+		if err := h.acquire(rctx); err != nil {
+			return redisError("unlock", m.name, fmt.Errorf("another call of the owner on the lock did not end in time: %w", err))
+		}
 	}
 	defer h.release()
-	want, life := h.state()
+	h.core.mu.Lock()
+	want, gen, lease, leaseArg := h.want, h.gen, h.lease, h.leaseArg
+	h.core.mu.Unlock()
 	if want == 0 {
 		return m.notHeld(owner)
 	}
@@ -55,11 +62,15 @@ func (m *Mutex) unlock(ctx context.Context) error {
 		// renewal reaches Redis after the release.
 		h.stopRenewal()
 	}
-	h.core.mu.Lock()
-	lease := h.lease
-	h.core.mu.Unlock()
-	r := Request{Core: m.core, Name: m.name, Field: h.key.field, LeaseMs: Millis(lease), Target: want - 1}
-	remaining, err := m.release(dctx, h, r)
+	r := Request{Core: m.core, Name: m.name, Field: h.field, LeaseMs: Millis(lease), LeaseArg: leaseArg,
+		Chan: m.channel, Target: want - 1}
+	remaining, err := m.release(rctx, h, r, false)
+	if err != nil && rctx == ctx && ctx.Err() != nil {
+		// ctx ended while the release was in flight: finish it.
+		dctx, cancel := detached(ctx)
+		defer cancel()
+		remaining, err = m.release(dctx, h, r, outcomeUnknown(err))
+	}
 	switch {
 	case err != nil:
 		// Redis did not confirm the release. The level is released as far
@@ -69,14 +80,14 @@ func (m *Mutex) unlock(ctx context.Context) error {
 		// renewed and ends in Redis at the latest with its lease. (Keeping
 		// the level would leave it held, and renewed, after the caller's
 		// outer Unlock.)
-		h.released(life, want-1)
+		h.released(gen, want-1)
 		return m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
 		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", ErrLockLost, m.name)
-		h.lose(life, lost)
+		h.lose(gen, lost)
 		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
-	h.released(life, int(remaining))
+	h.released(gen, int(remaining))
 	return nil
 }
 
@@ -85,7 +96,7 @@ func (m *Mutex) notHeld(owner string) error {
 }
 
 // release runs the kind's release script for r until it answers or ctx
-// ends. The script sets the count rather than decrementing it, so sending
+// ends; resent says that an earlier send of it may have run. The script sets the count rather than decrementing it, so sending
 // it again is safe; relock resends it itself (not rueidis) because only it
 // knows that a request is a resend: when a resent release to 0 finds the
 // field gone, the first request released it.
@@ -94,8 +105,7 @@ func (m *Mutex) notHeld(owner string) error {
 // script did not run (LOADING, OOM, READONLY...), but not after BUSY:
 // resending into a busy server trips rueidis (v1.0.79) into a protocol
 // panic; that release fails and the lease ends the hold.
-func (m *Mutex) release(ctx context.Context, h *hold, r Request) (int64, error) {
-	resent := false
+func (m *Mutex) release(ctx context.Context, h *hold, r Request, resent bool) (int64, error) {
 	for {
 		n, err := m.kind.Release(ctx, r)
 		switch {
@@ -149,10 +159,10 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 func (c *Core) loseAll(ctx context.Context, name string, cause error) {
 	for _, h := range c.holdsOn(name) {
 		locked := h.acquire(ctx) == nil
-		_, life := h.state()
-		n, err := c.RDB.Do(ctx, c.RDB.B().Hexists().Key(name).Field(h.key.field).Build()).AsInt64()
+		_, gen := h.state()
+		n, err := c.RDB.Do(ctx, c.RDB.B().Hexists().Key(name).Field(h.field).Build()).AsInt64()
 		if err != nil || n == 0 {
-			h.lose(life, cause)
+			h.lose(gen, cause)
 		}
 		if locked {
 			h.release()
