@@ -6,6 +6,7 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/relockotel"
@@ -13,9 +14,10 @@ import (
 )
 
 // BenchmarkLockUnlock measures what the Observer adds to an uncontended
-// Lock and Unlock: without an observer, with the metrics of an SDK
-// MeterProvider (spans going to the global no-op TracerProvider), and
-// with the spans of an SDK TracerProvider too.
+// Lock and Unlock: without an observer; with the metrics of an SDK
+// MeterProvider and the spans of the global TracerProvider (none set:
+// its spans record nothing, but they are made); with a no-op
+// TracerProvider given; and with the spans of an SDK TracerProvider.
 func BenchmarkLockUnlock(b *testing.B) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	tp := sdktrace.NewTracerProvider()
@@ -27,6 +29,8 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}{
 		{"off", nil},
 		{"metrics", []rlock.Option{rlock.WithObserver(relockotel.New(relockotel.WithMeterProvider(mp)))}},
+		{"metrics+nooptracer", []rlock.Option{rlock.WithObserver(relockotel.New(relockotel.WithMeterProvider(mp),
+			relockotel.WithTracerProvider(noop.NewTracerProvider())))}},
 		{"metrics+spans", []rlock.Option{rlock.WithObserver(relockotel.New(relockotel.WithMeterProvider(mp),
 			relockotel.WithTracerProvider(tp)))}},
 	} {
