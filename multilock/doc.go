@@ -63,6 +63,14 @@
 // and Do's context is cancelled with cause ErrLockLost. A MultiLock on the
 // watchdog lease is lost as soon as any one of its locks is.
 //
+// # Observing
+//
+// A MultiLock or a RedLock reports its acquisitions, releases and holds
+// (kind multi or redlock) to the observer of the first of its locks that
+// has one (rlock.WithObserver), beside its locks' own reports; a RedLock
+// that retries rounds counts as a waiter. RedLock.With(WithObserver(o))
+// gives a RedLock another observer.
+//
 // # What RedLock needs and what it does not guarantee
 //
 // RedLock is only as safe as the deployment under it:

@@ -90,6 +90,18 @@
 // anew. No unlock writes anything but the hold itself: there are no latch
 // keys to leave behind.
 //
+// # Observing
+//
+// WithObserver gives a Client an Observer (package observe) that is told
+// of every acquisition and release (with a start, so that a tracer can
+// put a span around each), every hold from its start to its end
+// (released, lost or closed), every renewal and every wait; the module
+// github.com/relock-go/relock/relockotel records them as OpenTelemetry
+// metrics and spans. WithLogger logs a waiting acquisition's outage (one
+// WARN when its attempts start failing, one INFO when Redis answers again)
+// and every lost hold (ERROR), and nothing while the locks work. Without
+// either, relock builds no event and the calls cost nothing more.
+//
 // # Safety
 //
 // A lease can run out while its holder is paused (a long GC, swapping, a
