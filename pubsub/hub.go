@@ -65,6 +65,7 @@ type Options struct {
 // A Hub must be closed with [Hub.Close] to stop its goroutine.
 type Hub struct {
 	rdb     rueidis.Client
+	dial    func() (conn, error) // replaces connect in tests
 	sharded bool
 	linger  time.Duration
 	policy  func(channel, payload string) Wake
