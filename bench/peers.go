@@ -73,6 +73,12 @@ func peers() []peer {
 			open:      openRelock,
 		},
 		{
+			name:      "relock/wake-one",
+			settings:  "rlock.NewClient with rlock.WithWakeOne(): a release wakes one waiting client (the one registered longest ago) instead of every client that waits",
+			exclusive: true,
+			open:      openRelockWakeOne,
+		},
+		{
 			name:      "relock/lease",
 			settings:  "the same Client; LockLease(ctx, 30s)/Unlock(ctx): a fixed lease, no watchdog renewal",
 			exclusive: true,
@@ -160,6 +166,14 @@ type relockImpl struct{ c *rlock.Client }
 
 func openRelock(addr string, w *wire) (impl, error) {
 	c, err := rlock.NewClient(w.rueidisOption(addr))
+	if err != nil {
+		return nil, err
+	}
+	return relockImpl{c}, nil
+}
+
+func openRelockWakeOne(addr string, w *wire) (impl, error) {
+	c, err := rlock.NewClient(w.rueidisOption(addr), rlock.WithWakeOne())
 	if err != nil {
 		return nil, err
 	}

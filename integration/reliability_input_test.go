@@ -14,6 +14,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/rlock"
 )
@@ -30,14 +31,14 @@ type relInput struct {
 	t   *testing.T
 	srv *redistest.Server
 	raw rueidis.Client
-	f   *relFaulty
+	f   *relocktest.Faulty
 	c   *rlock.Client
 }
 
 func newRelInput(t *testing.T) *relInput {
 	srv := redistest.Start(t)
 	raw := srv.Client(t)
-	in := &relInput{t: t, srv: srv, raw: raw, f: relNewFaulty(raw)}
+	in := &relInput{t: t, srv: srv, raw: raw, f: relocktest.NewFaulty(raw)}
 	c, err := rlock.New(in.f)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func (in *relInput) expect(ctx context.Context, want error, silent bool, calls .
 	in.t.Helper()
 	before := in.state()
 	for _, c := range calls {
-		sent := in.f.commands.Load()
+		sent := in.f.Commands()
 		err := func() (err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -89,7 +90,7 @@ func (in *relInput) expect(ctx context.Context, want error, silent bool, calls .
 		if !errors.Is(err, want) {
 			in.t.Errorf("%s = %v, want %v", c.desc, err, want)
 		}
-		if n := in.f.commands.Load() - sent; silent && n != 0 {
+		if n := in.f.Commands() - sent; silent && n != 0 {
 			in.t.Errorf("%s sent %d commands, want none", c.desc, n)
 		}
 	}
@@ -267,7 +268,7 @@ func TestReliabilityBadInput(t *testing.T) {
 	}
 	t.Run("after Close", func(t *testing.T) {
 		in.t = t
-		f := relNewFaulty(in.raw)
+		f := relocktest.NewFaulty(in.raw)
 		c, err := rlock.New(f)
 		if err != nil {
 			t.Fatal(err)
@@ -315,7 +316,7 @@ func TestReliabilityBadInput(t *testing.T) {
 			"WithReplicaSync(1, negative)":  rlock.WithReplicaSync(1, -time.Second),
 			"WithReplicaSync(max int, -1s)": rlock.WithReplicaSync(math.MaxInt, -time.Second),
 		} {
-			sent := in.f.commands.Load()
+			sent := in.f.Commands()
 			if _, err := rlock.New(in.f, opt); !errors.Is(err, rlock.ErrInvalidArgument) {
 				t.Errorf("New(%s) = %v, want ErrInvalidArgument", desc, err)
 			}
@@ -325,7 +326,7 @@ func TestReliabilityBadInput(t *testing.T) {
 					_ = c.Close()
 				}
 			}
-			if n := in.f.commands.Load() - sent; n != 0 {
+			if n := in.f.Commands() - sent; n != 0 {
 				t.Errorf("%s sent %d commands", desc, n)
 			}
 		}
@@ -358,11 +359,11 @@ func relContextCases(t *testing.T, in *relInput, k relKind, fenced bool) {
 	// During: the script runs (and wins) while the caller's context ends.
 	ctx, cancel := context.WithCancel(owner)
 	defer cancel()
-	r := in.f.inject(&relRule{sha1s: k.acquire, n: 1, run: true, keep: true, before: cancel})
+	r := in.f.Inject(&relocktest.Rule{SHA1s: k.acquire, N: 1, Run: true, Keep: true, Before: func([]string) { cancel() }})
 	err := l.Lock(ctx)
-	in.f.clear()
-	if r.hits.Load() != 1 {
-		t.Fatalf("the acquire script ran %d times, want once", r.hits.Load())
+	in.f.Clear()
+	if r.Hits() != 1 {
+		t.Fatalf("the acquire script ran %d times, want once", r.Hits())
 	}
 	if !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Errorf("Lock cancelled while its script ran = %v, want ErrNotAcquired and Canceled", err)

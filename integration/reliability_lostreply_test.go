@@ -10,7 +10,6 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
 	"github.com/relock-go/relock/internal/lockcore"
@@ -270,7 +269,7 @@ func TestReliabilityLostReplyHistory(t *testing.T) {
 // successful Lock must free the lock.
 func TestReliabilityLostReplyHoldCount(t *testing.T) {
 	raw := relocktest.Raw(t)
-	f := relNewFaulty(raw)
+	f := relocktest.NewFaulty(raw)
 	c, err := rlock.New(f, rlock.WithWatchdogTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -282,13 +281,13 @@ func TestReliabilityLostReplyHoldCount(t *testing.T) {
 			a := rlock.WithOwner(t.Context(), "a")
 			// The script runs; its reply is lost (a connection error), and
 			// so is every reply until the caller's deadline.
-			lostReply := rueidis.NewErrorResult(errors.New("injected: connection reset by peer"))
-			f.inject(&relRule{sha1s: k.acquire, n: 1, reply: lostReply, run: true})
-			f.inject(&relRule{sha1s: []string{lua.FencedToken.SHA1}, n: -1, reply: lostReply})
+			lostReply := relocktest.LostReply()
+			f.Inject(&relocktest.Rule{SHA1s: k.acquire, N: 1, Reply: lostReply, Run: true})
+			f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Reply: lostReply})
 			ctx, cancel := context.WithTimeout(a, 300*time.Millisecond)
 			err := l.Lock(ctx)
 			cancel()
-			f.clear()
+			f.Clear()
 			granted := 0 // successful Locks, each owed one Unlock
 			if err == nil {
 				granted++

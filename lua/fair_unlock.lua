@@ -13,12 +13,12 @@
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. The count is set, not decremented, so a resent request does
 -- not release twice.
-local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
-if not n then
-  return -1
-end
 local target = tonumber(ARGV[5])
 if target > 0 then
+  local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+  if not n then
+    return -1
+  end
   if n > target then
     redis.call('hset', KEYS[1], ARGV[3], target)
     n = target
@@ -26,7 +26,9 @@ if target > 0 then
   redis.call('pexpire', KEYS[1], ARGV[2])
   return n
 end
-redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then
+  return -1
+end
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if head then

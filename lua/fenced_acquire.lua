@@ -2,8 +2,12 @@
 -- it as far as its client knows.
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter redisson_lock_token:{name}
+-- KEYS[3] wake registry relock_wakers:{name}, used with ARGV[3]
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
+-- ARGV[3] '' or the client ID of a waiter that goes on waiting with
+--         wake-one on (see lock_acquire.lua)
+-- ARGV[4] with ARGV[3], the registration's lifetime in ms
 -- Returns {1, token} when the field holds the lock after the call, with a
 -- count of exactly 1, the lease reset and a token from the counter that no
 -- acquisition had before (a field that was already there, a level of this
@@ -15,5 +19,11 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, token}
+end
+if (ARGV[3] or '') ~= '' then
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
+  redis.call('pexpire', KEYS[3], ARGV[4])
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -1,8 +1,14 @@
 -- lock_acquire.lua: take a reentrant lock for an owner that holds none of
 -- it as far as its client knows (Redisson RLock layout).
 -- KEYS[1] lock hash
+-- KEYS[2] wake registry relock_wakers:{name} (sorted set: client ID ->
+--         deadline in server ms), used with ARGV[3]
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
+-- ARGV[3] '' or, for a waiter that goes on waiting with wake-one on, its
+--         client ID: when the lock is not taken, the client is (again)
+--         registered for one wake-up at a time, until the deadline
+-- ARGV[4] with ARGV[3], the registration's lifetime in ms
 -- Returns nil when the field holds the lock after the call, with a count
 -- of exactly 1 and the lease reset; else the holder's remaining lease in ms
 -- (-1 when the key has no expiry).
@@ -13,5 +19,11 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
+end
+if (ARGV[3] or '') ~= '' then
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('zadd', KEYS[2], now + tonumber(ARGV[4]), ARGV[3])
+  redis.call('pexpire', KEYS[2], ARGV[4])
 end
 return redis.call('pttl', KEYS[1])

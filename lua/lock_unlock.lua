@@ -3,26 +3,64 @@
 -- an acquisition whose reply was lost.
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel redisson_lock__channel:{name}
+-- KEYS[3] wake registry relock_wakers:{name}, used with ARGV[6]
 -- ARGV[1] unlock message ('0')
 -- ARGV[2] lease in ms, reset while levels remain
 -- ARGV[3] hash field <clientID>:<owner>
 -- ARGV[4] publish command ('publish' or 'spublish')
 -- ARGV[5] the count to leave (>= 0); a count at or under it is kept
+-- ARGV[6] '' or, with wake-one on, the prefix of the clients' wake
+--         channels (relock_wake:{name}:, followed by a client ID)
+-- ARGV[7] with ARGV[6], the PUBSUB subcommand that counts a channel's
+--         subscribers ('numsub' or 'shardnumsub')
+-- ARGV[8] with ARGV[6], '1' when the caller subscribes to KEYS[2], else '0'
+-- ARGV[9] with ARGV[6], the caller's client ID
+-- ARGV[10] with ARGV[6], '1' when the caller has a waiter for the lock
+--         (it may be the one woken), else '0'
 -- Returns -1 when the field holds nothing (nothing is changed), else the
--- count left. At 0 the field is removed, and when that frees the lock the
--- unlock message is published. The count is set, not decremented, so a
+-- count left. At 0 the field is removed, and when that frees the lock
+-- waiters are told: on KEYS[2]; or, with wake-one on and clients
+-- registered, on the wake channel of the one registered longest ago (it
+-- registers again when it tries), and on KEYS[2] too only when it has
+-- subscribers that are not registered clients (Redisson's waiters, or
+-- clients without wake-one). The count is set, not decremented, so a
 -- resent request does not release twice; nothing else is written.
-local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
-if not n then
-  return -1
-end
 local target = tonumber(ARGV[5])
 if target <= 0 then
-  redis.call('hdel', KEYS[1], ARGV[3])
+  if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then
+    return -1
+  end
   if redis.call('exists', KEYS[1]) == 0 then
+    if (ARGV[6] or '') ~= '' then
+      local t = redis.call('time')
+      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+      local firsts = redis.call('zrange', KEYS[3], 0, 1)
+      local first = firsts[1]
+      if first == ARGV[9] and ARGV[10] == '0' then
+        first = firsts[2]
+      end
+      if first then
+        redis.call(ARGV[4], ARGV[6] .. first, ARGV[1])
+        -- The caller's own subscription is counted unless it is registered.
+        local mine = tonumber(ARGV[8])
+        if mine == 1 and redis.call('zscore', KEYS[3], ARGV[9]) then
+          mine = 0
+        end
+        local subscribers = redis.call('pubsub', ARGV[7], KEYS[2])[2]
+        if subscribers > redis.call('zcard', KEYS[3]) + mine then
+          redis.call(ARGV[4], KEYS[2], ARGV[1])
+        end
+        return 0
+      end
+    end
     redis.call(ARGV[4], KEYS[2], ARGV[1])
   end
   return 0
+end
+local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if not n then
+  return -1
 end
 if n > target then
   redis.call('hset', KEYS[1], ARGV[3], target)

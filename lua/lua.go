@@ -57,6 +57,8 @@ var (
 	lockRenew string
 	//go:embed lock_reenter.lua
 	lockReenter string
+	//go:embed lock_wake.lua
+	lockWake string
 	//go:embed fenced_acquire.lua
 	fencedAcquire string
 	//go:embed fenced_token.lua
@@ -91,6 +93,9 @@ var (
 	// LockReenter sets the count of an existing hold of any lock kind one
 	// level up, or reports it gone. Safe to resend (by relock).
 	LockReenter = script(lockReenter, false)
+	// LockWake hands on a wake-up that reached a client with no waiter left
+	// (wake-one). Safe to resend: a second one only wakes one more client.
+	LockWake = script(lockWake, true)
 	// FencedAcquire takes a fenced lock and returns its token. Safe to
 	// resend by relock (a resent request may skip a token; tokens only
 	// grow).

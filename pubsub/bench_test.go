@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/pubsub"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkWaiterMemory(b *testing.B) {
 			w.Leave(false)
 			ws[i] = nil
 		}
-		eventually(b, "every channel unsubscribed", func() bool {
+		relocktest.Eventually(b, eventTimeout, "every channel unsubscribed", func() bool {
 			_, channels := pubsub.Registered(h)
 			return channels == 0
 		})

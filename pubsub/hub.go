@@ -65,6 +65,7 @@ type Options struct {
 // A Hub must be closed with [Hub.Close] to stop its goroutine.
 type Hub struct {
 	rdb     rueidis.Client
+	dial    func() (conn, error) // replaces connect in tests
 	sharded bool
 	linger  time.Duration
 	policy  func(channel, payload string) Wake
@@ -179,6 +180,21 @@ func New(rdb rueidis.Client, opt Options) *Hub {
 // connection error when the subscription could not be made, and with
 // ctx's error when ctx ends first. On error no waiter is left registered.
 func (h *Hub) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
+	return h.join(ctx, channel, nil)
+}
+
+// ListenAndWait is Listen that waits, as Subscribe does, until the
+// server confirmed the channel's subscription, so that no message
+// published after it returns is missed; fn is then called only for
+// messages and after a lost connection. On error no listener is left
+// registered.
+func (h *Hub) ListenAndWait(ctx context.Context, channel string, fn func()) (*Waiter, error) {
+	return h.join(ctx, channel, fn)
+}
+
+// join registers a waiter (listen nil) or a listener on channel and waits
+// until the channel is subscribed.
+func (h *Hub) join(ctx context.Context, channel string, listen func()) (*Waiter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, err)
 	}
@@ -197,7 +213,10 @@ func (h *Hub) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
 		c = &topic{name: channel}
 		h.chans[channel] = c
 	}
-	w := &Waiter{h: h, c: c, wake: make(chan struct{}, 1)}
+	w := &Waiter{h: h, c: c, listen: listen}
+	if listen == nil {
+		w.wake = make(chan struct{}, 1)
+	}
 	c.push(w)
 	if c.idle {
 		h.idleRemove(c)
@@ -277,6 +296,27 @@ func (h *Hub) Listen(channel string, fn func()) (*Waiter, error) {
 	return w, nil
 }
 
+// WakeOne gives a wake-up to the longest-waiting local waiter of channel
+// that has none pending, as a WakeOne message on it would, and reports
+// whether channel has a waiter at all. It is for a message that arrives
+// on another channel (a listener's), and may be called from a listener's
+// function.
+func (h *Hub) WakeOne(channel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chans[channel]
+	if c == nil {
+		return false
+	}
+	c.wakeOne()
+	for w := c.head; w != nil; w = w.next {
+		if w.listen == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // C returns the channel on which the waiter receives wake-ups. It has
 // room for one wake-up: wake-ups that arrive while one is pending merge
 // into it.
@@ -309,6 +349,15 @@ func (w *Waiter) Leave(passOn bool) {
 		}
 	}
 	h.settle(c)
+}
+
+// Has reports whether channel is subscribed on the server by the hub, or
+// about to be (it has waiters or listeners, or lingers).
+func (h *Hub) Has(channel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chans[channel]
+	return c != nil && (c.onServer || c.n > 0)
 }
 
 // Subscribed returns the number of channels currently subscribed on the

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/pubsub"
 )
 
@@ -138,18 +139,6 @@ func pubsubClients(t testing.TB, c rueidis.Client) int {
 	return strings.Count(strings.TrimSpace(s), "\n") + min(1, len(strings.TrimSpace(s)))
 }
 
-// eventually polls cond until it holds, failing the test at eventTimeout.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(eventTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func woken(t testing.TB, w *pubsub.Waiter, name string) {
 	t.Helper()
 	select {
@@ -221,9 +210,9 @@ func TestRefcountAndLinger(t *testing.T) {
 	}
 	ws[99].Leave(false)
 	ws[99].Leave(false) // idempotent
-	eventually(t, "NUMSUB 0 after the linger", func() bool { return numsub(t, c, ch) == 0 })
-	eventually(t, "Subscribed() 0", func() bool { return h.Subscribed() == 0 })
-	eventually(t, "no channel left", func() bool {
+	relocktest.Eventually(t, eventTimeout, "NUMSUB 0 after the linger", func() bool { return numsub(t, c, ch) == 0 })
+	relocktest.Eventually(t, eventTimeout, "Subscribed() 0", func() bool { return h.Subscribed() == 0 })
+	relocktest.Eventually(t, eventTimeout, "no channel left", func() bool {
 		waiters, channels := pubsub.Registered(h)
 		return waiters == 0 && channels == 0
 	})
@@ -434,7 +423,7 @@ func TestSubscribeDuringLinger(t *testing.T) {
 	publish(t, c, ch, "x")
 	woken(t, w, "w")
 	w.Leave(false)
-	eventually(t, "NUMSUB 0", func() bool { return numsub(t, c, ch) == 0 })
+	relocktest.Eventually(t, eventTimeout, "NUMSUB 0", func() bool { return numsub(t, c, ch) == 0 })
 }
 
 func TestClientKillWakesAndResubscribes(t *testing.T) {
@@ -461,7 +450,7 @@ func TestClientKillWakesAndResubscribes(t *testing.T) {
 	for i, w := range ws {
 		woken(t, w, strconv.Itoa(i))
 	}
-	eventually(t, "resubscribed", func() bool {
+	relocktest.Eventually(t, eventTimeout, "resubscribed", func() bool {
 		return h.Subscribed() == 2 && numsub(t, c, "kill:a") == 1 && numsub(t, c, "kill:b") == 1
 	})
 	if n := pubsubClients(t, c); n != 1 {
@@ -506,7 +495,7 @@ func TestServerKilled(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "resubscribed after restart", func() bool {
+	relocktest.Eventually(t, eventTimeout, "resubscribed after restart", func() bool {
 		return h.Subscribed() == 1 && numsub(t, c, "killed") == 1
 	})
 	pending(w)
@@ -567,7 +556,7 @@ func TestCloseDuringSubscribe(t *testing.T) {
 		_, err := h.Subscribe(context.Background(), "paused")
 		errc <- err
 	}()
-	eventually(t, "the Subscribe call to register", func() bool {
+	relocktest.Eventually(t, eventTimeout, "the Subscribe call to register", func() bool {
 		waiters, _ := pubsub.Registered(h)
 		return waiters == 1
 	})
@@ -618,7 +607,7 @@ func TestSubscribeCancelled(t *testing.T) {
 			t.Fatalf("%d waiters left", waiters)
 		}
 		// The SUBSCRIBE that was sent is answered, lingers, and goes.
-		eventually(t, "nothing subscribed", func() bool {
+		relocktest.Eventually(t, eventTimeout, "nothing subscribed", func() bool {
 			_, channels := pubsub.Registered(h)
 			return channels == 0 && h.Subscribed() == 0 && numsub(t, c, "inflight") == 0
 		})
@@ -662,7 +651,7 @@ func TestManyChannelsOneConnection(t *testing.T) {
 	for _, w := range ws {
 		w.Leave(false)
 	}
-	eventually(t, "every channel unsubscribed", func() bool {
+	relocktest.Eventually(t, eventTimeout, "every channel unsubscribed", func() bool {
 		return h.Subscribed() == 0 && numsub(t, c, "many:9999") == 0
 	})
 }
@@ -799,7 +788,7 @@ func TestSubscribeDuringUnsubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Leave(false)
-	eventually(t, "UNSUBSCRIBE in flight", func() bool { return pubsub.State(h, ch) == "unsubscribing" })
+	relocktest.Eventually(t, eventTimeout, "UNSUBSCRIBE in flight", func() bool { return pubsub.State(h, ch) == "unsubscribing" })
 
 	type result struct {
 		w   *pubsub.Waiter
@@ -812,7 +801,7 @@ func TestSubscribeDuringUnsubscribe(t *testing.T) {
 		w, err := h.Subscribe(ctx, ch)
 		res <- result{w, err}
 	}()
-	eventually(t, "the waiter to register", func() bool {
+	relocktest.Eventually(t, eventTimeout, "the waiter to register", func() bool {
 		waiters, _ := pubsub.Registered(h)
 		return waiters == 1
 	})
@@ -854,7 +843,7 @@ func TestServerKilledDuringSubscribe(t *testing.T) {
 		}
 		errc <- err
 	}()
-	eventually(t, "SUBSCRIBE in flight", func() bool { return pubsub.State(h, "mid") == "subscribing" })
+	relocktest.Eventually(t, eventTimeout, "SUBSCRIBE in flight", func() bool { return pubsub.State(h, "mid") == "subscribing" })
 	srv.Kill() // SIGCONT then SIGKILL: the server may still answer first
 	if err := <-errc; errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Subscribe while the server died: %v, want the connection error or success", err)
@@ -866,7 +855,7 @@ func TestServerKilledDuringSubscribe(t *testing.T) {
 	}
 	w := subscribe(t, h, "mid")
 	defer w.Leave(false)
-	eventually(t, "the admin client to reconnect", func() bool { return do(t, c, "PING").Error() == nil })
+	relocktest.Eventually(t, eventTimeout, "the admin client to reconnect", func() bool { return do(t, c, "PING").Error() == nil })
 	publish(t, c, "mid", "x")
 	woken(t, w, "w")
 }
@@ -885,7 +874,7 @@ func TestListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the listener's channel to be subscribed", func() bool { return numsub(t, c, "listen") == 1 })
+	relocktest.Eventually(t, eventTimeout, "the listener's channel to be subscribed", func() bool { return numsub(t, c, "listen") == 1 })
 	select {
 	case <-heard: // once confirmed: something may have come before
 	case <-time.After(eventTimeout):
@@ -909,8 +898,8 @@ func TestListener(t *testing.T) {
 	case <-time.After(eventTimeout):
 		t.Fatal("the listener did not hear that messages may have been lost")
 	}
-	eventually(t, "resubscribed", func() bool { return numsub(t, c, "listen") == 1 })
+	relocktest.Eventually(t, eventTimeout, "resubscribed", func() bool { return numsub(t, c, "listen") == 1 })
 
 	l.Leave(false)
-	eventually(t, "the channel to be unsubscribed after the linger", func() bool { return numsub(t, c, "listen") == 0 })
+	relocktest.Eventually(t, eventTimeout, "the channel to be unsubscribed after the linger", func() bool { return numsub(t, c, "listen") == 0 })
 }

@@ -32,6 +32,9 @@ type dedicated struct {
 // not be dialed fails here: rueidis reports its error on the hooks'
 // channel at once.
 func (h *Hub) connect() (conn, error) {
+	if h.dial != nil {
+		return h.dial()
+	}
 	if h.sharded {
 		return newShardedConn(h), nil
 	}

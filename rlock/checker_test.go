@@ -82,17 +82,22 @@ func TestRandomizedHolds(t *testing.T) {
 		// a fair lock waits up to a waiter timeout for a dead waiter at
 		// the head of its queue.
 		slack time.Duration
+		opts  []rlock.Option
 	}{
-		{"Lock", 6, func(c *rlock.Client, n string) checkedLock { return c.GetLock(n) }, 300 * time.Millisecond},
-		{"FencedLock", 2, func(c *rlock.Client, n string) checkedLock { return c.GetFencedLock(n) }, 300 * time.Millisecond},
+		{"Lock", 5, func(c *rlock.Client, n string) checkedLock { return c.GetLock(n) }, 300 * time.Millisecond, nil},
+		{"FencedLock", 1, func(c *rlock.Client, n string) checkedLock { return c.GetFencedLock(n) }, 300 * time.Millisecond, nil},
 		{"FairLock", 2, func(c *rlock.Client, n string) checkedLock { return c.GetFairLock(n) },
-			fairlock.WaiterTimeout + fairlock.RefreshInterval + 100*time.Millisecond},
+			fairlock.WaiterTimeout + fairlock.RefreshInterval + 100*time.Millisecond, nil},
+		// With wake-one, a wake-up lost with a killed connection is made
+		// up by the retry of a registered waiter, within 2s.
+		{"Lock/WakeOne", 2, func(c *rlock.Client, n string) checkedLock { return c.GetLock(n) },
+			2*time.Second + 300*time.Millisecond, []rlock.Option{rlock.WithWakeOne()}},
 	}
 	for i, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			s := seed + uint64(i)
 			t.Logf("seed %d (RELOCK_CHECK_SEED=%d replays it)", s, s)
-			c := newChecker(t, s, k.get)
+			c := newChecker(t, s, k.get, k.opts...)
 			c.slack = k.slack
 			c.run(total * time.Duration(k.share) / 10)
 		})
@@ -125,7 +130,8 @@ type checker struct {
 	raw    rueidis.Client
 	get    func(c *rlock.Client, name string) checkedLock
 	name   string
-	slack  time.Duration // see TestRandomizedHolds
+	opts   []rlock.Option // of every Client
+	slack  time.Duration  // see TestRandomizedHolds
 	rng    *rand.Rand
 	rngMu  sync.Mutex
 	epoch  time.Time
@@ -189,11 +195,12 @@ type chkOwner struct {
 	lag        bool      // Redis' count may be one higher (a release it did not confirm)
 }
 
-func newChecker(t *testing.T, seed uint64, get func(*rlock.Client, string) checkedLock) *checker {
+func newChecker(t *testing.T, seed uint64, get func(*rlock.Client, string) checkedLock, opts ...rlock.Option) *checker {
 	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
 	k := &checker{
 		t: t, srv: srv, raw: srv.Client(t), get: get,
 		name:      "chk:" + strings.ReplaceAll(t.Name(), "/", ":"),
+		opts:      opts,
 		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		epoch:     time.Now(),
 		oldFields: make(map[string]bool),
@@ -216,7 +223,7 @@ func (k *checker) newClient(i int) *rlock.Client {
 	}
 	k.t.Cleanup(rdb.Close)
 	k.faulty[i] = relocktest.NewFaulty(rdb)
-	c, err := rlock.New(k.faulty[i], rlock.WithWatchdogTimeout(chkLease),
+	c, err := rlock.New(k.faulty[i], append([]rlock.Option{rlock.WithWatchdogTimeout(chkLease),
 		rlock.WithLostHandler(func(name, owner string, cause error) {
 			k.mu.Lock()
 			defer k.mu.Unlock()
@@ -239,7 +246,7 @@ func (k *checker) newClient(i int) *rlock.Client {
 					o.uncertain = true
 				}
 			}
-		}))
+		})}, k.opts...)...)
 	if err != nil {
 		k.t.Fatal(err)
 	}

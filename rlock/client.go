@@ -72,6 +72,30 @@ func WithReplicaSync(replicas int, timeout time.Duration) Option {
 	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout = replicas, timeout }
 }
 
+// WithWakeOne makes a release wake one waiting process instead of all of
+// them. Without it (the default, and Redisson's way), every release of a
+// lock is published on its channel, and every Client with a waiter for it
+// wakes one: with N processes waiting, N attempts race for one grant.
+// With it, a Client whose waiter goes on waiting registers in the lock's
+// wake registry (relock_wakers:{name}, a sorted set beside the lock) and
+// listens on its own wake channel; a release by a Client with the option
+// wakes the Client that registered longest ago (the turn goes round), and
+// publishes on the lock's channel only when that has other subscribers
+// (Redisson's waiters, Clients without the option), so they still wake
+// as they always did. Waiters still hear every release published on the
+// lock's channel, whoever made it.
+//
+// A waiting Client that dies while registered could swallow a wake-up:
+// registered waiters therefore try again after 1s to 2s without one, so
+// such a lock is taken within 2s by a live waiter; a registration ends 3s
+// after its Client's last attempt. It applies to Lock and FencedLock (a
+// fair lock already wakes only the head of its queue). On Redis Cluster it
+// needs WithShardedPubSub (the count of a channel's subscribers is only
+// right on the node that serves its slot). The default is off.
+func WithWakeOne() Option {
+	return func(c *lockcore.Config) { c.WakeOne = true }
+}
+
 // NewClient builds a rueidis client from opt and a Client that owns it:
 // Close closes both. Unless opt.PipelineMultiplex is set, every command
 // is pipelined on one connection (rueidis would open up to four): lock

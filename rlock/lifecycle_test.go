@@ -127,40 +127,6 @@ func TestOneOwnerManyGoroutines(t *testing.T) {
 	}
 }
 
-// TestLostReplyThenFixedLease: an acquisition whose reply was lost (its
-// script ran) ends without the lock and gives the level back; the owner's
-// next TryLock holds the lock on the lease it asked for (it used to report
-// success on the stale level, with whatever lease was left).
-func TestLostReplyThenFixedLease(t *testing.T) {
-	f := relocktest.NewFaulty(relocktest.Raw(t))
-	c, err := rlock.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	l := c.GetLock(relocktest.Name(t))
-	a := rlock.WithOwner(t.Context(), "a")
-	f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockAcquire.SHA1}, N: 1, Run: true, Reply: relocktest.LostReply()})
-	if ok, err := l.TryLock(a, 0, 250*time.Millisecond); ok || err == nil {
-		t.Fatalf("TryLock with its reply lost = %v, %v, want an error", ok, err)
-	}
-	if locked, _ := l.IsLocked(t.Context()); locked {
-		t.Error("the level won unseen was not given back")
-	}
-	if ok, err := l.TryLock(a, 0, 2*time.Second); !ok || err != nil {
-		t.Fatalf("TryLock = %v, %v", ok, err)
-	}
-	if left, err := l.RemainingLease(t.Context()); err != nil || left < 1500*time.Millisecond {
-		t.Errorf("RemainingLease after TryLock with a 2s lease = %v, %v, want about 2s", left, err)
-	}
-	if n, _ := l.HoldCount(a); n != 1 {
-		t.Errorf("HoldCount = %d, want 1", n)
-	}
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestWakeUpPassedOnAfterTransientFailure: the waiter woken by an unlock
 // fails its attempt (OOM), then its context ends while it sleeps (100ms)
 // before retrying. It has used no wake-up, so it hands it on: the other local

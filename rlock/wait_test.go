@@ -127,8 +127,22 @@ func TestPubSubConnectionKilled(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("waiter took %v after the kill", d)
 	}
-	relocktest.Eventually(t, 5*time.Second, "resubscription", func() bool { return true })
-	_ = l.Unlock(rlock.WithOwner(t.Context(), "b"))
+	// The subscription is made again: the next waiter is subscribed and
+	// woken by the next release.
+	third := lockAsync(l, rlock.WithOwner(t.Context(), "c"))
+	relocktest.Eventually(t, 5*time.Second, "the channel to be subscribed again", func() bool { return numsub(t, raw, channel) == 1 })
+	if err := l.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-third:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next waiter was not woken after the resubscription")
+	}
+	_ = l.Unlock(rlock.WithOwner(t.Context(), "c"))
 }
 
 func TestVanishedHolderTakenOverAtLeaseEnd(t *testing.T) {

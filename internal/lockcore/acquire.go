@@ -59,7 +59,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	a.h = m.core.enter(m.name, owner)
 	defer m.core.leave(a.h)
 	a.r = Request{Core: m.core, Name: m.name, Field: a.h.field, LeaseMs: Millis(a.lease), LeaseArg: leaseArg,
-		Chan: m.channel, Waiting: wait != 0}
+		Chan: m.channel, Wakers: m.wakers, Waiting: wait != 0}
 	if m.core.obs != nil {
 		return m.core.obs.acquire(&a)
 	}
@@ -86,6 +86,7 @@ type acquisition struct {
 	anonKey string // set for an anonymous acquisition
 
 	sub     waiter
+	joined  bool  // counted in the Client's registration for wake-ups
 	woken   bool  // a wake-up was taken and no attempt has used it yet
 	unknown bool  // an attempt may have won unseen: settled at the end
 	lastErr error // the last transient failure
@@ -114,6 +115,11 @@ func (a *acquisition) run() (Attempt, error) {
 			retry.Stop()
 		}
 	}()
+	if a.wait != 0 && a.m.core.Hub.Has(a.m.kind.WaitChannel(a.r)) {
+		// Others wait for the lock here already: subscribing costs no
+		// round trip, and saves the attempt made after subscribing.
+		_ = a.subscribe(0)
+	}
 	for {
 		at, err := a.attempt()
 		switch {
@@ -151,6 +157,9 @@ func (a *acquisition) run() (Attempt, error) {
 					at.Retry = retryBackoff
 				}
 			}
+		}
+		if a.joined {
+			at.Retry = wakeRetry(at.Retry)
 		}
 		var retryC <-chan time.Time
 		if at.Retry > 0 {
@@ -234,6 +243,9 @@ func (a *acquisition) finish(at Attempt, err error) (Attempt, error) {
 			a.abandon()
 		}
 	}
+	if a.joined {
+		a.m.leaveWake()
+	}
 	if a.sub != nil {
 		a.sub.Leave(a.woken)
 		a.sub = nil
@@ -251,6 +263,16 @@ func (a *acquisition) subscribe(retry time.Duration) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, retry)
 		defer cancel()
+	}
+	if _, ok := a.m.kind.(wakeOner); ok && a.m.core.wakeOne && !a.joined && a.m.core.subscribeHook == nil {
+		// With wake-one, the Client's wake channel first, so that it is
+		// subscribed before an attempt registers the Client, then the
+		// lock's channel, so that the Client is counted among that
+		// channel's subscribers only a moment before it is registered.
+		// From now on the call's attempts register the Client.
+		if a.m.joinWake(ctx) {
+			a.joined, a.r.Join = true, true
+		}
 	}
 	sub, err := a.m.core.subscribe(ctx, a.m.kind.WaitChannel(a.r))
 	if err != nil {

@@ -47,6 +47,9 @@ type Config struct {
 	// otherwise.
 	Replicas       int
 	ReplicaTimeout time.Duration
+	// WakeOne makes a release wake one waiting Client instead of every
+	// Client that waits (see wake.go).
+	WakeOne bool
 	// Observer and Logger, when set, are told of the locks' life (see
 	// observe.go).
 	Observer observe.Observer
@@ -89,6 +92,10 @@ type Core struct {
 
 	// watchdogArg is WatchdogTimeout in whole ms, as the scripts take it.
 	watchdogArg string
+	// wakeOne: see Config.WakeOne; numsub is the PUBSUB subcommand that
+	// counts a channel's subscribers.
+	wakeOne bool
+	numsub  string
 
 	mu      sync.Mutex
 	holds   map[holdKey]*hold
@@ -96,6 +103,9 @@ type Core struct {
 	// anon names, per lock (and role, see Mutex.anonKey), the owner of the
 	// Client's current anonymous hold.
 	anon map[string]string
+	// wakers are this Client's registrations for wake-ups, per lock name
+	// (see wake.go).
+	wakers map[string]*waker
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -123,13 +133,16 @@ func NewCore(cfg Config) (*Core, error) {
 		holds:           make(map[holdKey]*hold),
 		sweepAt:         minSweep,
 		anon:            make(map[string]string),
+		wakeOne:         cfg.WakeOne,
+		numsub:          "numsub",
+		wakers:          make(map[string]*waker),
 	}
 	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
 	// The root of every hold's life. It is not a call's context: it
 	// lives as long as the Client and ends at Close.
 	c.root, c.closeRoot = context.WithCancelCause(context.Background())
 	if cfg.ShardedPubSub {
-		c.publish = "spublish"
+		c.publish, c.numsub = "spublish", "shardnumsub"
 	}
 	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: wakePolicy, Sharded: cfg.ShardedPubSub})
 	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.obs.renewFunc(c.renew)})
@@ -173,6 +186,7 @@ func (c *Core) Close() error {
 		c.mu.Unlock()
 		c.closeRoot(ErrClosed)
 		c.obs.closed(closing)
+		c.stopWakers()
 		c.background.Wait()
 		c.Watchdog.Close()
 		c.closeErr = c.Hub.Close()

@@ -10,6 +10,10 @@ const (
 	TimeoutPrefix = "redisson_lock_timeout"
 	TokenPrefix   = "redisson_lock_token"
 	LatchPrefix   = "redisson_unlock_latch"
+	// WakersPrefix and WakePrefix are relock's own: the registry of the
+	// Clients waiting for a lock with wake-one on, and their channels.
+	WakersPrefix = "relock_wakers"
+	WakePrefix   = "relock_wake"
 )
 
 // Messages published on a lock's channel.

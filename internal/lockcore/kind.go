@@ -20,11 +20,16 @@ type Request struct {
 	// LeaseArg the same as the scripts take it.
 	LeaseMs  int64
 	LeaseArg string
-	// Chan is the lock's channel, Channel(Name).
-	Chan string
+	// Chan is the lock's channel, Channel(Name), and Wakers its wake
+	// registry, Derived(WakersPrefix, Name).
+	Chan   string
+	Wakers string
 	// Waiting is set when the caller goes on waiting if this attempt fails
 	// (a fair lock then keeps its place in the queue).
 	Waiting bool
+	// Join is set, with wake-one on, when a failed attempt registers its
+	// Client for the lock's wake-ups (see wake.go).
+	Join bool
 	// Target is the count a re-entry or a release leaves the field at: the
 	// count the owner was granted plus one for a re-entry, minus one for an
 	// unlock, or just that count to take back a level won unseen.
@@ -82,8 +87,9 @@ var _ Kind = Reentrant{}
 
 // Acquire runs lock_acquire.lua.
 func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
-	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, []string{r.Name},
-		[]string{r.LeaseArg, r.Field})
+	joinID, joinTTL := r.Core.joinArgs(r)
+	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, []string{r.Name, r.Wakers},
+		[]string{r.LeaseArg, r.Field, joinID, joinTTL})
 	ttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return Attempt{Acquired: true, Unsynced: unsynced}, nil
@@ -102,8 +108,10 @@ func (Reentrant) Reenter(ctx context.Context, r Request) (Attempt, error) {
 
 // Release runs lock_unlock.lua.
 func (Reentrant) Release(ctx context.Context, r Request) (int64, error) {
-	return lua.LockUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, r.Chan},
-		[]string{UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target)}).AsInt64()
+	prefix, numsub, subscribed, waiting := r.Core.wakeArgs(r)
+	return lua.LockUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, r.Chan, r.Wakers},
+		[]string{UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target),
+			prefix, numsub, subscribed, r.Core.ID, waiting}).AsInt64()
 }
 
 // ForceRelease runs lock_force_unlock.lua.
@@ -135,9 +143,10 @@ type Fenced struct{ Reentrant }
 
 // Acquire runs fenced_acquire.lua.
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
+	joinID, joinTTL := r.Core.joinArgs(r)
 	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire,
-		[]string{r.Name, Derived(TokenPrefix, r.Name)},
-		[]string{r.LeaseArg, r.Field})
+		[]string{r.Name, Derived(TokenPrefix, r.Name), r.Wakers},
+		[]string{r.LeaseArg, r.Field, joinID, joinTTL})
 	vals, err := res.AsIntSlice()
 	if err != nil {
 		return Attempt{}, err

@@ -16,18 +16,21 @@ type Mutex struct {
 	// a role for kinds with several locks on one name.
 	anonKey string
 	channel string // Channel(name)
+	wakers  string // Derived(WakersPrefix, name)
 }
 
 // NewMutex returns a handle on the lock name of kind k.
 func NewMutex(c *Core, name string, k Kind) *Mutex {
-	return &Mutex{core: c, name: name, kind: k, anonKey: name, channel: Channel(name)}
+	return &Mutex{core: c, name: name, kind: k, anonKey: name, channel: Channel(name),
+		wakers: Derived(WakersPrefix, name)}
 }
 
 // NewMutexRole is NewMutex for one of several locks kept under one name
 // (a read-write lock's read and write sides): each role has its own
 // anonymous hold.
 func NewMutexRole(c *Core, name, role string, k Kind) *Mutex {
-	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role, channel: Channel(name)}
+	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role, channel: Channel(name),
+		wakers: Derived(WakersPrefix, name)}
 }
 
 // Name is the lock's name.

@@ -63,7 +63,7 @@ func (m *Mutex) unlock(ctx context.Context) error {
 		h.stopRenewal()
 	}
 	r := Request{Core: m.core, Name: m.name, Field: h.field, LeaseMs: Millis(lease), LeaseArg: leaseArg,
-		Chan: m.channel, Target: want - 1}
+		Chan: m.channel, Wakers: m.wakers, Target: want - 1}
 	remaining, err := m.release(rctx, h, r, false)
 	if err != nil && rctx == ctx && ctx.Err() != nil {
 		// ctx ended while the release was in flight: finish it.

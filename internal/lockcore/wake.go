@@ -1,0 +1,222 @@
+package lockcore
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/relock-go/relock/lua"
+)
+
+// Wake-one (Config.WakeOne). Without it, a release publishes on the lock's
+// channel, and every Client with a waiter for the lock wakes one of them:
+// with N waiting processes, N scripts race for one grant. With it:
+//
+//   - A Client whose waiter goes on waiting registers in the lock's wake
+//     registry, relock_wakers:{name} (a sorted set: client ID -> deadline),
+//     with every attempt of its waiters, and listens on its own wake
+//     channel, relock_wake:{name}:<id>, beside the lock's channel.
+//   - A release by a Client with wake-one on wakes the registered Client
+//     that registered longest ago (each attempt registers again, so the
+//     turn goes round), on its wake channel only. It publishes on the
+//     lock's channel too when that has subscribers that are not registered
+//     Clients: Redisson's waiters, relock Clients without wake-one. Any
+//     other release (Redisson's, a Client without wake-one, a
+//     force-unlock) publishes on the lock's channel, which every waiter
+//     still hears.
+//   - A Client woken when it has no waiter left for the lock hands the
+//     wake-up on (lock_wake.lua), to the next registered Client or, when
+//     there is none, on the lock's channel; so does one whose registration
+//     outlives its waiters (it keeps listening until the registration has
+//     expired).
+//   - A Client that dies while registered swallows the wake-ups meant for
+//     it until its registration expires (wakeTTL after its last attempt).
+//     So a registered waiter never sleeps longer than wakeCap plus a random
+//     part of it without trying again: a lock left free that way is taken
+//     by a live waiter within 2*wakeCap.
+const (
+	wakeTTL = 3 * time.Second
+	wakeCap = time.Second
+)
+
+var wakeTTLArg = strconv.FormatInt(wakeTTL.Milliseconds(), 10)
+
+// waker is a Client's registration for the wake-ups of one lock: how many
+// of its waiters count on it, the listener of its wake channel, and the
+// timer that ends the listener once the registration has expired.
+type waker struct {
+	n        int
+	listener waiter
+	idle     *time.Timer
+}
+
+// wakeOner is implemented by the kinds whose scripts take part in
+// wake-one (the reentrant and the fenced lock).
+type wakeOner interface{ wakeOne() }
+
+func (Reentrant) wakeOne() {}
+
+// joinWake counts a waiter of m in the Client's registration for the
+// lock's wake-ups, and, for the first, subscribes the Client's wake
+// channel (waiting, on ctx, until the server confirmed it, so that no
+// wake-up sent after the registration is missed). The registration in
+// Redis is made by the waiter's attempts from then on. It reports whether
+// the waiter joined.
+func (m *Mutex) joinWake(ctx context.Context) bool {
+	c := m.core
+	c.mu.Lock()
+	w := c.wakers[m.name]
+	if w != nil && w.listener != nil {
+		w.n++
+		if w.idle != nil {
+			w.idle.Stop()
+			w.idle = nil
+		}
+		c.mu.Unlock()
+		return true
+	}
+	c.mu.Unlock()
+	l, err := c.Hub.ListenAndWait(ctx, Derived(WakePrefix, m.name)+":"+c.ID, m.woken)
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	w = c.wakers[m.name]
+	if w == nil {
+		w = &waker{}
+		c.wakers[m.name] = w
+	}
+	w.n++
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	var extra waiter
+	if w.listener == nil && c.CheckOpen() == nil {
+		w.listener = l
+	} else {
+		extra = l // another waiter made it first
+	}
+	c.mu.Unlock()
+	if extra != nil {
+		extra.Leave(false)
+	}
+	return true
+}
+
+// leaveWake undoes joinWake. The registration in Redis outlives the last
+// waiter by up to wakeTTL; the listener stays as long, to hand on what
+// reaches it meanwhile, then goes.
+func (m *Mutex) leaveWake() {
+	c := m.core
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.wakers[m.name]
+	if w == nil {
+		return
+	}
+	w.n--
+	if w.n > 0 || c.CheckOpen() != nil {
+		return
+	}
+	w.idle = time.AfterFunc(wakeTTL, func() {
+		c.mu.Lock()
+		if c.wakers[m.name] != w || w.n > 0 {
+			c.mu.Unlock()
+			return
+		}
+		delete(c.wakers, m.name)
+		l := w.listener
+		c.mu.Unlock()
+		if l != nil {
+			l.Leave(false)
+		}
+	})
+}
+
+// woken is the listener of the Client's wake channel for m's lock: it
+// wakes one local waiter of the lock, and hands the wake-up on when there
+// is none. It runs on the pub/sub reader goroutine and does not block.
+func (m *Mutex) woken() {
+	c := m.core
+	if c.Hub.WakeOne(m.channel) {
+		return
+	}
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.background.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.background.Done()
+		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+		defer cancel()
+		mine := "0"
+		if c.Hub.Has(m.channel) {
+			mine = "1"
+		}
+		_ = lua.LockWake.Exec(ctx, c.RDB, []string{m.name, m.channel, m.wakers},
+			[]string{UnlockMessage, c.publish, Derived(WakePrefix, m.name) + ":", c.numsub, c.ID, mine}).Error()
+	}()
+}
+
+// stopWakers ends every registration's listener and timer (Close).
+func (c *Core) stopWakers() {
+	c.mu.Lock()
+	var ls []waiter
+	for name, w := range c.wakers {
+		if w.idle != nil {
+			w.idle.Stop()
+		}
+		if w.listener != nil {
+			ls = append(ls, w.listener)
+		}
+		delete(c.wakers, name)
+	}
+	c.mu.Unlock()
+	for _, l := range ls {
+		l.Leave(false)
+	}
+}
+
+// wakeRetry caps a registered waiter's sleep: see the notes above.
+func wakeRetry(retry time.Duration) time.Duration {
+	limit := wakeCap + rand.N(wakeCap)
+	if retry <= 0 || retry > limit {
+		return limit
+	}
+	return retry
+}
+
+// wakeArgs returns the wake-one arguments of a release by r: empty ones
+// without wake-one. subscribed says whether this Client subscribes to the
+// lock's channel (a registered Client's subscription is counted as its,
+// any other as a foreign waiter's), waiting whether it has a waiter for
+// the lock (else waking it would only hand the wake-up on).
+func (c *Core) wakeArgs(r Request) (prefix, numsub, subscribed, waiting string) {
+	if !c.wakeOne {
+		return "", "", "0", "0"
+	}
+	subscribed, waiting = "0", "0"
+	c.mu.Lock()
+	if w := c.wakers[r.Name]; w != nil && w.n > 0 {
+		waiting = "1"
+	}
+	c.mu.Unlock()
+	if c.Hub.Has(r.Chan) {
+		subscribed = "1"
+	}
+	return Derived(WakePrefix, r.Name) + ":", c.numsub, subscribed, waiting
+}
+
+// joinArgs returns the registration arguments of an attempt: the client ID
+// and the registration's lifetime when r registers, else empty ones.
+func (c *Core) joinArgs(r Request) (id, ttl string) {
+	if r.Join {
+		return c.ID, wakeTTLArg
+	}
+	return "", ""
+}

@@ -1,0 +1,30 @@
+-- lock_wake.lua: hand on a wake-up that reached a client with no waiter
+-- left for the lock (wake-one; see lock_unlock.lua).
+-- KEYS[1] lock hash
+-- KEYS[2] unlock channel redisson_lock__channel:{name}
+-- KEYS[3] wake registry relock_wakers:{name}
+-- ARGV[1] unlock message ('0')
+-- ARGV[2] publish command ('publish' or 'spublish')
+-- ARGV[3] the prefix of the clients' wake channels (relock_wake:{name}:)
+-- ARGV[4] the PUBSUB subcommand that counts a channel's subscribers
+-- ARGV[5] the client ID of the caller, which leaves the registry
+-- ARGV[6] how many of KEYS[2]'s subscribers are the caller's ('0' or '1')
+-- Returns 1 when a wake-up was handed on (the lock is free), 0 when the
+-- lock is taken (its release will wake someone).
+redis.call('zrem', KEYS[3], ARGV[5])
+if redis.call('exists', KEYS[1]) == 1 then
+  return 0
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+local first = redis.call('zrange', KEYS[3], 0, 0)[1]
+if first then
+  redis.call(ARGV[2], ARGV[3] .. first, ARGV[1])
+  local subscribers = redis.call('pubsub', ARGV[4], KEYS[2])[2]
+  if subscribers <= redis.call('zcard', KEYS[3]) + tonumber(ARGV[6]) then
+    return 1
+  end
+end
+redis.call(ARGV[2], KEYS[2], ARGV[1])
+return 1

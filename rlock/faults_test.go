@@ -1,0 +1,58 @@
+package rlock_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/rlock"
+)
+
+// faultKinds are the lock kinds of this package with their acquire and
+// release scripts.
+var faultKinds = []struct {
+	name             string
+	get              func(c *rlock.Client, name string) relocktest.Lockable
+	acquire, release string
+}{
+	{"Lock", func(c *rlock.Client, n string) relocktest.Lockable { return c.GetLock(n) }, lua.LockAcquire.SHA1, lua.LockUnlock.SHA1},
+	{"FencedLock", func(c *rlock.Client, n string) relocktest.Lockable { return c.GetFencedLock(n) }, lua.FencedAcquire.SHA1, lua.LockUnlock.SHA1},
+}
+
+// TestFaults runs the retry and lost-reply checks on each kind, through a
+// wrapper that answers its scripts with injected replies.
+func TestFaults(t *testing.T) {
+	type check struct {
+		name  string
+		check func(t *testing.T, f *relocktest.Faulty, l relocktest.Lockable, acquire, release string)
+	}
+	var checks []check
+	for _, msg := range relocktest.TransientErrors {
+		prefix, _, _ := strings.Cut(msg, " ")
+		checks = append(checks, check{"AcquireErrors/" + prefix, func(t *testing.T, f *relocktest.Faulty, l relocktest.Lockable, acquire, _ string) {
+			relocktest.CheckAcquireErrors(t, f, l, acquire, msg)
+		}})
+	}
+	checks = append(checks, []check{
+		{"LostAcquireReply", func(t *testing.T, f *relocktest.Faulty, l relocktest.Lockable, acquire, _ string) {
+			relocktest.CheckLostAcquireReply(t, f, l, acquire)
+		}},
+		{"UnlockErrors", func(t *testing.T, f *relocktest.Faulty, l relocktest.Lockable, _, release string) {
+			relocktest.CheckUnlockErrors(t, f, l, release)
+		}},
+	}...)
+	for _, k := range faultKinds {
+		for _, c := range checks {
+			t.Run(k.name+"/"+c.name, func(t *testing.T) {
+				f := relocktest.NewFaulty(relocktest.Raw(t))
+				cl, err := rlock.New(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = cl.Close() })
+				c.check(t, f, k.get(cl, relocktest.Name(t)), k.acquire, k.release)
+			})
+		}
+	}
+}
