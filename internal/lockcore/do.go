@@ -35,7 +35,7 @@ func (m *Mutex) lossChannel() string {
 	if lc, ok := m.kind.(LossChanneler); ok {
 		return lc.LossChannel(m.name)
 	}
-	return Channel(m.name)
+	return m.channel
 }
 
 // notHeldContext is the HoldContext of an owner that holds nothing.

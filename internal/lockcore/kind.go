@@ -125,7 +125,7 @@ func (Reentrant) ForceRelease(ctx context.Context, c *Core, name string) (bool, 
 func (Reentrant) Abandon(context.Context, Request) error { return nil }
 
 // WaitChannel is the lock's unlock channel.
-func (Reentrant) WaitChannel(r Request) string { return Channel(r.Name) }
+func (Reentrant) WaitChannel(r Request) string { return r.Chan }
 
 // retryAfter turns a holder's PTTL into the longest sleep before the next
 // attempt: just past the lease's end. A key without expiry (-1) gives 0:
