@@ -167,11 +167,14 @@ func TestWakeUpPassedOnAfterTransientFailure(t *testing.T) {
 		Match: func(args []string) bool { return ownerOf(args) != "" },
 		After: func(args []string) { attempts[ownerOf(args)].Add(1) }})
 	results := map[string]<-chan error{}
-	for _, o := range owners {
+	for i, o := range owners {
 		results[o] = lockAsync(l, ctxs[o])
-		// Each waiter makes two attempts (before and after subscribing)
-		// and sleeps; w1 is then the older waiter.
-		relocktest.Eventually(t, 5*time.Second, o+" to wait", func() bool { return attempts[o].Load() == 2 })
+		// The first waiter makes two attempts (before and after
+		// subscribing) and sleeps; the second finds the channel
+		// subscribed, joins it before its one attempt, and sleeps. w1 is
+		// then the older waiter.
+		want := int32(2 - i)
+		relocktest.Eventually(t, 5*time.Second, o+" to wait", func() bool { return attempts[o].Load() == want })
 	}
 	// The next attempt (the woken waiter's) fails with OOM, and that
 	// waiter's context ends.
