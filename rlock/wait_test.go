@@ -11,6 +11,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -205,6 +206,35 @@ func TestCloseEndsWaits(t *testing.T) {
 	err := <-got
 	if !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, rlock.ErrClosed) {
 		t.Errorf("Lock ended by Close = %v, want ErrNotAcquired and ErrClosed", err)
+	}
+}
+
+// TestCloseDuringAttempt: a Close that lands while a waiter's attempt is
+// in flight, whose reply is then the closing connection's error, ends the
+// wait as a Close does: ErrNotAcquired and ErrClosed (the closing error
+// used to come back alone); a single attempt returns ErrClosed.
+func TestCloseDuringAttempt(t *testing.T) {
+	for _, wait := range []time.Duration{time.Minute, 0} {
+		f := relocktest.NewFaulty(relocktest.Raw(t))
+		c, err := rlock.New(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := c.GetLock(relocktest.Name(t))
+		var closing sync.WaitGroup
+		f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockAcquire.SHA1}, N: 1, Reply: rueidis.NewErrorResult(rueidis.ErrClosing),
+			Before: func([]string) {
+				closing.Go(func() { _ = c.Close() })
+				relocktest.Eventually(t, 5*time.Second, "Close to begin", func() bool {
+					_, err := l.IsLocked(t.Context())
+					return errors.Is(err, rlock.ErrClosed)
+				})
+			}})
+		ok, err := l.TryLock(t.Context(), wait, 0)
+		closing.Wait()
+		if ok || !errors.Is(err, rlock.ErrClosed) || (wait != 0) != errors.Is(err, rlock.ErrNotAcquired) {
+			t.Errorf("TryLock(wait %v) closed during its attempt = %v, %v; want ErrClosed (and ErrNotAcquired when waiting)", wait, ok, err)
+		}
 	}
 }
 

@@ -218,6 +218,14 @@ func (a *acquisition) over() error {
 // failure is the error a call returns for err, an attempt's failure:
 // when the context ended, it says so, and what failed before.
 func (a *acquisition) failure(err error) error {
+	if a.m.core.CheckOpen() != nil {
+		// The Client closed under the call: what failed then (a closing
+		// connection, a closed hub) is a consequence.
+		if a.wait == 0 {
+			return ErrClosed
+		}
+		return notAcquired(ErrClosed)
+	}
 	if a.ctx.Err() == nil {
 		return err
 	}
