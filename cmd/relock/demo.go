@@ -66,8 +66,8 @@ func (cl *cli) demo(args []string) int {
 		return cl.usageError(fs, "demo takes no arguments (got %q)", pos[0])
 	case *workers < 1 || *workers > 16:
 		return cl.usageError(fs, "--workers must be from 1 to 16, not %d", *workers)
-	case *duration <= 0 || *duration > time.Hour:
-		return cl.usageError(fs, "--duration must be more than 0 and at most 1h, not %v", *duration)
+	case duration.d <= 0 || duration.d > time.Hour:
+		return cl.usageError(fs, "--duration must be more than 0 and at most 1h, not %v", duration.d)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -77,7 +77,7 @@ func (cl *cli) demo(args []string) int {
 	d := &demo{
 		cl:       cl,
 		workers:  *workers,
-		duration: *duration,
+		duration: duration.d,
 		fair:     *fair,
 		exe:      exe,
 		// The hash tag puts every key of the run in one slot, so the

@@ -178,29 +178,6 @@ func (cl *cli) usageError(fs *flagSet, format string, args ...any) int {
 	return exitUsage
 }
 
-// optDuration is a duration flag that knows whether it was given. It takes
-// Go durations ("1.5s", "200ms") or plain seconds ("5", "0.5").
-type optDuration struct {
-	d   time.Duration
-	set bool
-}
-
-func (o *optDuration) String() string {
-	if o == nil || !o.set {
-		return ""
-	}
-	return o.d.String()
-}
-
-func (o *optDuration) Set(s string) error {
-	d, err := parseDuration(s)
-	if err != nil {
-		return err
-	}
-	o.d, o.set = d, true
-	return nil
-}
-
 // parseDuration parses a non-negative Go duration or a number of seconds.
 func parseDuration(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
@@ -217,29 +194,36 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// durationFlag is a duration flag that also takes plain seconds.
-type durationFlag struct{ d *time.Duration }
+// durationFlag is the one duration flag type of the commands: it takes Go
+// durations ("1.5s", "200ms") or plain seconds ("5", "0.5"), never a
+// negative one, and knows whether it was given.
+type durationFlag struct {
+	d   time.Duration
+	set bool
+}
 
-func (f durationFlag) String() string {
-	if f.d == nil {
+// String is the flag's value; empty for a flag with no default that was
+// not given.
+func (f *durationFlag) String() string {
+	if f == nil || (!f.set && f.d == 0) {
 		return ""
 	}
 	return f.d.String()
 }
 
-func (f durationFlag) Set(s string) error {
+// Set parses s.
+func (f *durationFlag) Set(s string) error {
 	d, err := parseDuration(s)
 	if err != nil {
 		return err
 	}
-	*f.d = d
+	f.d, f.set = d, true
 	return nil
 }
 
-// duration adds a duration flag that also takes plain seconds.
-func (fs *flagSet) duration(name string, value time.Duration, usage string) *time.Duration {
-	p := new(time.Duration)
-	*p = value
-	fs.Var(durationFlag{p}, name, usage)
-	return p
+// duration adds a duration flag with a default value.
+func (fs *flagSet) duration(name string, value time.Duration, usage string) *durationFlag {
+	f := &durationFlag{d: value}
+	fs.Var(f, name, usage)
+	return f
 }

@@ -104,7 +104,7 @@ type locker interface {
 
 func (cl *cli) run(args []string) int {
 	fs := cl.newConnFlagSet("run", runUsage)
-	var wait optDuration
+	var wait durationFlag
 	fs.Var(&wait, "wait", "give up after waiting `DUR` for the lock and exit 75; 0 tries once (default: wait for as long as it takes)")
 	noWait := fs.Bool("no-wait", false, "try once, as --wait 0: exit 75 at once if the lock is held")
 	fs.alias("n", "no-wait")
@@ -126,14 +126,14 @@ func (cl *cli) run(args []string) int {
 	if err := lockcore.CheckName(name); err != nil {
 		return cl.usageError(fs, "%v", err)
 	}
-	if err := lockcore.CheckConfig(lockcore.Config{WatchdogTimeout: *watchdog, WatchdogTimeoutSet: true}); err != nil {
+	if err := lockcore.CheckConfig(lockcore.Config{WatchdogTimeout: watchdog.d, WatchdogTimeoutSet: true}); err != nil {
 		return cl.usageError(fs, "--watchdog: %v", err)
 	}
 	if *noWait {
 		if wait.set && wait.d != 0 {
 			return cl.usageError(fs, "--no-wait and --wait %v disagree; give one", wait.d)
 		}
-		wait = optDuration{d: 0, set: true}
+		wait = durationFlag{d: 0, set: true}
 	}
 	if wait.set {
 		if err := lockcore.CheckWait(wait.d); err != nil {
@@ -166,7 +166,7 @@ func (cl *cli) run(args []string) int {
 	defer rdb.Close()
 	lost := make(chan error, 1)
 	client, err := rlock.New(rdb,
-		rlock.WithWatchdogTimeout(*watchdog),
+		rlock.WithWatchdogTimeout(watchdog.d),
 		rlock.WithLostHandler(func(lockName, _ string, cause error) {
 			if lockName == name {
 				select {
@@ -211,7 +211,7 @@ func (cl *cli) run(args []string) int {
 		}
 		return cl.errorf(exitCannotExec, "cannot run %s: %v", argv[0], err)
 	}
-	return cl.supervise(ctx, j, l, name, sigs, done, lost, *grace)
+	return cl.supervise(ctx, j, l, name, sigs, done, lost, grace.d)
 }
 
 // commandEnv is COMMAND's environment: env with the RELOCK_ variables of
@@ -231,7 +231,7 @@ func commandEnv(env []string, name, owner string, token int64, fenced bool) []st
 // acquire takes l, waiting as --wait says; a signal ends the wait. It
 // returns code -1 when l is held (with its token, for a fenced lock), else
 // the exit code.
-func (cl *cli) acquire(ctx context.Context, l locker, name string, wait optDuration, sigs <-chan os.Signal) (token int64, code int) {
+func (cl *cli) acquire(ctx context.Context, l locker, name string, wait durationFlag, sigs <-chan os.Signal) (token int64, code int) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
