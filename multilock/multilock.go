@@ -3,10 +3,11 @@ package multilock
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/relock-go/relock/internal/backoff"
 )
 
 // MultiLock is a lock made of several locks, held only while every one of
@@ -172,12 +173,11 @@ func (m *MultiLock) acquire(ctx context.Context, wait, lease time.Duration) (ok 
 		// Pause before gathering again, about as long as gathering took
 		// (at least 1ms), so that a set that cannot be gathered in time
 		// never spins.
-		pause := max(time.Since(start), time.Millisecond)
-		pause = pause/2 + rand.N(pause)
+		pause := backoff.Policy{Min: max(time.Since(start), time.Millisecond), Jitter: true}.Delay(1)
 		if wait > 0 {
 			pause = min(pause, time.Until(deadline))
 		}
-		if !sleep(ctx, pause) {
+		if !backoff.Sleep(ctx.Done(), pause) {
 			return false, notAcquired(ctx.Err())
 		}
 	}

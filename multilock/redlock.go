@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/relock-go/relock/internal/backoff"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/observe"
 )
@@ -273,13 +273,13 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bo
 			if left <= 0 {
 				return false, failed
 			}
-			if !sleep(ctx, min(r.pause(), left)) {
+			if !backoff.Sleep(ctx.Done(), min(r.pause(), left)) {
 				return false, notAcquired(ctx.Err())
 			}
 			if !time.Now().Before(deadline) {
 				return false, failed
 			}
-		} else if !sleep(ctx, r.pause()) {
+		} else if !backoff.Sleep(ctx.Done(), r.pause()) {
 			return false, notAcquired(ctx.Err())
 		}
 	}
@@ -287,8 +287,7 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bo
 
 // pause is a random delay between two rounds.
 func (r *RedLock) pause() time.Duration {
-	d := r.cfg.retryDelay
-	return d/2 + rand.N(d)
+	return backoff.Policy{Min: r.cfg.retryDelay, Jitter: true}.Delay(1)
 }
 
 // round tries every lock once, in parallel, each attempt bounded by

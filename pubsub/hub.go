@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/backoff"
 )
 
 // Wake says which local waiters of a channel a message wakes.
@@ -33,11 +35,12 @@ const DefaultLinger = 200 * time.Millisecond
 const (
 	// maxBatch bounds the channels named by one SUBSCRIBE or UNSUBSCRIBE.
 	maxBatch = 1000
-	// Reconnection backoff: the first retry is immediate, then the delay
-	// doubles from backoffMin up to backoffMax.
-	backoffMin = 10 * time.Millisecond
-	backoffMax = time.Second
 )
+
+// reconnect is the delay before reconnecting after a failure: a dropped
+// connection is made again at once, then the delay doubles from 10ms up to
+// 1s while connecting fails.
+var reconnect = backoff.Policy{Min: 10 * time.Millisecond, Max: time.Second}
 
 // Options configure a [Hub]. The zero value is ready to use.
 type Options struct {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/backoff"
 )
 
 // conn is the hub's subscription connection: the one dedicated connection
@@ -84,7 +86,7 @@ func (h *Hub) run() {
 
 	for h.ctx.Err() == nil {
 		if cn == nil && h.wantConn() {
-			if failures > 0 && !h.sleep(timer, backoff(failures)) {
+			if failures > 0 && !backoff.Sleep(h.ctx.Done(), reconnect.Delay(failures)) {
 				return
 			}
 			c, err := h.connect()
@@ -132,27 +134,6 @@ func (h *Hub) run() {
 			h.dropped()
 		}
 		timer.Stop()
-	}
-}
-
-// backoff is the delay before the n-th reconnection attempt (n >= 1).
-func backoff(n int) time.Duration {
-	d := backoffMin
-	for i := 1; i < n && d < backoffMax; i++ {
-		d *= 2
-	}
-	return min(d, backoffMax)
-}
-
-// sleep waits d, or until Close (then it returns false).
-func (h *Hub) sleep(timer *time.Timer, d time.Duration) bool {
-	timer.Reset(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-h.ctx.Done():
-		return false
 	}
 }
 
