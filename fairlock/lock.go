@@ -22,12 +22,16 @@ var (
 // safe for concurrent use.
 type Lock struct {
 	m *lockcore.Mutex
+	site
 }
+
+// site marks the handle with its Client, for multilock.NewRedLock's check.
+type site = lockcore.Site
 
 // New returns a handle on the fair lock name of the Client whose shared
 // state is c. Users call rlock.Client.GetFairLock instead.
 func New(c *lockcore.Core, name string) *Lock {
-	return &Lock{m: lockcore.NewMutex(c, name, kind{})}
+	return &Lock{m: lockcore.NewMutex(c, name, kind{}), site: lockcore.SiteOf(c)}
 }
 
 // Name is the lock's name: the key of its Redis hash.

@@ -95,11 +95,17 @@ func WithRetryDelay(d time.Duration) Option {
 
 // NewRedLock returns a RedLock over locks, one per independent Redis
 // master, usually of the same name on each (each with its own
-// rlock.Client). No locks, or a nil lock, is an error that every method
-// returns (matching ErrInvalidArgument). NewRedLock does no I/O.
+// rlock.Client). No locks, a nil lock, or two of relock's locks that share
+// a Client or a Redis server (a node address) is an error that every
+// method returns (matching ErrInvalidArgument): a RedLock is safe only on
+// masters that fail independently. NewRedLock does no I/O.
 func NewRedLock(locks ...Locker) *RedLock {
 	r := &RedLock{cfg: config{watchdog: DefaultWatchdogTimeout, retryDelay: DefaultRetryDelay}}
 	if err := checkLocks("redlock", locks); err != nil {
+		r.g = &group{kind: "redlock", err: err}
+		return r
+	}
+	if err := checkIndependent(locks); err != nil {
 		r.g = &group{kind: "redlock", err: err}
 		return r
 	}
@@ -113,6 +119,24 @@ func NewRedLock(locks ...Locker) *RedLock {
 		}
 	}
 	return r
+}
+
+// checkIndependent rejects a RedLock two of whose locks live on one Redis
+// server: one failing server could then take away the majority, and the
+// algorithm's safety rests on the servers failing independently.
+func checkIndependent(locks []Locker) error {
+	as := make([]any, len(locks))
+	for i, l := range locks {
+		as[i] = l
+	}
+	i, j, addr, shared := lockcore.SharedServer(as)
+	switch {
+	case !shared:
+		return nil
+	case addr == "":
+		return invalid("redlock: locks %d and %d share a Client; a RedLock needs independent Redis masters, one Client each (for several locks on one server, use New)", i, j)
+	}
+	return invalid("redlock: locks %d and %d are on the same Redis server %s; a RedLock needs independent Redis masters (for several locks on one server, use New)", i, j, addr)
 }
 
 // With returns a RedLock over the same locks with opts applied on top of

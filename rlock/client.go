@@ -157,7 +157,7 @@ func (c *Client) ID() string { return c.core.ID }
 // GetLock returns a handle on the reentrant lock name. It does no I/O; a
 // bad name is reported by the handle's methods.
 func (c *Client) GetLock(name string) *Lock {
-	return &Lock{m: lockcore.NewMutex(c.core, name, lockcore.Reentrant{})}
+	return &Lock{m: lockcore.NewMutex(c.core, name, lockcore.Reentrant{}), site: lockcore.SiteOf(c.core)}
 }
 
 // GetFairLock returns a handle on the fair (FIFO) lock name. It does no
@@ -169,5 +169,5 @@ func (c *Client) GetFairLock(name string) *fairlock.Lock {
 // GetFencedLock returns a handle on the fenced lock name: a reentrant lock
 // whose every new acquisition gets a fencing token.
 func (c *Client) GetFencedLock(name string) *FencedLock {
-	return &FencedLock{lock{m: lockcore.NewMutex(c.core, name, lockcore.Fenced{})}}
+	return &FencedLock{lock{m: lockcore.NewMutex(c.core, name, lockcore.Fenced{}), site: lockcore.SiteOf(c.core)}}
 }

@@ -12,7 +12,11 @@ import (
 // for concurrent use; any number of handles may name the same lock.
 type Lock struct {
 	m *lockcore.Mutex
+	site
 }
+
+// site marks the handle with its Client, for multilock.NewRedLock's check.
+type site = lockcore.Site
 
 // Name is the lock's name: the key of its Redis hash.
 func (l *Lock) Name() string { return l.m.Name() }
