@@ -173,7 +173,7 @@ func (cl *cli) parse(fs *flagSet, args []string, max int) (pos, rest []string, c
 // usageError prints msg and the command's usage on stderr and returns
 // exitUsage.
 func (cl *cli) usageError(fs *flagSet, format string, args ...any) int {
-	fmt.Fprintf(cl.stderr, "relock: "+format+"\n", args...)
+	cl.warnf(format, args...)
 	fs.printSynopsis(cl.stderr)
 	return exitUsage
 }

@@ -148,7 +148,13 @@ Connection flags (before or after the command's name):
 // warnf prints a message prefixed with "relock: " on stderr, with every
 // secret masked.
 func (cl *cli) warnf(format string, args ...any) {
-	io.WriteString(cl.stderr, cl.redact.mask("relock: "+fmt.Sprintf(format, args...))+"\n")
+	io.WriteString(cl.stderr, cl.redact.mask(prefixed(fmt.Sprintf(format, args...)))+"\n")
+}
+
+// prefixed puts "relock: " before msg once: the library's errors carry
+// it already.
+func prefixed(msg string) string {
+	return "relock: " + strings.TrimPrefix(msg, "relock: ")
 }
 
 // errorf is warnf that returns code, for the last words of a command.

@@ -292,6 +292,16 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestErrorPrefixedOnce: an error of the library, which carries "relock: "
+// already, is printed with the prefix once.
+func TestErrorPrefixedOnce(t *testing.T) {
+	r := relock(t, "run", "", "--", "true")
+	wantCode(t, r, exitUsage)
+	if first, _, _ := strings.Cut(r.stderr, "\n"); first != "relock: invalid argument: empty lock name" {
+		t.Errorf("first line of stderr = %q, want %q", first, "relock: invalid argument: empty lock name")
+	}
+}
+
 // TestRunEnvironment checks RELOCK_NAME and RELOCK_OWNER (the hash field
 // that holds the lock while the command runs), and that a RELOCK_TOKEN
 // from outside does not reach a command of a lock that is not fenced.
