@@ -159,8 +159,9 @@ type checker struct {
 	// anonymous hold, Do without an owner), per Client.
 	anonLosses [chkClients]int
 	// oldFields are the fields of the owners of closed Clients: they may
-	// stay in Redis until their lease ends.
+	// stay in Redis until their lease ends, at oldUntil at the latest.
 	oldFields map[string]bool
+	oldUntil  time.Time
 	ops       int
 	nfaults   int
 }
@@ -192,6 +193,10 @@ type chkOwner struct {
 	lastFixed  time.Time // the latest end of a fixed lease of the owner
 	lostSeen   int       // loss reports of the lost handler this round
 	residue    bool      // Redis may still have its field at count 0
+	// gaveUp is when the owner's last acquisition that did not acquire
+	// ended: if the server was paused then, its script may still have run
+	// after the call had settled it, leaving a level until its lease ends.
+	gaveUp time.Time
 	lag        bool      // Redis' count may be one higher (a release it did not confirm)
 }
 
@@ -629,6 +634,9 @@ func (k *checker) acquire(o *chkOwner, ctx context.Context, l checkedLock, what 
 	if waits {
 		k.waits = append(k.waits, window{from: start, to: time.Now(), what: fmt.Sprintf("%v %s", o, what)})
 	}
+	if err != nil || !ok {
+		o.gaveUp = time.Now()
+	}
 	switch {
 	case err == nil && ok:
 		k.acquiredLocked(o, what, start, lease)
@@ -903,6 +911,7 @@ func (k *checker) replaceClient(i int) {
 	}
 	k.owners = slices.DeleteFunc(k.owners, func(p *chkOwner) bool { return p.client == i && p.name == "do" })
 	k.clients[i] = c
+	k.oldUntil = time.Now().Add(max(chkLease, chkFixedLease))
 	k.freeFrom = time.Time{}
 	k.refreshFields()
 	k.logLocked("Client %d closed and replaced", i)
@@ -1012,6 +1021,11 @@ func (k *checker) checkpoint() {
 	now := time.Now()
 	for o, v := range vs {
 		fixedOver := !o.fixedUntil.IsZero() && !now.Before(o.fixedUntil)
+		if o.count == 0 && k.pausedAt(o.gaveUp) {
+			// A script held up in the paused server may have run after
+			// its call gave up and gave back what it might have won.
+			o.residue = true
+		}
 		switch {
 		case v.alive && v.count == 0 && o.fixedUntil.IsZero():
 			k.violation("%v: its Client holds the lock for it, but Redis has no hold of it, and no loss was reported within the lease", o)
@@ -1102,6 +1116,17 @@ func (k *checker) checkpoint() {
 	k.dooms = k.dooms[:0]
 }
 
+// pausedAt reports whether the server was paused (SIGSTOP) at t. k.mu is
+// held.
+func (k *checker) pausedAt(t time.Time) bool {
+	for _, x := range k.faults {
+		if strings.HasPrefix(x.what, "SIGSTOP") && !t.Before(x.from) && !t.After(x.to) {
+			return true
+		}
+	}
+	return false
+}
+
 // liveness checks that no call waited through a stretch longer than the
 // slack in which the lock was free and no fault hit the server.
 func (k *checker) liveness() {
@@ -1112,7 +1137,8 @@ func (k *checker) liveness() {
 	}
 	for _, w := range k.waits {
 		for _, f := range free {
-			from, to := maxTime(w.from, f.from), minTime(w.to, f.to)
+			// A closed Client's fields may hold the lock until oldUntil.
+			from, to := maxTime(maxTime(w.from, f.from), k.oldUntil), minTime(w.to, f.to)
 			for _, x := range k.faults {
 				// A fault, and the retry that follows it, excuse a wait.
 				if x.from.Before(to) && x.to.Add(retryPause*3/2).After(from) {
