@@ -41,7 +41,8 @@ func (l *Lock) Name() string { return l.m.Name() }
 // or until ctx ends. It holds the lock on the watchdog lease. If Lock
 // returns an error, the owner does not hold l (beyond what it held before)
 // and has left the queue; when ctx ended the wait, the error matches both
-// ErrNotAcquired and ctx.Err().
+// ErrNotAcquired and ctx.Err(). Like rlock's Lock, a waiting Lock retries
+// through a Redis outage every 100ms until Redis answers or ctx ends.
 func (l *Lock) Lock(ctx context.Context) error { return l.m.Lock(ctx) }
 
 // LockLease is Lock with a fixed lease (at least 1ms), never renewed.

@@ -65,7 +65,8 @@ var (
 )
 
 // NodeError is the failure of one of the locks of a MultiLock or a RedLock.
-// Failures of several locks are joined with errors.Join; find them with
+// Failures of several locks are joined into one error that reads on one
+// line ("; " between them) and unwraps to each of them: find them with
 // errors.As.
 type NodeError struct {
 	// Index is the lock's position among the locks given to New or
@@ -148,7 +149,7 @@ func checkAcquire(wait, lease time.Duration) error {
 
 // notAcquired is the error of a wait that ended with cause.
 func notAcquired(cause error) error {
-	return errors.Join(ErrNotAcquired, cause)
+	return lockcore.Join(ErrNotAcquired, cause)
 }
 
 // drift is the clock drift allowed for over a lease: 1% of it plus 2ms, for
@@ -174,5 +175,5 @@ func joinNew(err, cause error) error {
 	if errors.Is(err, cause) {
 		return err
 	}
-	return errors.Join(err, cause)
+	return lockcore.Join(err, cause)
 }

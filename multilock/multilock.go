@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/backoff"
+	"github.com/relock-go/relock/internal/lockcore"
 )
 
 // MultiLock is a lock made of several locks, held only while every one of
@@ -216,7 +217,7 @@ func (m *MultiLock) takeAll(octx context.Context, wait time.Duration, deadline t
 		if rerr := m.release(octx, k, lease > 0); rerr != nil {
 			errs = append(errs, rerr)
 		}
-		return false, errors.Join(errs...)
+		return false, lockcore.JoinList(errs...)
 	}
 	return true, nil
 }
@@ -234,7 +235,7 @@ func (m *MultiLock) release(octx context.Context, n int, expired bool) error {
 			errs = append(errs, m.g.nodeError(i, err))
 		}
 	}
-	return errors.Join(errs...)
+	return lockcore.JoinList(errs...)
 }
 
 // Unlock releases one hold level of every lock for the owner in ctx
@@ -261,7 +262,7 @@ func (m *MultiLock) Unlock(ctx context.Context) (err error) {
 	h := m.g.beginRelease(owner)
 	rerr := m.release(octx, len(m.order), false)
 	cause := m.g.endRelease(owner, h)
-	return errors.Join(cause, rerr)
+	return lockcore.Join(cause, rerr)
 }
 
 // Do acquires every lock like Lock (watchdog lease), runs fn, then unlocks.

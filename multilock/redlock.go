@@ -59,7 +59,7 @@ type Option func(*config)
 func WithWatchdogTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if err := lockcore.CheckLease(d); err != nil {
-			c.err = errors.Join(c.err, fmt.Errorf("WithWatchdogTimeout: %w", err))
+			c.err = lockcore.JoinList(c.err, fmt.Errorf("WithWatchdogTimeout: %w", err))
 		}
 		c.watchdog = d
 	}
@@ -74,7 +74,7 @@ func WithWatchdogTimeout(d time.Duration) Option {
 func WithInstanceTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond {
-			c.err = errors.Join(c.err, invalid("WithInstanceTimeout %v is under 1ms", d))
+			c.err = lockcore.JoinList(c.err, invalid("WithInstanceTimeout %v is under 1ms", d))
 		}
 		c.instanceTimeout = d
 	}
@@ -87,7 +87,7 @@ func WithInstanceTimeout(d time.Duration) Option {
 func WithRetryDelay(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond {
-			c.err = errors.Join(c.err, invalid("WithRetryDelay %v is under 1ms", d))
+			c.err = lockcore.JoinList(c.err, invalid("WithRetryDelay %v is under 1ms", d))
 		}
 		c.retryDelay = d
 	}
@@ -417,7 +417,7 @@ func (r *RedLock) failures(res []result) (permanent bool, err error) {
 		return false, nil
 	}
 	return dead > n-r.g.needed, fmt.Errorf("%w: redlock %q: %d of %d locks failed, %d needed: %w",
-		ErrNotAcquired, r.g.name, len(errs), n, r.g.needed, errors.Join(errs...))
+		ErrNotAcquired, r.g.name, len(errs), n, r.g.needed, lockcore.JoinList(errs...))
 }
 
 // Unlock releases one hold level of the owner in ctx (without an owner:
@@ -434,7 +434,7 @@ func (r *RedLock) failures(res []result) (permanent bool, err error) {
 // Watchable) are returned, each as a *NodeError. When the hold was lost before its final Unlock, the error
 // also matches ErrLockLost.
 func (r *RedLock) Unlock(ctx context.Context) (err error) {
-	if err := errors.Join(r.g.err, r.cfg.err); err != nil {
+	if err := lockcore.JoinList(r.g.err, r.cfg.err); err != nil {
 		return err
 	}
 	octx, owner, err := r.g.holder(ctx)
@@ -468,7 +468,7 @@ func (r *RedLock) Unlock(ctx context.Context) (err error) {
 	if released == 0 && answered == len(res) {
 		errs = append([]error{r.g.notHeld(owner)}, errs...)
 	}
-	return errors.Join(cause, errors.Join(errs...))
+	return lockcore.Join(cause, lockcore.JoinList(errs...))
 }
 
 // unlockWait is how long Unlock waits for the locks' answers.

@@ -197,7 +197,7 @@ type chkOwner struct {
 	// ended: if the server was paused then, its script may still have run
 	// after the call had settled it, leaving a level until its lease ends.
 	gaveUp time.Time
-	lag        bool      // Redis' count may be one higher (a release it did not confirm)
+	lag    bool // Redis' count may be one higher (a release it did not confirm)
 }
 
 func newChecker(t *testing.T, seed uint64, get func(*rlock.Client, string) checkedLock, opts ...rlock.Option) *checker {

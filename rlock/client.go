@@ -1,6 +1,9 @@
 package rlock
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -112,7 +115,7 @@ func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
 	}
 	rdb, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("relock: connect to %s: %w", describe(opt), err)
 	}
 	cfg.RDB, cfg.OwnsRDB = rdb, true
 	core, err := lockcore.NewCore(cfg)
@@ -170,4 +173,24 @@ func (c *Client) GetFairLock(name string) *fairlock.Lock {
 // whose every new acquisition gets a fencing token.
 func (c *Client) GetFencedLock(name string) *FencedLock {
 	return &FencedLock{lock{m: lockcore.NewMutex(c.core, name, lockcore.Fenced{}), site: lockcore.SiteOf(c.core)}}
+}
+
+// describe names the servers of opt for an error message: the addresses,
+// with any user information in them masked, and the Sentinel master set.
+func describe(opt rueidis.ClientOption) string {
+	addrs := make([]string, len(opt.InitAddress))
+	for i, a := range opt.InitAddress {
+		if at := strings.LastIndex(a, "@"); at >= 0 {
+			a = "xxxxx" + a[at:]
+		}
+		addrs[i] = a
+	}
+	d := strings.Join(addrs, ",")
+	if d == "" {
+		d = "no address"
+	}
+	if opt.Sentinel.MasterSet != "" {
+		d += " (sentinel master set " + strconv.Quote(opt.Sentinel.MasterSet) + ")"
+	}
+	return d
 }

@@ -29,6 +29,13 @@ func (l *Lock) Name() string { return l.m.Name() }
 // left behind; when ctx ended the wait, the error matches both
 // ErrNotAcquired and ctx.Err(); when Close did, ErrNotAcquired and
 // ErrClosed.
+//
+// A waiting Lock rides out a Redis outage (a dropped connection, a
+// failover, LOADING, READONLY, OOM...): it retries every 100ms until Redis
+// answers or ctx ends, so Lock(context.Background()) may wait through an
+// outage for as long as it lasts. When ctx ends first, the error also
+// carries the last failure. Give ctx a deadline to bound the wait, or use
+// TryLock; WithLogger reports an outage a wait rides out.
 func (l *Lock) Lock(ctx context.Context) error { return l.m.Lock(ctx) }
 
 // LockLease is Lock with a fixed lease: the lock expires lease after it was

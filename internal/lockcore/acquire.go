@@ -183,7 +183,7 @@ func (a *acquisition) run() (Attempt, error) {
 			if a.ctx.Err() == nil {
 				return a.limit()
 			}
-			return a.finish(Attempt{}, notAcquired(errors.Join(a.ctx.Err(), a.lastErr)))
+			return a.finish(Attempt{}, notAcquired(Join(a.ctx.Err(), a.lastErr)))
 		case <-a.m.core.closed:
 			return a.finish(Attempt{}, notAcquired(ErrClosed))
 		}
@@ -230,10 +230,10 @@ func (a *acquisition) failure(err error) error {
 		return err
 	}
 	if !errors.Is(err, ErrNotAcquired) {
-		err = notAcquired(errors.Join(a.ctx.Err(), err))
+		err = notAcquired(Join(a.ctx.Err(), err))
 	}
 	if a.lastErr != nil && a.lastErr != err {
-		err = errors.Join(err, a.lastErr)
+		err = Join(err, a.lastErr)
 	}
 	return err
 }
@@ -493,7 +493,7 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // notAcquired is the error of a wait that ended with cause.
 func notAcquired(cause error) error {
-	return errors.Join(ErrNotAcquired, cause)
+	return Join(ErrNotAcquired, cause)
 }
 
 // replyOf returns the error reply in err, if err is one.

@@ -321,7 +321,7 @@ func maxTime(a, b time.Time) time.Time {
 // Redis error caused by Close still matches ErrClosed.
 func (c *Core) closedOr(err error) error {
 	if err != nil && c.CheckOpen() != nil && !errors.Is(err, ErrClosed) {
-		return errors.Join(err, ErrClosed)
+		return Join(err, ErrClosed)
 	}
 	return err
 }

@@ -122,7 +122,7 @@ func RunHeld(ctx context.Context, hold context.Context, fn func(context.Context)
 	case cause != nil:
 		return joinNew(ferr, cause)
 	case uerr != nil:
-		return errors.Join(ferr, uerr)
+		return Join(ferr, uerr)
 	}
 	return ferr
 }
@@ -135,5 +135,5 @@ func joinNew(err, cause error) error {
 	if errors.Is(err, cause) {
 		return err
 	}
-	return errors.Join(err, cause)
+	return Join(err, cause)
 }

@@ -2,7 +2,6 @@ package lockcore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -128,7 +127,7 @@ func (m *Mutex) release(ctx context.Context, h *hold, r Request, resent bool) (i
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return 0, errors.Join(err, ctx.Err())
+			return 0, Join(err, ctx.Err())
 		}
 	}
 }
