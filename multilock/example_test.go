@@ -108,3 +108,22 @@ func ExampleRedLock_Do() {
 	// migrating
 	// <nil>
 }
+
+// ExampleNewRedLock_clients is the README's code, compiled; it is not run.
+func ExampleNewRedLock_clients() {
+	var (
+		ctx                   = context.Background()
+		c, c1, c2, c3, c4, c5 *rlock.Client
+		move                  func(context.Context) error
+	)
+	// README begin
+	transfer := multilock.New(c.GetLock("account:1"), c.GetLock("account:2")) // both, or neither
+	err := transfer.Do(ctx, func(ctx context.Context) error { return move(ctx) })
+
+	// One rlock.Client per independent master.
+	rl := multilock.NewRedLock(c1.GetLock("job"), c2.GetLock("job"), c3.GetLock("job"),
+		c4.GetLock("job"), c5.GetLock("job"))
+	ok, err := rl.TryLock(ctx, time.Second, 10*time.Second)
+	// README end
+	_, _ = ok, err
+}

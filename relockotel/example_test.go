@@ -66,3 +66,13 @@ func ExampleNew() {
 	// relock.hold.duration{kind=lock,outcome=released}: 1
 	// relock.holds.active{kind=lock}: 0
 }
+
+// ExampleNew_client is the README's code, compiled; it is not run.
+func ExampleNew_client() {
+	var opt rueidis.ClientOption
+	// README begin
+	obs := relockotel.New() // the global MeterProvider and TracerProvider; see WithMeterProvider, WithTracerProvider
+	c, err := rlock.NewClient(opt, rlock.WithObserver(obs))
+	// README end
+	_, _ = c, err
+}

@@ -114,3 +114,82 @@ func ExampleLock_Do() {
 	// settling
 	// <nil>
 }
+
+// The examples below are the README's code, compiled (between the README
+// markers); they are not run: they reach for a Redis on 127.0.0.1:6379.
+
+func ExampleNewClient() {
+	use := func(ctx context.Context) error {
+		// README begin
+		c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+		if err != nil {
+			return err
+		}
+		defer c.Close() // stops the watchdog and the subscription, and waits for them
+
+		l := c.GetLock("orders:42")         // a handle: no I/O, no error
+		if err := l.Lock(ctx); err != nil { // waits; the watchdog keeps it held
+			return err
+		}
+		defer l.Unlock(ctx) // works even if ctx is cancelled by then
+		// README end
+		return nil
+	}
+	_ = use(context.Background())
+}
+
+func ExampleLock_TryLock_lease() {
+	var (
+		ctx = context.Background()
+		l   *rlock.Lock
+	)
+	// README begin
+	ok, err := l.TryLock(ctx, 0, 10*time.Second)      // one attempt, 10s lease, no watchdog
+	ok, err = l.TryLock(ctx, 100*time.Millisecond, 0) // wait up to 100ms, watchdog lease
+	// ok == false, err == nil: the wait ended without the lock, ctx still live.
+	// README end
+	_, _ = ok, err
+}
+
+func ExampleLock_Do_lost() {
+	var (
+		ctx    = context.Background()
+		l      *rlock.Lock
+		settle func(context.Context) error
+	)
+	// README begin
+	err := l.Do(ctx, func(ctx context.Context) error {
+		// ctx is cancelled, with context.Cause(ctx) == rlock.ErrLockLost,
+		// as soon as the hold is known to be lost.
+		return settle(ctx)
+	})
+	// README end
+	_ = err
+}
+
+func ExampleWithOwner_reentry() {
+	var (
+		ctx = context.Background()
+		l   *rlock.Lock
+	)
+	// README begin
+	ctx = rlock.WithOwner(ctx, "job-42")
+	_ = l.Lock(ctx)
+	_ = l.Lock(ctx)          // the same owner re-enters: hold count 2
+	n, _ := l.HoldCount(ctx) // 2
+	_ = l.Unlock(ctx)
+	_ = l.Unlock(ctx) // the last level releases the lock
+	// README end
+	_ = n
+}
+
+func ExampleLock_Unlock_anonymous() {
+	var (
+		ctx = context.Background()
+		c   *rlock.Client
+	)
+	// README begin
+	_ = c.GetLock("report").Lock(ctx)   // no owner in ctx
+	_ = c.GetLock("report").Unlock(ctx) // another handle, same Client and name: released
+	// README end
+}
