@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/backoff"
 )
 
 // NoLimit is the wait of Lock and LockLease: until the context ends.
@@ -460,11 +462,7 @@ func (c *Core) settleLater(m *Mutex, h *hold, r Request, until time.Time) {
 			if done {
 				return
 			}
-			t := time.NewTimer(retryBackoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx.Done(), retryBackoff) {
 				return
 			}
 		}
@@ -523,11 +521,21 @@ func notRun(err error) bool {
 	if re.IsLoading() || re.IsTryAgain() || re.IsClusterDown() || re.IsNoScript() {
 		return true
 	}
-	msg := re.Error()
-	for _, prefix := range []string{"READONLY", "BUSY", "OOM", "MASTERDOWN"} {
-		if strings.HasPrefix(msg, prefix) {
-			return true
-		}
+	switch errorCode(re) { // rueidis has no predicates for these
+	case "READONLY", "BUSY", "OOM", "MASTERDOWN":
+		return true
 	}
 	return false
+}
+
+// isBusy reports whether err is a BUSY reply: a script is running.
+func isBusy(err error) bool {
+	re, ok := replyOf(err)
+	return ok && errorCode(re) == "BUSY"
+}
+
+// errorCode is the first word of an error reply: LOADING, READONLY, ...
+func errorCode(re *rueidis.RedisError) string {
+	code, _, _ := strings.Cut(re.Error(), " ")
+	return code
 }

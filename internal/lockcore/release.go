@@ -3,13 +3,14 @@ package lockcore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/relock-go/relock/internal/backoff"
 )
 
-// releaseBackoff is how long a release waits before resending a script
+// releaseRetry is how long a release waits before resending a script
 // that the server refused to run or whose reply was lost.
-const releaseBackoff = 50 * time.Millisecond
+var releaseRetry = backoff.Policy{Min: 50 * time.Millisecond}
 
 // Unlock releases one hold level of the owner in ctx (or of the Client's
 // anonymous hold of the lock). It works when ctx has already ended: the
@@ -115,18 +116,14 @@ func (m *Mutex) release(ctx context.Context, h *hold, r Request, resent bool) (i
 		case ctx.Err() != nil || m.core.CheckOpen() != nil:
 			return 0, err
 		}
-		if re, isReply := replyOf(err); isReply {
-			if !notRun(err) || strings.HasPrefix(re.Error(), "BUSY") {
+		if _, isReply := replyOf(err); isReply {
+			if !notRun(err) || isBusy(err) {
 				return 0, err
 			}
 		} else {
 			resent = true
 		}
-		t := time.NewTimer(releaseBackoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx.Done(), releaseRetry.Delay(1)) {
 			return 0, Join(err, ctx.Err())
 		}
 	}
