@@ -56,9 +56,9 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	if a.renew {
 		a.lease = m.core.WatchdogTimeout
 	}
-	a.r = Request{Core: m.core, Name: m.name, Field: Field(m.core.ID, owner),
+	a.r = Request{Core: m.core, Name: m.name, Field: m.Field(owner),
 		LeaseMs: Millis(a.lease), Waiting: wait != 0}
-	a.h = m.core.enter(m.name, a.r.Field, owner)
+	a.h = m.core.enter(m.name, a.r.Field, owner, m.kind)
 	defer m.core.leave(a.h)
 	at, err := a.run()
 	return at.Token, at.Acquired, err

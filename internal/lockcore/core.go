@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,11 +79,16 @@ type Core struct {
 	subscribeHook func(ctx context.Context, channel string) (waiter, error)
 	renewHook     func(ctx context.Context, leases []*watchdog.Lease) []error
 
+	// ext keeps what kinds built outside this package keep per Client
+	// (see Extension).
+	ext sync.Map
+
 	mu    sync.Mutex
 	holds map[holdKey]*hold
-	// anon names, per lock (and role, see Mutex.anonKey), the owner of the
-	// Client's current anonymous hold.
-	anon map[string]string
+	// anon names, per lock (and role, see Mutex.anonKey), the owners of
+	// the Client's anonymous holds, latest last: one at a time for an
+	// exclusive lock, any number for a shared one (a read lock).
+	anon map[string][]string
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -108,7 +113,7 @@ func NewCore(cfg Config) (*Core, error) {
 		replicaTimeout:  cfg.ReplicaTimeout,
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),
-		anon:            make(map[string]string),
+		anon:            make(map[string][]string),
 	}
 	// The root of every hold's life. It is not a call's context: it
 	// lives as long as the Client and ends at Close.
@@ -138,9 +143,21 @@ func CheckConfig(cfg Config) error {
 }
 
 // wakePolicy: an unlock message wakes one local waiter, any other message
-// (Redisson's read-lock release) wakes all of them.
-func wakePolicy(_, payload string) pubsub.Wake {
-	if payload == UnlockMessage {
+// (Redisson's read-lock release) wakes all of them. On a semaphore's
+// channel every message (a count of permits) wakes one waiter, which
+// passes the wake-up on while permits are left; on a count-down latch's,
+// "0" (the count reached 0) wakes every waiter and any other message
+// none.
+func wakePolicy(channel, payload string) pubsub.Wake {
+	switch {
+	case strings.HasPrefix(channel, SemaphoreChannelPrefix+":"):
+		return pubsub.WakeOne
+	case strings.HasPrefix(channel, CountDownLatchChannelPrefix):
+		if payload == UnlockMessage {
+			return pubsub.WakeAll
+		}
+		return pubsub.Ignore
+	case payload == UnlockMessage:
 		return pubsub.WakeOne
 	}
 	return pubsub.WakeAll
@@ -185,6 +202,18 @@ func (c *Core) subscribe(ctx context.Context, channel string) (waiter, error) {
 	return w, nil
 }
 
+// Extension returns the value this Client keeps under key, made by newValue
+// on first use: the state that a kind built outside this package keeps per
+// Client (a semaphore's permits on the watchdog). key is best a value of
+// an unexported type of the caller's package.
+func (c *Core) Extension(key any, newValue func() any) any {
+	if v, ok := c.ext.Load(key); ok {
+		return v
+	}
+	v, _ := c.ext.LoadOrStore(key, newValue())
+	return v
+}
+
 // PublishCommand is the command the scripts publish with.
 func (c *Core) PublishCommand() string { return c.publish }
 
@@ -201,24 +230,40 @@ func (c *Core) CheckOpen() error {
 	}
 }
 
-// renew is the watchdog's RenewFunc: the owner-checked renewal script for
-// each hold, pipelined in one round trip as EVALSHA (rueidis' ExecMulti
-// would send SCRIPT LOAD first every time); a server that lost its scripts
-// gets them loaded once, through ExecMulti.
+// Call is one script call: the script, its keys and its arguments.
+type Call struct {
+	Script *lua.Script
+	Keys   []string
+	Args   []string
+}
+
+// Renewable is what the values given to Core.Watchdog.Add are: each says
+// how to renew itself for lease. Its call must reply 1 when it renewed,
+// and 0 when what it renews is gone (the lease is then lost); it must be
+// safe to send twice.
+type Renewable interface {
+	RenewCall(lease time.Duration) Call
+}
+
+// renew is the watchdog's RenewFunc: each lease's renewal call (see
+// Renewable), pipelined in one round trip as EVALSHA (rueidis' ExecMulti
+// would send SCRIPT LOAD first every time); a server that lost its
+// scripts gets them loaded once per script, through ExecMulti.
 func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 	if c.renewHook != nil {
 		return c.renewHook(ctx, leases)
 	}
+	calls := make([]Call, len(leases))
 	cmds := make(rueidis.Commands, len(leases))
 	for i, l := range leases {
-		h := l.Value().(*renewal).h
-		cmds[i] = c.RDB.B().Evalsha().Sha1(lua.LockRenew.SHA1).Numkeys(1).Key(h.key.name).
-			Arg(strconv.FormatInt(Millis(l.Duration()), 10), h.key.field).Build()
+		calls[i] = l.Value().(Renewable).RenewCall(l.Duration())
+		cmds[i] = c.RDB.B().Evalsha().Sha1(calls[i].Script.SHA1).Numkeys(int64(len(calls[i].Keys))).
+			Key(calls[i].Keys...).Arg(calls[i].Args...).Build()
 	}
 	results := c.RDB.DoMulti(ctx, cmds...)
 	for _, r := range results {
 		if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
-			results = c.renewLoading(ctx, leases)
+			results = c.renewLoading(ctx, calls)
 			break
 		}
 	}
@@ -235,17 +280,31 @@ func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 	return errs
 }
 
-// renewLoading renews through ExecMulti, which loads the script first.
-func (c *Core) renewLoading(ctx context.Context, leases []*watchdog.Lease) []rueidis.RedisResult {
-	execs := make([]rueidis.LuaExec, len(leases))
-	for i, l := range leases {
-		h := l.Value().(*renewal).h
-		execs[i] = rueidis.LuaExec{
-			Keys: []string{h.key.name},
-			Args: []string{strconv.FormatInt(Millis(l.Duration()), 10), h.key.field},
+// renewLoading makes calls through ExecMulti, which loads each script
+// first: one ExecMulti per script, the replies put back in calls' order.
+func (c *Core) renewLoading(ctx context.Context, calls []Call) []rueidis.RedisResult {
+	results := make([]rueidis.RedisResult, len(calls))
+	done := make([]bool, len(calls))
+	for i, call := range calls {
+		if done[i] {
+			continue
+		}
+		var (
+			idx   []int
+			execs []rueidis.LuaExec
+		)
+		for j := i; j < len(calls); j++ {
+			if !done[j] && calls[j].Script == call.Script {
+				done[j] = true
+				idx = append(idx, j)
+				execs = append(execs, rueidis.LuaExec{Keys: calls[j].Keys, Args: calls[j].Args})
+			}
+		}
+		for k, r := range call.Script.ExecMulti(ctx, c.RDB, execs...) {
+			results[idx[k]] = r
 		}
 	}
-	return lua.LockRenew.ExecMulti(ctx, c.RDB, execs...)
+	return results
 }
 
 // detached returns a context for a release that must happen even when ctx

@@ -13,9 +13,9 @@ import (
 // holds nothing this Client knows of, it has already ended with a cause
 // matching ErrNotHeld. It carries no values and no deadline.
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
-	owner, err := m.holder(ctx)
+	owner, _, err := m.holder(ctx)
 	if err == nil && owner != "" {
-		if _, life := m.core.lookupHold(m.name, Field(m.core.ID, owner)); life != nil {
+		if _, life := m.core.lookupHold(m.name, m.Field(owner)); life != nil {
 			return life
 		}
 	}

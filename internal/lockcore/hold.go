@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/watchdog"
 )
 
@@ -43,6 +46,7 @@ type hold struct {
 	core  *Core
 	key   holdKey
 	owner string
+	kind  Kind // of the lock, for its renewal
 
 	sem chan struct{}
 
@@ -51,7 +55,7 @@ type hold struct {
 	renewal *renewal      // nil unless on the watchdog lease
 	life    context.Context
 	end     context.CancelCauseFunc
-	anonKey string        // set while the hold is the Client's anonymous hold of its lock
+	anonKey string        // set while the hold is one of the Client's anonymous holds of its lock
 	users   int           // calls using the record
 	granted chan struct{} // made for waiting calls of the owner; closed at the next grant
 }
@@ -63,16 +67,16 @@ type renewal struct {
 	lease *watchdog.Lease
 }
 
-// enter returns the record of field's hold on name, making it if needed,
-// and counts the caller as a user until leave.
-func (c *Core) enter(name, field, owner string) *hold {
+// enter returns the record of field's hold on name, a lock of kind k,
+// making it if needed, and counts the caller as a user until leave.
+func (c *Core) enter(name, field, owner string, k Kind) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := holdKey{name, field}
-	h := c.holds[k]
+	key := holdKey{name, field}
+	h := c.holds[key]
 	if h == nil {
-		h = &hold{core: c, key: k, owner: owner, sem: make(chan struct{}, 1)}
-		c.holds[k] = h
+		h = &hold{core: c, key: key, owner: owner, kind: k, sem: make(chan struct{}, 1)}
+		c.holds[key] = h
 	}
 	h.users++
 	return h
@@ -143,7 +147,8 @@ var errHoldChanged = errors.New("relock: the hold ended while it was re-entered"
 // grant records one more level, won by a script that found the owner at
 // from levels in a life that was life then. lease is the acquisition's
 // lease; renew puts the hold on the watchdog, a fixed lease takes it off.
-// anonKey, if set, makes the hold the Client's anonymous hold of its lock.
+// anonKey, if set, makes the hold the Client's latest anonymous hold of
+// its lock.
 // It fails with ErrClosed after Close, and with errHoldChanged when the
 // hold was lost meanwhile (the caller then acquires anew).
 func (h *hold) grant(from int, life context.Context, lease time.Duration, renew bool, anonKey string) error {
@@ -164,7 +169,7 @@ func (h *hold) grant(from int, life context.Context, lease time.Duration, renew 
 	}
 	if anonKey != "" {
 		h.anonKey = anonKey
-		c.anon[anonKey] = h.owner
+		c.anon[anonKey] = append(c.anon[anonKey], h.owner)
 	}
 	if h.granted != nil {
 		close(h.granted)
@@ -280,15 +285,25 @@ func (h *hold) finishLocked() (context.CancelCauseFunc, *renewal) {
 	end, r := h.end, h.renewal
 	h.want, h.life, h.end, h.renewal = 0, nil, nil, nil
 	if h.anonKey != "" {
-		if c.anon[h.anonKey] == h.owner {
-			delete(c.anon, h.anonKey)
-		}
+		c.dropAnon(h.anonKey, h.owner)
 		h.anonKey = ""
 	}
 	if h.users == 0 && c.holds[h.key] == h {
 		delete(c.holds, h.key)
 	}
 	return end, r
+}
+
+// RenewCall renews the hold with its kind's renewal (see KindRenewer), by
+// default lock_renew.lua.
+func (r *renewal) RenewCall(lease time.Duration) Call {
+	h := r.h
+	req := Request{Core: h.core, Name: h.key.name, Field: h.key.field, LeaseMs: Millis(lease)}
+	if k, ok := h.kind.(KindRenewer); ok {
+		return k.RenewCall(req)
+	}
+	return Call{Script: lua.LockRenew, Keys: []string{req.Name},
+		Args: []string{strconv.FormatInt(req.LeaseMs, 10), req.Field}}
 }
 
 // lost is the watchdog's report that the hold is gone. It runs on a
@@ -307,11 +322,29 @@ func (r *renewal) lost(cause error) {
 	h.lose(life, fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause))
 }
 
-// anonOwner returns the owner of the Client's anonymous hold under key.
+// anonOwner returns the owner of the Client's latest anonymous hold under
+// key ("" when there is none).
 func (c *Core) anonOwner(key string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.anon[key]
+	owners := c.anon[key]
+	if len(owners) == 0 {
+		return ""
+	}
+	return owners[len(owners)-1]
+}
+
+// dropAnon forgets owner's anonymous hold under key. c.mu is held.
+func (c *Core) dropAnon(key, owner string) {
+	owners := c.anon[key]
+	if i := slices.Index(owners, owner); i >= 0 {
+		owners = slices.Delete(owners, i, i+1)
+	}
+	if len(owners) == 0 {
+		delete(c.anon, key)
+	} else {
+		c.anon[key] = owners
+	}
 }
 
 // holdsOn returns the records of every hold of this Client on name.

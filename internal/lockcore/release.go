@@ -13,34 +13,47 @@ import (
 const releaseBackoff = 50 * time.Millisecond
 
 // Unlock releases one hold level of the owner in ctx (or of the Client's
-// anonymous hold of the lock). It runs on a detached context, so it works
-// when ctx has already ended. When the owner holds nothing this Client
-// knows of, it returns ErrNotHeld and sends nothing to Redis.
+// latest anonymous hold of the lock). It runs on a detached context, so it
+// works when ctx has already ended. When the owner holds nothing this
+// Client knows of, it returns ErrNotHeld and sends nothing to Redis.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	owner, err := m.holder(ctx)
-	if err != nil {
+	for {
+		owner, anon, err := m.holder(ctx)
+		if err != nil {
+			return err
+		}
+		if owner == "" {
+			return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
+		}
+		nothing, err := m.unlock(ctx, owner)
+		if nothing && anon && m.core.anonOwner(m.anonKey) != owner {
+			// Another ownerless Unlock released that anonymous hold
+			// first; a shared role (a read lock) may have more of them.
+			continue
+		}
 		return err
 	}
-	if owner == "" {
-		return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
-	}
-	h := m.core.find(m.name, Field(m.core.ID, owner))
+}
+
+// unlock is Unlock for owner; nothing reports that the owner held nothing.
+func (m *Mutex) unlock(ctx context.Context, owner string) (nothing bool, err error) {
+	h := m.core.find(m.name, m.Field(owner))
 	if h == nil {
-		return m.notHeld(owner)
+		return true, m.notHeld(owner)
 	}
 	defer m.core.leave(h)
 	dctx, cancel := detached(ctx)
 	defer cancel()
 	if err := h.acquire(dctx); err != nil {
-		return redisError("unlock", m.name, fmt.Errorf("another call of the owner on the lock did not end in time: %w", err))
+		return false, redisError("unlock", m.name, fmt.Errorf("another call of the owner on the lock did not end in time: %w", err))
 	}
 	defer h.release()
 	want, life := h.state()
 	if want == 0 {
-		return m.notHeld(owner)
+		return true, m.notHeld(owner)
 	}
 	if want == 1 {
 		// The last level: stop renewing first, synchronously, so that no
@@ -62,14 +75,14 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		// the level would leave it held, and renewed, after the caller's
 		// outer Unlock.)
 		h.released(life, want-1)
-		return m.core.closedOr(redisError("unlock", m.name, err))
+		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
 		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", ErrLockLost, m.name)
 		h.lose(life, lost)
-		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+		return false, fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	h.released(life, int(remaining))
-	return nil
+	return false, nil
 }
 
 func (m *Mutex) notHeld(owner string) error {
