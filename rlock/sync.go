@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"github.com/relock-go/relock/latch"
 	"github.com/relock-go/relock/rwlock"
 	"github.com/relock-go/relock/semaphore"
 )
@@ -18,4 +19,11 @@ func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
 // handle's methods.
 func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
 	return semaphore.New(c.core, name)
+}
+
+// GetCountDownLatch returns a handle on the count-down latch name
+// (Redisson's RCountDownLatch layout). It does no I/O; a bad name is
+// reported by the handle's methods.
+func (c *Client) GetCountDownLatch(name string) *latch.CountDownLatch {
+	return latch.New(c.core, name)
 }
