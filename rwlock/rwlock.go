@@ -36,7 +36,7 @@ type ReadWriteLock struct {
 func New(c *lockcore.Core, name string) *ReadWriteLock {
 	return &ReadWriteLock{
 		name:  name,
-		read:  &Lock{m: lockcore.NewMutexRole(c, name, lockcore.Role{Name: "read"}, readKind{}), side: "read"},
+		read:  &Lock{m: lockcore.NewMutexRole(c, name, lockcore.Role{Name: "read", Shared: true}, readKind{}), side: "read"},
 		write: &Lock{m: lockcore.NewMutexRole(c, name, lockcore.Role{Name: "write", FieldSuffix: writeSuffix}, writeKind{}), side: "write"},
 	}
 }

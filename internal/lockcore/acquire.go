@@ -58,7 +58,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	}
 	a.r = Request{Core: m.core, Name: m.name, Field: m.Field(owner),
 		LeaseMs: Millis(a.lease), Waiting: wait != 0}
-	a.h = m.core.enter(m.name, a.r.Field, owner, m.kind)
+	a.h = m.core.enter(m.name, a.r.Field, owner, m.kind, m.shared)
 	defer m.core.leave(a.h)
 	at, err := a.run()
 	return at.Token, at.Acquired, err

@@ -86,8 +86,8 @@ type Core struct {
 	mu    sync.Mutex
 	holds map[holdKey]*hold
 	// anon names, per lock (and role, see Mutex.anonKey), the owners of
-	// the Client's anonymous holds, latest last: one at a time for an
-	// exclusive lock, any number for a shared one (a read lock).
+	// the Client's anonymous holds, latest last: the latest only for an
+	// exclusive lock, every one for a shared role (a read lock).
 	anon map[string][]string
 }
 

@@ -47,6 +47,9 @@ type hold struct {
 	key   holdKey
 	owner string
 	kind  Kind // of the lock, for its renewal
+	// shared: the lock's role may be held by several owners at once (see
+	// Role.Shared).
+	shared bool
 
 	sem chan struct{}
 
@@ -67,15 +70,16 @@ type renewal struct {
 	lease *watchdog.Lease
 }
 
-// enter returns the record of field's hold on name, a lock of kind k,
-// making it if needed, and counts the caller as a user until leave.
-func (c *Core) enter(name, field, owner string, k Kind) *hold {
+// enter returns the record of field's hold on name, a lock of kind k
+// (shared: see Role.Shared), making it if needed, and counts the caller
+// as a user until leave.
+func (c *Core) enter(name, field, owner string, k Kind, shared bool) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := holdKey{name, field}
 	h := c.holds[key]
 	if h == nil {
-		h = &hold{core: c, key: key, owner: owner, kind: k, sem: make(chan struct{}, 1)}
+		h = &hold{core: c, key: key, owner: owner, kind: k, shared: shared, sem: make(chan struct{}, 1)}
 		c.holds[key] = h
 	}
 	h.users++
@@ -169,7 +173,11 @@ func (h *hold) grant(from int, life context.Context, lease time.Duration, renew 
 	}
 	if anonKey != "" {
 		h.anonKey = anonKey
-		c.anon[anonKey] = append(c.anon[anonKey], h.owner)
+		if h.shared {
+			c.anon[anonKey] = append(c.anon[anonKey], h.owner)
+		} else {
+			c.anon[anonKey] = []string{h.owner}
+		}
 	}
 	if h.granted != nil {
 		close(h.granted)

@@ -17,6 +17,8 @@ type Mutex struct {
 	anonKey string
 	// suffix ends the owners' hash fields (a role's FieldSuffix).
 	suffix string
+	// shared is set for a role that several owners hold at once.
+	shared bool
 }
 
 // NewMutex returns a handle on the lock name of kind k.
@@ -32,12 +34,19 @@ type Role struct {
 	// FieldSuffix ends the hash field of each owner's hold:
 	// "<clientID>:<owner>" + FieldSuffix (Redisson's write lock: ":write").
 	FieldSuffix string
+	// Shared is set for a role that several owners may hold at once (a
+	// read lock): a Client then keeps all its anonymous holds of it, and
+	// an ownerless Unlock releases the latest one still held (as
+	// sync.RWMutex.RUnlock releases one read lock). An exclusive role
+	// keeps only the latest.
+	Shared bool
 }
 
 // NewMutexRole is NewMutex for one of several locks kept under one name:
 // each role has its own anonymous holds and its own hash fields.
 func NewMutexRole(c *Core, name string, role Role, k Kind) *Mutex {
-	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role.Name, suffix: role.FieldSuffix}
+	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role.Name, suffix: role.FieldSuffix,
+		shared: role.Shared}
 }
 
 // Field is the hash field of owner's hold of the lock.

@@ -29,7 +29,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 			return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
 		}
 		nothing, err := m.unlock(ctx, owner)
-		if nothing && anon && m.core.anonOwner(m.anonKey) != owner {
+		if nothing && anon && m.shared && m.core.anonOwner(m.anonKey) != owner {
 			// Another ownerless Unlock released that anonymous hold
 			// first; a shared role (a read lock) may have more of them.
 			continue
