@@ -21,7 +21,8 @@ import (
 	"github.com/relock-go/relock/semaphore"
 )
 
-const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] [--kind KIND] NAME
+const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] NAME
+       relock [CONNECTION FLAGS] status [--json] --kind KIND NAME
 
 Show what Redis holds about the lock (or synchronizer) NAME, read in one
 transaction. KIND is what NAME is; by default it is told from the keys:
