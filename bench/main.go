@@ -42,6 +42,8 @@ var scenarios = []scenario{
 	{"waiters10k", "relock: 10,000 waiters on 10,000 locks", (*run).waitersManyLocks},
 	{"watchdog", "relock: 100,000 locks held on the watchdog", (*run).watchdog},
 	{"redlock", "relock: RedLock over 5 servers vs a single lock", (*run).redlock},
+	{"rwlock", "relock: read-write lock, read-heavy and write-heavy mixes beside a plain lock", (*run).rwMixes},
+	{"permits", "relock: semaphore permit hand-off beside a lock hand-off", (*run).permitHandoff},
 }
 
 type config struct {

@@ -15,7 +15,9 @@
 //
 // The fair-lock scripts that read the queue are built as fair_prune.lua
 // followed by the script's own file, so the pruning of dead waiters is
-// written once.
+// written once; in the same way the read-write lock's scripts follow
+// rw_reads.lua, and the semaphore's scripts that look at permits follow
+// sem_reclaim.lua.
 package lua
 
 import (
@@ -75,6 +77,51 @@ var (
 	fairAbandon string
 	//go:embed fair_force_unlock.lua
 	fairForceUnlock string
+
+	//go:embed rw_reads.lua
+	rwReads string
+	//go:embed rw_read_acquire.lua
+	rwReadAcquire string
+	//go:embed rw_read_reenter.lua
+	rwReadReenter string
+	//go:embed rw_read_unlock.lua
+	rwReadUnlock string
+	//go:embed rw_read_renew.lua
+	rwReadRenew string
+	//go:embed rw_write_acquire.lua
+	rwWriteAcquire string
+	//go:embed rw_write_reenter.lua
+	rwWriteReenter string
+	//go:embed rw_write_unlock.lua
+	rwWriteUnlock string
+	//go:embed rw_write_renew.lua
+	rwWriteRenew string
+	//go:embed rw_force_unlock.lua
+	rwForceUnlock string
+	//go:embed rw_locked.lua
+	rwLocked string
+
+	//go:embed sem_reclaim.lua
+	semReclaim string
+	//go:embed sem_acquire.lua
+	semAcquire string
+	//go:embed sem_release.lua
+	semRelease string
+	//go:embed sem_renew.lua
+	semRenew string
+	//go:embed sem_available.lua
+	semAvailable string
+	//go:embed sem_set.lua
+	semSet string
+	//go:embed sem_add.lua
+	semAdd string
+	//go:embed sem_abandon.lua
+	semAbandon string
+
+	//go:embed latch_set.lua
+	latchSet string
+	//go:embed latch_count_down.lua
+	latchCountDown string
 )
 
 var (
@@ -116,4 +163,64 @@ var (
 	FairAbandon = script(fairAbandon, true)
 	// FairForceUnlock deletes a fair lock and wakes the head of its queue.
 	FairForceUnlock = script(fairPrune+fairForceUnlock, false)
+
+	// RWReadAcquire takes a read-write lock's read side for an owner that
+	// holds no read level of it. Safe to resend (by relock).
+	RWReadAcquire = script(rwReads+rwReadAcquire, false)
+	// RWReadReenter sets the count of an existing read hold one level up,
+	// or reports it gone. Safe to resend (by relock).
+	RWReadReenter = script(rwReads+rwReadReenter, false)
+	// RWReadUnlock brings a read hold down to a count. Resent by relock
+	// itself.
+	RWReadUnlock = script(rwReads+rwReadUnlock, false)
+	// RWReadRenew resets the lease of a read hold that still exists.
+	// Owner-checked, so resending it is safe.
+	RWReadRenew = script(rwReads+rwReadRenew, true)
+	// RWWriteAcquire takes a read-write lock's write side for an owner
+	// that holds no write level of it. Safe to resend (by relock).
+	RWWriteAcquire = script(rwReads+rwWriteAcquire, false)
+	// RWWriteReenter sets the count of an existing write hold one level
+	// up, or reports it gone. Safe to resend (by relock).
+	RWWriteReenter = script(rwReads+rwWriteReenter, false)
+	// RWWriteUnlock brings a write hold down to a count. Resent by relock
+	// itself.
+	RWWriteUnlock = script(rwReads+rwWriteUnlock, false)
+	// RWWriteRenew resets the lease of a write hold that still exists.
+	// Owner-checked, so resending it is safe.
+	RWWriteRenew = script(rwReads+rwWriteRenew, true)
+	// RWForceUnlock deletes a read-write lock in one mode. Never resent.
+	RWForceUnlock = script(rwForceUnlock, false)
+	// RWLocked tells whether one side of a read-write lock is held.
+	// Read-only.
+	RWLocked = script(rwLocked, true)
+
+	// SemAcquire takes a semaphore's permit, or keeps a waiter's place.
+	// Safe to resend (by relock): the permit ID is the same for every
+	// attempt of a call.
+	SemAcquire = script(semReclaim+semAcquire, false)
+	// SemRelease gives a permit back. Safe to resend in effect (a resent
+	// request finds the permit gone), but relock does not: it could not
+	// tell a resent release from a stale permit.
+	SemRelease = script(semReclaim+semRelease, false)
+	// SemRenew resets the lease of a permit still held. Safe to resend.
+	SemRenew = script(semReclaim+semRenew, true)
+	// SemAvailable reads a semaphore's available count, after giving back
+	// the permits whose lease ended. Safe to resend.
+	SemAvailable = script(semReclaim+semAvailable, true)
+	// SemSet sets a semaphore's permits if they were never set. Safe to
+	// resend in effect, but not resent: the second reply would say the
+	// count was already set.
+	SemSet = script(semSet, false)
+	// SemAdd adds (or takes away) permits. Never resent: it would add
+	// twice.
+	SemAdd = script(semAdd, false)
+	// SemAbandon takes a waiter out of a semaphore's queue. Idempotent.
+	SemAbandon = script(semAbandon, true)
+
+	// LatchSet sets a count-down latch's count if it is not set. Not
+	// resent (the second reply would say it was already set).
+	LatchSet = script(latchSet, false)
+	// LatchCountDown counts a latch down by one. Never resent: it would
+	// count twice.
+	LatchCountDown = script(latchCountDown, false)
 )

@@ -58,7 +58,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 		a.call, cancel = context.WithTimeoutCause(ctx, wait, errWaitOver)
 		defer cancel()
 	}
-	a.h = m.core.enter(m.name, owner)
+	a.h = m.core.enter(m.name, m.suffix, owner, m.kind, m.shared)
 	defer m.core.leave(a.h)
 	a.r = Request{Core: m.core, Name: m.name, Field: a.h.field, LeaseMs: Millis(a.lease), LeaseArg: leaseArg,
 		Chan: m.channel, Wakers: m.wakers, Waiting: wait != 0}

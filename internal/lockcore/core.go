@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,12 +98,17 @@ type Core struct {
 	wakeOne bool
 	numsub  string
 
+	// ext keeps what kinds built outside this package keep per Client
+	// (see Extension).
+	ext sync.Map
+
 	mu      sync.Mutex
 	holds   map[holdKey]*hold
 	sweepAt int // the number of records at which idle ones are swept
-	// anon names, per lock (and role, see Mutex.anonKey), the owner of the
-	// Client's current anonymous hold.
-	anon map[string]string
+	// anon names, per lock (and role, see Mutex.anonKey), the owners of
+	// the Client's anonymous holds, latest last: the latest only for an
+	// exclusive lock, every one for a shared role (a read lock).
+	anon map[string][]string
 	// wakers are this Client's registrations for wake-ups, per lock name
 	// (see wake.go).
 	wakers map[string]*waker
@@ -132,7 +138,7 @@ func NewCore(cfg Config) (*Core, error) {
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),
 		sweepAt:         minSweep,
-		anon:            make(map[string]string),
+		anon:            make(map[string][]string),
 		wakeOne:         cfg.WakeOne,
 		numsub:          "numsub",
 		wakers:          make(map[string]*waker),
@@ -167,11 +173,31 @@ func CheckConfig(cfg Config) error {
 
 // wakePolicy: an unlock message wakes one local waiter, any other message
 // (Redisson's read-lock release) wakes all of them.
-func wakePolicy(_, payload string) pubsub.Wake {
-	if payload == UnlockMessage {
+func wakePolicy(channel, payload string) pubsub.Wake {
+	switch {
+	case strings.HasPrefix(channel, SemaphoreChannelPrefix+":"):
+		return pubsub.WakeOne
+	case strings.HasPrefix(channel, CountDownLatchChannelPrefix):
+		if payload == UnlockMessage {
+			return pubsub.WakeAll
+		}
+		return pubsub.Ignore
+	case payload == UnlockMessage:
 		return pubsub.WakeOne
 	}
 	return pubsub.WakeAll
+}
+
+// Extension returns the value this Client keeps under key, made by newValue
+// on first use: the state that a kind built outside this package keeps per
+// Client (a semaphore's permits on the watchdog). key is best a value of
+// an unexported type of the caller's package.
+func (c *Core) Extension(key any, newValue func() any) any {
+	if v, ok := c.ext.Load(key); ok {
+		return v
+	}
+	v, _ := c.ext.LoadOrStore(key, newValue())
+	return v
 }
 
 // Close stops renewals and subscriptions and waits for them. Waits in
@@ -245,24 +271,40 @@ func (c *Core) CheckOpen() error {
 	}
 }
 
-// renew is the watchdog's RenewFunc: the owner-checked renewal script for
-// each hold, pipelined in one round trip as EVALSHA (rueidis' ExecMulti
-// would send SCRIPT LOAD first every time); a server that lost its scripts
-// gets them loaded once, through ExecMulti.
+// Call is one script call: the script, its keys and its arguments.
+type Call struct {
+	Script *lua.Script
+	Keys   []string
+	Args   []string
+}
+
+// Renewable is what the values given to Core.Watchdog.Add are: each says
+// how to renew itself for lease. Its call must reply 1 when it renewed,
+// and 0 when what it renews is gone (the lease is then lost); it must be
+// safe to send twice.
+type Renewable interface {
+	RenewCall(lease time.Duration) Call
+}
+
+// renew is the watchdog's RenewFunc: each lease's renewal call (see
+// Renewable), pipelined in one round trip as EVALSHA (rueidis' ExecMulti
+// would send SCRIPT LOAD first every time); a server that lost its
+// scripts gets them loaded once per script, through ExecMulti.
 func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 	if c.renewHook != nil {
 		return c.renewHook(ctx, leases)
 	}
+	calls := make([]Call, len(leases))
 	cmds := make(rueidis.Commands, len(leases))
 	for i, l := range leases {
-		h := l.Value().(*renewal).h
-		cmds[i] = c.RDB.B().Evalsha().Sha1(lua.LockRenew.SHA1).Numkeys(1).Key(h.key.name).
-			Arg(c.watchdogArg, h.field).Build()
+		calls[i] = l.Value().(Renewable).RenewCall(l.Duration())
+		cmds[i] = c.RDB.B().Evalsha().Sha1(calls[i].Script.SHA1).Numkeys(int64(len(calls[i].Keys))).
+			Key(calls[i].Keys...).Arg(calls[i].Args...).Build()
 	}
 	results := c.RDB.DoMulti(ctx, cmds...)
 	for _, r := range results {
 		if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
-			results = c.renewLoading(ctx, leases)
+			results = c.renewLoading(ctx, calls)
 			break
 		}
 	}
@@ -279,17 +321,31 @@ func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 	return errs
 }
 
-// renewLoading renews through ExecMulti, which loads the script first.
-func (c *Core) renewLoading(ctx context.Context, leases []*watchdog.Lease) []rueidis.RedisResult {
-	execs := make([]rueidis.LuaExec, len(leases))
-	for i, l := range leases {
-		h := l.Value().(*renewal).h
-		execs[i] = rueidis.LuaExec{
-			Keys: []string{h.key.name},
-			Args: []string{c.watchdogArg, h.field},
+// renewLoading makes calls through ExecMulti, which loads each script
+// first: one ExecMulti per script, the replies put back in calls' order.
+func (c *Core) renewLoading(ctx context.Context, calls []Call) []rueidis.RedisResult {
+	results := make([]rueidis.RedisResult, len(calls))
+	done := make([]bool, len(calls))
+	for i, call := range calls {
+		if done[i] {
+			continue
+		}
+		var (
+			idx   []int
+			execs []rueidis.LuaExec
+		)
+		for j := i; j < len(calls); j++ {
+			if !done[j] && calls[j].Script == call.Script {
+				done[j] = true
+				idx = append(idx, j)
+				execs = append(execs, rueidis.LuaExec{Keys: calls[j].Keys, Args: calls[j].Args})
+			}
+		}
+		for k, r := range call.Script.ExecMulti(ctx, c.RDB, execs...) {
+			results[idx[k]] = r
 		}
 	}
-	return lua.LockRenew.ExecMulti(ctx, c.RDB, execs...)
+	return results
 }
 
 // detached returns a context for a release that must happen even when ctx

@@ -15,9 +15,9 @@ import (
 // first call on, a hold on the watchdog lease hears of a force-unlock
 // within a round trip (see Core.watch).
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
-	owner, err := m.holder(ctx)
+	owner, _, err := m.holder(ctx)
 	if err == nil && owner != "" {
-		if life := m.core.watch(m.name, owner, m.lossChannel()); life != nil {
+		if life := m.core.watch(m.name, m.suffix, owner, m.lossChannel()); life != nil {
 			return life
 		}
 	}

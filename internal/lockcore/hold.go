@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/watchdog"
 )
 
-// holdKey names a hold record: a lock and an owner of this Client.
-type holdKey struct{ name, owner string }
+// holdKey names a hold record: a lock, a role's field suffix (see Role:
+// an owner's read and write holds of one read-write lock are two records)
+// and an owner of this Client.
+type holdKey struct{ name, suffix, owner string }
 
 // hold is this Client's record of one owner's hold on one lock: the one
 // place where a hold's state lives. A hold is a small state machine:
@@ -52,7 +57,11 @@ type holdKey struct{ name, owner string }
 type hold struct {
 	core  *Core
 	key   holdKey
-	field string // "<clientID>:<owner>"
+	field string // "<clientID>:<owner>" and the role's suffix
+	kind  Kind   // of the lock, for its renewal (see KindRenewer)
+	// shared: the lock's role may be held by several owners at once (see
+	// Role.Shared).
+	shared bool
 
 	sem chan struct{}
 
@@ -64,7 +73,7 @@ type hold struct {
 	spare     *renewal      // a stopped registration, for the next arming
 	life      context.Context
 	end       context.CancelCauseFunc
-	anonKey   string // set while the hold is the Client's anonymous hold of its lock
+	anonKey   string // set while the hold is one of the Client's anonymous holds of its lock
 	listener  waiter // hears force-unlocks while the hold is watched (see watch)
 	listening bool   // set from the moment a listener is being made
 	users     int    // calls using the record
@@ -87,29 +96,31 @@ type renewal struct {
 // minSweep is the number of records below which idle ones are kept.
 const minSweep = 4096
 
-// enter returns the record of owner's hold on name, making it if needed,
-// and counts the caller as a user until leave.
-func (c *Core) enter(name, owner string) *hold {
+// enter returns the record of owner's hold on name in the role with
+// field suffix suffix, a lock of kind k (shared: see Role.Shared), making
+// it if needed, and counts the caller as a user until leave.
+func (c *Core) enter(name, suffix, owner string, k Kind, shared bool) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := holdKey{name, owner}
-	h := c.holds[k]
+	key := holdKey{name, suffix, owner}
+	h := c.holds[key]
 	if h == nil {
 		if len(c.holds) >= c.sweepAt {
 			c.sweepIdleLocked()
 		}
-		h = &hold{core: c, key: k, field: Field(c.ID, owner), sem: make(chan struct{}, 1)}
-		c.holds[k] = h
+		h = &hold{core: c, key: key, field: Field(c.ID, owner) + suffix, kind: k, shared: shared,
+			sem: make(chan struct{}, 1)}
+		c.holds[key] = h
 	}
 	h.users++
 	return h
 }
 
 // find is enter for a record that exists: nil when this Client has none.
-func (c *Core) find(name, owner string) *hold {
+func (c *Core) find(name, suffix, owner string) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.holds[holdKey{name, owner}]
+	h := c.holds[holdKey{name, suffix, owner}]
 	if h != nil {
 		h.users++
 	}
@@ -182,8 +193,8 @@ var errHoldChanged = errors.New("relock: the hold ended while it was re-entered"
 // grant records one more level, won by a script that found the owner at
 // from levels of hold gen. lease is the acquisition's lease (leaseArg in
 // whole ms); renew puts the hold on the watchdog, a fixed lease takes it
-// off. anonKey, if set, makes the hold the Client's anonymous hold of its
-// lock. It fails with ErrClosed after Close, and with errHoldChanged when
+// off. anonKey, if set, makes the hold the Client's latest anonymous hold
+// of its lock. It fails with ErrClosed after Close, and with errHoldChanged when
 // the hold was lost meanwhile (the caller then acquires anew).
 func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string, renew bool, anonKey string) error {
 	c := h.core
@@ -205,7 +216,11 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	h.lease, h.leaseArg = lease, leaseArg
 	if anonKey != "" {
 		h.anonKey = anonKey
-		c.anon[anonKey] = h.key.owner
+		if h.shared {
+			c.anon[anonKey] = append(c.anon[anonKey], h.key.owner)
+		} else {
+			c.anon[anonKey] = []string{h.key.owner}
+		}
 	}
 	if h.granted != nil {
 		close(h.granted)
@@ -361,12 +376,24 @@ func (h *hold) finishLocked() ending {
 	h.want, h.life, h.end, h.renewal = 0, nil, nil, nil
 	h.listener, h.listening = nil, false
 	if h.anonKey != "" {
-		if c.anon[h.anonKey] == h.key.owner {
-			delete(c.anon, h.anonKey)
-		}
+		c.dropAnon(h.anonKey, h.key.owner)
 		h.anonKey = ""
 	}
 	return e
+}
+
+// RenewCall renews the hold with its kind's renewal (see KindRenewer), by
+// default lock_renew.lua.
+func (r *renewal) RenewCall(lease time.Duration) Call {
+	h := r.h
+	if k, ok := h.kind.(KindRenewer); ok {
+		return k.RenewCall(Request{Core: h.core, Name: h.key.name, Field: h.field, LeaseMs: Millis(lease)})
+	}
+	arg := h.core.watchdogArg
+	if lease != h.core.WatchdogTimeout {
+		arg = strconv.FormatInt(Millis(lease), 10)
+	}
+	return Call{Script: lua.LockRenew, Keys: []string{h.key.name}, Args: []string{arg, h.field}}
 }
 
 // lost is the watchdog's report that the hold is gone. It runs on a
@@ -392,7 +419,8 @@ func (r *renewal) lost(cause error) {
 	c.mu.Unlock()
 }
 
-// watch returns the life of owner's hold on name (nil when there is
+// watch returns the life of owner's hold on name in the role with field
+// suffix suffix (nil when there is
 // none), making it if nobody asked before, and makes its Client listen,
 // while the hold lasts, on channel, where a force-unlock is published: a
 // message brings the hold's next renewal forward, and a renewal that finds
@@ -400,9 +428,9 @@ func (r *renewal) lost(cause error) {
 // next turn. Only a hold on the watchdog lease is listened for; it costs
 // the channel's subscription (shared with the lock's waiters) for as long
 // as the hold lasts.
-func (c *Core) watch(name, owner, channel string) context.Context {
+func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 	c.mu.Lock()
-	h := c.holds[holdKey{name, owner}]
+	h := c.holds[holdKey{name, suffix, owner}]
 	if h == nil || h.want == 0 {
 		c.mu.Unlock()
 		return nil
@@ -447,21 +475,40 @@ func (h *hold) checkNow() {
 	}
 }
 
-// lookupHold returns the levels of owner's hold on name.
-func (c *Core) lookupHold(name, owner string) int {
+// lookupHold returns the levels of owner's hold on name (in the role
+// with field suffix suffix).
+func (c *Core) lookupHold(name, suffix, owner string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h := c.holds[holdKey{name, owner}]; h != nil {
+	if h := c.holds[holdKey{name, suffix, owner}]; h != nil {
 		return h.want
 	}
 	return 0
 }
 
-// anonOwner returns the owner of the Client's anonymous hold under key.
+// anonOwner returns the owner of the Client's latest anonymous hold under
+// key ("" when there is none).
 func (c *Core) anonOwner(key string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.anon[key]
+	owners := c.anon[key]
+	if len(owners) == 0 {
+		return ""
+	}
+	return owners[len(owners)-1]
+}
+
+// dropAnon forgets owner's anonymous hold under key. c.mu is held.
+func (c *Core) dropAnon(key, owner string) {
+	owners := c.anon[key]
+	if i := slices.Index(owners, owner); i >= 0 {
+		owners = slices.Delete(owners, i, i+1)
+	}
+	if len(owners) == 0 {
+		delete(c.anon, key)
+	} else {
+		c.anon[key] = owners
+	}
 }
 
 // holdsOn returns the records of every hold of this Client on name, each

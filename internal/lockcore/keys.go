@@ -14,6 +14,17 @@ const (
 	// Clients waiting for a lock with wake-one on, and their channels.
 	WakersPrefix = "relock_wakers"
 	WakePrefix   = "relock_wake"
+
+	// RWLockChannelPrefix names a read-write lock's channel
+	// (redisson_rwlock:{name}).
+	RWLockChannelPrefix = "redisson_rwlock"
+	// SemaphoreChannelPrefix names a semaphore's channel
+	// (redisson_sc:{name}).
+	SemaphoreChannelPrefix = "redisson_sc"
+	// CountDownLatchChannelPrefix is the start of a count-down latch's
+	// channel, redisson_countdownlatch__channel__{name}: always followed by
+	// the name in braces, whatever the name holds.
+	CountDownLatchChannelPrefix = "redisson_countdownlatch__channel__"
 )
 
 // Messages published on a lock's channel.
@@ -33,6 +44,16 @@ func Derived(prefix, name string) string {
 		return prefix + ":" + name
 	}
 	return prefix + ":{" + name + "}"
+}
+
+// Suffixed returns the key name derives with suffix, by Redisson's rule:
+// "{name}:suffix", or "name:suffix" when name already has a hash tag
+// (contains '{'). Either way it shares name's hash slot.
+func Suffixed(name, suffix string) string {
+	if strings.Contains(name, "{") {
+		return name + ":" + suffix
+	}
+	return "{" + name + "}:" + suffix
 }
 
 // Channel is the lock's unlock notification channel.

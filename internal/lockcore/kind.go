@@ -80,6 +80,14 @@ type Kind interface {
 	WaitChannel(r Request) string
 }
 
+// KindRenewer is a Kind whose holds on the watchdog lease are renewed by a
+// call of its own (the others by lock_renew.lua: the hash's lease, while
+// the field holds it). r names the hold; r.LeaseMs is the lease to set.
+// The call must reply 1 when it renewed and 0 when the hold is gone.
+type KindRenewer interface {
+	RenewCall(r Request) Call
+}
+
 // Reentrant is the Kind of Redisson's RLock.
 type Reentrant struct{}
 

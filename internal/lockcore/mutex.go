@@ -12,9 +12,13 @@ type Mutex struct {
 	core *Core
 	name string
 	kind Kind
-	// anonKey keys the Client's anonymous hold of the lock: the name, plus
+	// anonKey keys the Client's anonymous holds of the lock: the name, plus
 	// a role for kinds with several locks on one name.
 	anonKey string
+	// suffix ends the owners' hash fields (a role's FieldSuffix).
+	suffix string
+	// shared is set for a role that several owners hold at once.
+	shared  bool
 	channel string // Channel(name)
 	wakers  string // Derived(WakersPrefix, name)
 }
@@ -25,13 +29,31 @@ func NewMutex(c *Core, name string, k Kind) *Mutex {
 		wakers: Derived(WakersPrefix, name)}
 }
 
-// NewMutexRole is NewMutex for one of several locks kept under one name
-// (a read-write lock's read and write sides): each role has its own
-// anonymous hold.
-func NewMutexRole(c *Core, name, role string, k Kind) *Mutex {
-	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role, channel: Channel(name),
-		wakers: Derived(WakersPrefix, name)}
+// Role is one of several locks kept under one name (a read-write lock's
+// read and write sides).
+type Role struct {
+	// Name keeps the role's anonymous holds apart from the other roles'.
+	Name string
+	// FieldSuffix ends the hash field of each owner's hold:
+	// "<clientID>:<owner>" + FieldSuffix (Redisson's write lock: ":write").
+	FieldSuffix string
+	// Shared is set for a role that several owners may hold at once (a
+	// read lock): a Client then keeps all its anonymous holds of it, and
+	// an ownerless Unlock releases the latest one still held (as
+	// sync.RWMutex.RUnlock releases one read lock). An exclusive role
+	// keeps only the latest.
+	Shared bool
 }
+
+// NewMutexRole is NewMutex for one of several locks kept under one name:
+// each role has its own anonymous holds and its own hash fields.
+func NewMutexRole(c *Core, name string, role Role, k Kind) *Mutex {
+	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role.Name, suffix: role.FieldSuffix,
+		shared: role.Shared, channel: Channel(name), wakers: Derived(WakersPrefix, name)}
+}
+
+// Field is the hash field of owner's hold of the lock.
+func (m *Mutex) Field(owner string) string { return Field(m.core.ID, owner) + m.suffix }
 
 // Name is the lock's name.
 func (m *Mutex) Name() string { return m.name }
@@ -47,14 +69,14 @@ func (m *Mutex) check() error {
 }
 
 // holder returns the owner that Unlock and the queries act for: the one in
-// ctx, else the owner of the Client's anonymous hold of the lock ("" when
-// there is none).
-func (m *Mutex) holder(ctx context.Context) (string, error) {
+// ctx, else the owner of the Client's latest anonymous hold of the lock
+// ("" when there is none), which anon reports.
+func (m *Mutex) holder(ctx context.Context) (owner string, anon bool, err error) {
 	owner, ok, err := ContextOwner(ctx)
 	if err != nil || ok {
-		return owner, err
+		return owner, false, err
 	}
-	return m.core.anonOwner(m.anonKey), nil
+	return m.core.anonOwner(m.anonKey), true, nil
 }
 
 // Lock waits until it holds the lock on the watchdog lease or ctx ends.

@@ -283,12 +283,12 @@ func (ob *observer) unlock(ctx context.Context, m *Mutex) error {
 	if ob.o == nil {
 		return m.unlock(ctx)
 	}
-	owner, _ := m.holder(ctx)
+	owner, _, _ := m.holder(ctx)
 	ev := observe.Release{Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: owner}
 	start := time.Now()
 	if owner != "" {
 		m.core.mu.Lock()
-		if h := m.core.holds[holdKey{m.name, owner}]; h != nil && h.want > 0 {
+		if h := m.core.holds[holdKey{m.name, m.suffix, owner}]; h != nil && h.want > 0 {
 			ev.Held = start.Sub(h.obs.since)
 		}
 		m.core.mu.Unlock()

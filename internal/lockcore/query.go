@@ -28,11 +28,11 @@ func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
-	owner, err := m.holder(ctx)
+	owner, _, err := m.holder(ctx)
 	if err != nil || owner == "" {
 		return 0, err
 	}
-	n, err := m.core.RDB.Do(ctx, m.core.RDB.B().Hget().Key(m.name).Field(Field(m.core.ID, owner)).Build()).AsInt64()
+	n, err := m.core.RDB.Do(ctx, m.core.RDB.B().Hget().Key(m.name).Field(m.Field(owner)).Build()).AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return 0, nil
 	}
@@ -74,13 +74,13 @@ func (m *Mutex) Token(ctx context.Context) (int64, error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
-	owner, err := m.holder(ctx)
+	owner, _, err := m.holder(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if owner != "" {
 		token, err := lua.FencedToken.Exec(ctx, m.core.RDB,
-			[]string{m.name, Derived(TokenPrefix, m.name)}, []string{Field(m.core.ID, owner)}).AsInt64()
+			[]string{m.name, Derived(TokenPrefix, m.name)}, []string{m.Field(owner)}).AsInt64()
 		if err == nil {
 			return token, nil
 		}

@@ -29,16 +29,30 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	owner, err := m.holder(ctx)
-	if err != nil {
+	for {
+		owner, anon, err := m.holder(ctx)
+		if err != nil {
+			return err
+		}
+		if owner == "" {
+			return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
+		}
+		nothing, err := m.unlockOwner(ctx, owner)
+		if nothing && anon && m.shared && m.core.anonOwner(m.anonKey) != owner {
+			// Another ownerless Unlock released that anonymous hold
+			// first; a shared role (a read lock) may have more of them.
+			continue
+		}
 		return err
 	}
-	if owner == "" {
-		return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
-	}
-	h := m.core.find(m.name, owner)
+}
+
+// unlockOwner is unlock for owner; nothing reports that the owner held
+// nothing.
+func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, err error) {
+	h := m.core.find(m.name, m.suffix, owner)
 	if h == nil {
-		return m.notHeld(owner)
+		return true, m.notHeld(owner)
 	}
 	defer m.core.leave(h)
 	rctx := ctx
@@ -47,7 +61,7 @@ func (m *Mutex) unlock(ctx context.Context) error {
 		rctx, cancel = detached(ctx)
 		defer cancel()
 		if err := h.acquire(rctx); err != nil {
-			return redisError("unlock", m.name, fmt.Errorf("another call of the owner on the lock did not end in time: %w", err))
+			return false, redisError("unlock", m.name, fmt.Errorf("another call of the owner on the lock did not end in time: %w", err))
 		}
 	}
 	defer h.release()
@@ -55,7 +69,7 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	want, gen, lease, leaseArg := h.want, h.gen, h.lease, h.leaseArg
 	h.core.mu.Unlock()
 	if want == 0 {
-		return m.notHeld(owner)
+		return true, m.notHeld(owner)
 	}
 	if want == 1 {
 		// The last level: stop renewing first, synchronously, so that no
@@ -81,14 +95,14 @@ func (m *Mutex) unlock(ctx context.Context) error {
 		// the level would leave it held, and renewed, after the caller's
 		// outer Unlock.)
 		h.released(gen, want-1)
-		return m.core.closedOr(redisError("unlock", m.name, err))
+		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
 		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", ErrLockLost, m.name)
 		h.lose(gen, lost)
-		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+		return false, fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	h.released(gen, int(remaining))
-	return nil
+	return false, nil
 }
 
 func (m *Mutex) notHeld(owner string) error {

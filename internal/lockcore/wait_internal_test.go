@@ -392,7 +392,7 @@ func TestModelOneWakeForOneOwner(t *testing.T) {
 		if d := time.Since(start); d != 0 {
 			t.Errorf("both of the owner's Locks returned %v after the unlock, want at once", d)
 		}
-		if want := c.lookupHold("x", "a"); want != 2 {
+		if want := c.lookupHold("x", "", "a"); want != 2 {
 			t.Errorf("the owner holds %d levels, want 2", want)
 		}
 	})
@@ -412,7 +412,7 @@ func TestModelStaleLossReportIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := l.Done(a)
-		h := c.holds[holdKey{"x", "a"}]
+		h := c.holds[holdKey{"x", "", "a"}]
 		stale := &renewal{h: h}
 		stale.lost(errors.New("a late report"))
 		if err := l.LockLease(a, time.Minute); err != nil { // a fixed lease: renewal off

@@ -60,14 +60,17 @@ func Name(t testing.TB) string {
 	return name
 }
 
-// Keys are the keys a lock named name may write (not its latches, which
-// expire by themselves).
+// Keys are the keys a lock, semaphore or latch named name may write (not
+// the lease keys of read holds, which expire by themselves).
 func Keys(name string) []string {
 	return []string{
 		name,
 		lockcore.Derived(lockcore.QueuePrefix, name),
 		lockcore.Derived(lockcore.TimeoutPrefix, name),
 		lockcore.Derived(lockcore.TokenPrefix, name),
+		lockcore.Suffixed(name, "timeout"),
+		lockcore.Suffixed(name, "relock_queue"),
+		lockcore.Suffixed(name, "relock_queue_timeout"),
 	}
 }
 

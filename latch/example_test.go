@@ -1,0 +1,49 @@
+package latch_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// redisAddr is a throwaway redis-server for the examples.
+func redisAddr() string {
+	srv, err := redistest.SharedServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return srv.Addr
+}
+
+func ExampleCountDownLatch() {
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l := c.GetCountDownLatch("example:batch")
+	_, _ = l.TrySetCount(ctx, 3) // three workers
+
+	done := make(chan error)
+	go func() { done <- l.Await(ctx) }() // wakes when the count reaches 0
+
+	for range 3 {
+		_ = l.CountDown(ctx) // each worker, when its part is done
+	}
+	fmt.Println("await:", <-done)
+	n, _ := l.Count(ctx)
+	fmt.Println("count:", n)
+	// Output:
+	// await: <nil>
+	// count: 0
+}

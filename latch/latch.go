@@ -1,0 +1,220 @@
+package latch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/lua"
+)
+
+// The errors of every relock kind (the same values as rlock's).
+var (
+	ErrNotAcquired     = lockcore.ErrNotAcquired
+	ErrClosed          = lockcore.ErrClosed
+	ErrInvalidArgument = lockcore.ErrInvalidArgument
+)
+
+// CountDownLatch is a handle on a count-down latch: a count set once,
+// counted down by any process, that lets every waiter go on when it
+// reaches 0. Get one with rlock.Client.GetCountDownLatch. Handles are
+// cheap and safe for concurrent use.
+type CountDownLatch struct {
+	core *lockcore.Core
+	name string
+}
+
+// New returns a handle on the latch name of the Client whose shared state
+// is c. Users call rlock.Client.GetCountDownLatch instead.
+func New(c *lockcore.Core, name string) *CountDownLatch {
+	return &CountDownLatch{core: c, name: name}
+}
+
+// Name is the latch's name: the key of its count.
+func (l *CountDownLatch) Name() string { return l.name }
+
+// Channel is the channel of the latch name. Redisson names it
+// "redisson_countdownlatch__channel__{" + name + "}" whatever the name
+// holds, so for a name with a hash tag of its own it is not in the
+// name's cluster slot.
+func Channel(name string) string { return lockcore.CountDownLatchChannelPrefix + "{" + name + "}" }
+
+func (l *CountDownLatch) check() error {
+	if err := l.core.CheckOpen(); err != nil {
+		return err
+	}
+	if err := lockcore.CheckName(l.name); err != nil {
+		return err
+	}
+	if l.core.PublishCommand() == "spublish" && strings.ContainsAny(l.name, "{}") {
+		// SPUBLISH from a script must stay in the script's slot.
+		return fmt.Errorf("%w: latch name %q: with sharded pub/sub a latch name may not contain braces (its channel would be in another cluster slot)",
+			ErrInvalidArgument, l.name)
+	}
+	return nil
+}
+
+// fail wraps a Redis error with what was being done; after Close it also
+// matches ErrClosed.
+func (l *CountDownLatch) fail(op string, err error) error {
+	err = fmt.Errorf("relock: %s %q: %w", op, l.name, err)
+	if l.core.CheckOpen() != nil {
+		err = errors.Join(err, ErrClosed)
+	}
+	return err
+}
+
+// TrySetCount sets the count to n (at least 1) if the latch has none (a
+// latch that reached 0 has none), and reports whether it did.
+func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
+	if err := l.check(); err != nil {
+		return false, err
+	}
+	if n < 1 {
+		return false, fmt.Errorf("%w: latch count %d is under 1", ErrInvalidArgument, n)
+	}
+	ok, err := lua.LatchSet.Exec(ctx, l.core.RDB, []string{l.name},
+		[]string{fmt.Sprint(n), Channel(l.name), l.core.PublishCommand()}).AsInt64()
+	if err != nil {
+		return false, l.fail("set count", err)
+	}
+	return ok == 1, nil
+}
+
+// CountDown counts the latch down by one; at 0 the latch opens and every
+// waiter, in every process, goes on. A latch with no count stays so. The
+// call is not resent: when it returns a connection error, the count may
+// or may not have gone down.
+func (l *CountDownLatch) CountDown(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	err := lua.LatchCountDown.Exec(ctx, l.core.RDB, []string{l.name},
+		[]string{Channel(l.name), l.core.PublishCommand()}).Error()
+	if err != nil {
+		return l.fail("count down", err)
+	}
+	return nil
+}
+
+// Count is the latch's count: 0 when it is open (or was never set).
+func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
+	if err := l.check(); err != nil {
+		return 0, err
+	}
+	return l.count(ctx)
+}
+
+func (l *CountDownLatch) count(ctx context.Context) (int, error) {
+	n, err := l.core.RDB.Do(ctx, l.core.RDB.B().Get().Key(l.name).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, l.fail("count", err)
+	}
+	return int(max(n, 0)), nil
+}
+
+// Await waits until the count is 0 or ctx ends. It sleeps on the latch's
+// channel (one subscription per name per Client, shared by all its
+// waiters) and reads the count only when it starts, once it is
+// subscribed, and when woken: when the count reaches 0, or when the
+// subscription connection was lost and made again. It never polls. When
+// ctx ends first, the error matches both ErrNotAcquired and ctx.Err();
+// when Close does, ErrNotAcquired and ErrClosed.
+func (l *CountDownLatch) Await(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return notAcquired(err)
+	}
+	if n, err := l.count(ctx); err != nil || n == 0 {
+		return l.failure(ctx, err)
+	}
+	sub, err := l.core.Hub.Subscribe(ctx, Channel(l.name))
+	if err != nil {
+		return l.failure(ctx, l.fail("subscribe", err))
+	}
+	defer sub.Leave(false)
+	var (
+		backoff *time.Timer
+		lastErr error
+	)
+	defer func() {
+		if backoff != nil {
+			backoff.Stop()
+		}
+	}()
+	for {
+		// Subscribed: a count that reached 0 before is seen here, one
+		// that reaches it later is published.
+		n, err := l.count(ctx)
+		var retry <-chan time.Time
+		switch {
+		case err == nil && n == 0:
+			return nil
+		case err == nil:
+			lastErr = nil
+		case ctx.Err() == nil && l.core.CheckOpen() == nil && transient(err):
+			// Ride out a dropped connection or a failover.
+			lastErr = err
+			if backoff == nil {
+				backoff = time.NewTimer(retryBackoff)
+			} else {
+				backoff.Reset(retryBackoff)
+			}
+			retry = backoff.C
+		default:
+			return l.failure(ctx, err)
+		}
+		select {
+		case <-sub.C():
+		case <-retry:
+		case <-ctx.Done():
+			return notAcquired(errors.Join(ctx.Err(), lastErr))
+		case <-l.core.Closed():
+			return notAcquired(ErrClosed)
+		}
+	}
+}
+
+// retryBackoff is how long Await waits before reading the count again
+// after a transient failure.
+const retryBackoff = 100 * time.Millisecond
+
+// transient reports whether err may pass: a lost connection or a timeout,
+// or an error reply of a server that is loading or not serving the slot
+// yet.
+func transient(err error) bool {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return true
+	}
+	return re.IsLoading() || re.IsTryAgain() || re.IsClusterDown() || strings.HasPrefix(re.Error(), "MASTERDOWN")
+}
+
+// failure is the error Await returns for err (nil when the latch is
+// open): when ctx or Close ended it, it says so.
+func (l *CountDownLatch) failure(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return notAcquired(errors.Join(ctx.Err(), err))
+	case l.core.CheckOpen() != nil:
+		return notAcquired(err)
+	}
+	return err
+}
+
+// notAcquired is the error of a wait that ended with cause.
+func notAcquired(cause error) error {
+	return errors.Join(ErrNotAcquired, cause)
+}

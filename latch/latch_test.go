@@ -1,0 +1,263 @@
+package latch_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/latch"
+	"github.com/relock-go/relock/rlock"
+)
+
+const handoff = 5 * time.Second
+
+// reads is a rueidis client that counts the GETs of one key, and may run
+// a function after the first.
+type reads struct {
+	rueidis.Client
+	key   string
+	n     atomic.Int64
+	after func()
+}
+
+func (r *reads) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands()
+	get := len(args) == 2 && args[0] == "GET" && args[1] == r.key
+	res := r.Client.Do(ctx, cmd)
+	if get && r.n.Add(1) == 1 && r.after != nil {
+		r.after()
+	}
+	return res
+}
+
+// countingClient returns a Client whose reads of name's count are counted.
+func countingClient(t *testing.T, name string, after func()) (*rlock.Client, *atomic.Int64) {
+	t.Helper()
+	r := &reads{Client: redistest.Shared(t).Client(t), key: name, after: after}
+	c, err := rlock.New(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, &r.n
+}
+
+func subscribers(t *testing.T, raw rueidis.Client, channel string) int64 {
+	t.Helper()
+	vals, err := raw.Do(t.Context(), raw.B().PubsubNumsub().Channel(channel).Build()).ToArray()
+	if err != nil || len(vals) != 2 {
+		t.Fatalf("PUBSUB NUMSUB: %v %v", vals, err)
+	}
+	n, _ := vals[1].AsInt64()
+	return n
+}
+
+func TestRedissonLayout(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	l := c.GetCountDownLatch(name)
+	if got, want := latch.Channel(name), "redisson_countdownlatch__channel__{"+name+"}"; got != want {
+		t.Errorf("Channel = %q, want %q", got, want)
+	}
+	if got, want := latch.Channel("a{b}c"), "redisson_countdownlatch__channel__{a{b}c}"; got != want {
+		t.Errorf("Channel of a tagged name = %q, want %q", got, want)
+	}
+	msgs := make(chan string, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = raw.Receive(ctx, raw.B().Subscribe().Channel(latch.Channel(name)).Build(), func(m rueidis.PubSubMessage) { msgs <- m.Message })
+	}()
+	defer func() { cancel(); <-done }()
+	relocktest.Eventually(t, handoff, "the listener", func() bool { return subscribers(t, raw, latch.Channel(name)) == 1 })
+	if ok, err := l.TrySetCount(t.Context(), 2); !ok || err != nil {
+		t.Fatalf("TrySetCount = %v, %v", ok, err)
+	}
+	if ok, err := l.TrySetCount(t.Context(), 5); ok || err != nil {
+		t.Errorf("second TrySetCount = %v, %v, want false", ok, err)
+	}
+	if v, _ := raw.Do(t.Context(), raw.B().Get().Key(name).Build()).ToString(); v != "2" {
+		t.Errorf("count key = %q, want 2", v)
+	}
+	for _, step := range []struct {
+		count int
+		msg   string
+	}{{2, "1"}, {1, ""}, {0, "0"}} {
+		if step.msg != "" {
+			select {
+			case m := <-msgs:
+				if m != step.msg {
+					t.Errorf("message %q, want %q", m, step.msg)
+				}
+			case <-time.After(handoff):
+				t.Fatalf("no message %q", step.msg)
+			}
+		}
+		if n, err := l.Count(t.Context()); n != step.count || err != nil {
+			t.Errorf("Count = %d, %v, want %d", n, err, step.count)
+		}
+		if step.count > 0 {
+			if err := l.CountDown(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64(); n != 0 {
+		t.Error("the count key is left at 0")
+	}
+	if err := l.CountDown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64(); n != 0 {
+		t.Error("CountDown of an open latch left a key")
+	}
+}
+
+// TestAwaitWokenAtZero: waiters of two Clients sleep on the channel (each
+// reads the count when it starts and once subscribed, and not again until
+// woken); the count going down wakes none of them; reaching 0 wakes all.
+func TestAwaitWokenAtZero(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	c1, reads1 := countingClient(t, name, nil)
+	c2, reads2 := countingClient(t, name, nil)
+	setter := relocktest.Client(t)
+	l := setter.GetCountDownLatch(name)
+	if ok, err := l.TrySetCount(t.Context(), 3); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	const perClient = 4
+	var wg sync.WaitGroup
+	done := make(chan error, 2*perClient)
+	for _, c := range []*rlock.Client{c1, c2} {
+		for range perClient {
+			wg.Go(func() { done <- c.GetCountDownLatch(name).Await(t.Context()) })
+		}
+	}
+	relocktest.Eventually(t, handoff, "the waiters to sleep", func() bool {
+		return reads1.Load() == 2*perClient && reads2.Load() == 2*perClient
+	})
+	for range 2 {
+		if err := l.CountDown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The messages of the counts between are ignored: nobody reads again.
+	if err := l.CountDown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(done)
+	for err := range done {
+		if err != nil {
+			t.Errorf("Await = %v", err)
+		}
+	}
+	if r1, r2 := reads1.Load(), reads2.Load(); r1 != 3*perClient || r2 != 3*perClient {
+		t.Errorf("count read %d and %d times, want %d each: twice per waiter before sleeping, once when woken", r1, r2, 3*perClient)
+	}
+	relocktest.Eventually(t, handoff, "the subscriptions to end", func() bool { return subscribers(t, raw, latch.Channel(name)) == 0 })
+}
+
+// TestAwaitOpenLatch: Await of an open or unset latch returns at once,
+// without subscribing.
+func TestAwaitOpenLatch(t *testing.T) {
+	c := relocktest.Client(t)
+	name := relocktest.Name(t)
+	ctx, cancel := context.WithTimeout(t.Context(), handoff)
+	defer cancel()
+	if err := c.GetCountDownLatch(name).Await(ctx); err != nil {
+		t.Errorf("Await of an unset latch = %v", err)
+	}
+}
+
+// TestAwaitSeesZeroReachedWhileSubscribing: the count reaches 0 between
+// the waiter's first read and its subscription; its read after
+// subscribing sees it.
+func TestAwaitSeesZeroReachedWhileSubscribing(t *testing.T) {
+	name := relocktest.Name(t)
+	setter := relocktest.Client(t)
+	l := setter.GetCountDownLatch(name)
+	if ok, err := l.TrySetCount(t.Context(), 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	// After the waiter's first read, count down: the message goes out
+	// before the waiter listens.
+	c, _ := countingClient(t, name, func() {
+		if err := l.CountDown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), handoff)
+	defer cancel()
+	if err := c.GetCountDownLatch(name).Await(ctx); err != nil {
+		t.Errorf("Await = %v", err)
+	}
+}
+
+func TestAwaitEnds(t *testing.T) {
+	name := relocktest.Name(t)
+	c, reads := countingClient(t, name, nil)
+	l := c.GetCountDownLatch(name)
+	if ok, err := l.TrySetCount(t.Context(), 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := l.Await(ctx); !errors.Is(err, latch.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Await until a deadline = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	got := make(chan error, 1)
+	before := reads.Load()
+	go func() { got <- l.Await(t.Context()) }()
+	relocktest.Eventually(t, handoff, "the waiter to sleep", func() bool { return reads.Load() == before+2 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, latch.ErrNotAcquired) || !errors.Is(err, latch.ErrClosed) {
+			t.Errorf("Await ended by Close = %v, want ErrNotAcquired and ErrClosed", err)
+		}
+	case <-time.After(handoff):
+		t.Fatal("Close did not end Await")
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	ctx := t.Context()
+	bad := []struct {
+		what string
+		call func() error
+	}{
+		{"empty name", func() error { return c.GetCountDownLatch("").CountDown(ctx) }},
+		{"broken hash tag", func() error { _, err := c.GetCountDownLatch("x{").TrySetCount(ctx, 1); return err }},
+		{"zero count", func() error { _, err := c.GetCountDownLatch(name).TrySetCount(ctx, 0); return err }},
+		{"negative count", func() error { _, err := c.GetCountDownLatch(name).TrySetCount(ctx, -3); return err }},
+		{"control character", func() error { return c.GetCountDownLatch("a\nb").Await(ctx) }},
+	}
+	for _, b := range bad {
+		if err := b.call(); !errors.Is(err, latch.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", b.what, err)
+		}
+	}
+	if keys, _ := raw.Do(ctx, raw.B().Keys().Pattern("*"+name+"*").Build()).AsStrSlice(); len(keys) != 0 {
+		t.Errorf("bad calls wrote %q", keys)
+	}
+	sharded := relocktest.Client(t, rlock.WithShardedPubSub())
+	if _, err := sharded.GetCountDownLatch("jobs:{tag}").TrySetCount(ctx, 1); !errors.Is(err, latch.ErrInvalidArgument) {
+		t.Errorf("a name with braces under sharded pub/sub = %v, want ErrInvalidArgument", err)
+	}
+}

@@ -1,0 +1,29 @@
+-- rw_read_reenter.lua (after rw_reads.lua): add a level to a read hold
+-- the caller has.
+-- KEYS[1] lock hash <name>
+-- ARGV[1] lease in ms (> 0)
+-- ARGV[2] reader field <clientID>:<owner>
+-- ARGV[3] key prefix: {<name>}, or <name> when it has a hash tag
+-- ARGV[4] the hold count the field has after the call (the caller's count
+--         plus one): the count is set, not incremented, so sending the
+--         script twice has the effect of sending it once
+-- Returns 0 after setting the count, giving every level's lease key
+-- <prefix>:<field>:rwlock_timeout:<level> (1..count) the lease (a
+-- re-entry resets the hold's lease) and making the hash's lease at least
+-- that long; nil when the field holds nothing: the hold was lost, and
+-- nothing was changed.
+local n = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
+if not n then
+  return nil
+end
+local target = tonumber(ARGV[4])
+local key = ARGV[3] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
+for level = n, target + 1, -1 do
+  redis.call('del', key .. level)
+end
+redis.call('hset', KEYS[1], ARGV[2], target)
+for level = 1, target do
+  redis.call('set', key .. level, 1, 'px', ARGV[1])
+end
+extend(KEYS[1], tonumber(ARGV[1]))
+return 0

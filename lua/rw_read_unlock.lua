@@ -1,0 +1,53 @@
+-- rw_read_unlock.lua (after rw_reads.lua): bring a read hold down to a
+-- count: one level fewer for an unlock, or back to what its owner was
+-- granted after an acquisition whose reply was lost.
+-- KEYS[1] lock hash <name>
+-- KEYS[2] channel redisson_rwlock:{name}
+-- ARGV[1] message of a read release ('0': wakes one waiter)
+-- ARGV[2] lease in ms, reset while levels remain
+-- ARGV[3] reader field <clientID>:<owner>
+-- ARGV[4] publish command ('publish' or 'spublish')
+-- ARGV[5] the count to leave (>= 0); a count at or under it is kept
+-- ARGV[6] key prefix: {<name>}, or <name> when it has a hash tag
+-- Returns -1 when the field holds nothing (nothing is changed), else the
+-- count left. The lease keys of the levels released are deleted; those of
+-- the levels left get the lease again. At 0 the field goes, and then:
+-- in write mode the writer (the same owner) holds on; in read mode the
+-- hash lives on for the longest lease among the other read holds' keys;
+-- when none is alive (the other readers died) or no field is left, the
+-- hash is deleted and the message published. The count is set, not
+-- decremented, so a resent request does not release twice.
+local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if not n then
+  return -1
+end
+local target = tonumber(ARGV[5])
+local key = ARGV[6] .. ':' .. ARGV[3] .. ':rwlock_timeout:'
+for level = n, math.max(target, 0) + 1, -1 do
+  redis.call('del', key .. level)
+end
+if target > 0 then
+  if n > target then
+    redis.call('hset', KEYS[1], ARGV[3], target)
+    n = target
+  end
+  for level = 1, n do
+    redis.call('set', key .. level, 1, 'px', ARGV[2])
+  end
+  extend(KEYS[1], tonumber(ARGV[2]))
+  return n
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) > 1 then
+  if redis.call('hget', KEYS[1], 'mode') == 'write' then
+    return 0
+  end
+  local left = reads_left(KEYS[1], ARGV[6])
+  if left > 0 then
+    redis.call('pexpire', KEYS[1], left)
+    return 0
+  end
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+return 0

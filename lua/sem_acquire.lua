@@ -1,0 +1,74 @@
+-- sem_acquire.lua (after sem_reclaim.lua): take one permit of a
+-- semaphore, or keep a waiter's place in its queue.
+-- KEYS[1] available permits <name>
+-- KEYS[2] permit leases {<name>}:timeout (sorted set)
+-- KEYS[3] channel redisson_sc:{name}
+-- KEYS[4] waiter queue {<name>}:relock_queue (sorted set: permit ID ->
+--         when the waiter joined, ms)
+-- KEYS[5] waiter deadlines {<name>}:relock_queue_timeout (sorted set:
+--         permit ID -> when the waiter is dropped unless it refreshes, ms)
+-- ARGV[1] publish command ('publish' or 'spublish')
+-- ARGV[2] permit ID (16 raw bytes), the same for every attempt of a call
+-- ARGV[3] lease in ms (> 0)
+-- ARGV[4] '1' to join (or stay in) the queue when no permit is taken,
+--         '0' to leave no trace
+-- ARGV[5] waiter timeout in ms
+-- Returns {1, permits left} when the permit is held after the call, with
+-- its lease ending ARGV[3] from now (a permit with this ID already held
+-- was taken by an attempt whose reply was lost: its lease is reset, so
+-- sending the script twice has the effect of sending it once); else
+-- {0, ms}: how long until a lease or a queued waiter's deadline ends (-1
+-- when none will).
+-- Queued waiters come first: waiter k of the queue (0 first) may take a
+-- permit only while more than k are available, a caller out of the queue
+-- only while more are available than waiters are queued. Waiters whose
+-- deadline has passed are dropped first.
+local lease = tonumber(ARGV[3])
+local dead = redis.call('zrangebyscore', KEYS[5], '-inf', now)
+for i = 1, #dead do
+  redis.call('zrem', KEYS[4], dead[i])
+  redis.call('zrem', KEYS[5], dead[i])
+end
+local available = tonumber(redis.call('get', KEYS[1]) or '0')
+if redis.call('zscore', KEYS[2], ARGV[2]) then
+  redis.call('zadd', KEYS[2], now + lease, ARGV[2])
+  redis.call('zrem', KEYS[4], ARGV[2])
+  redis.call('zrem', KEYS[5], ARGV[2])
+  return {1, available}
+end
+local ahead = redis.call('zrank', KEYS[4], ARGV[2]) or redis.call('zcard', KEYS[4])
+if available > ahead then
+  redis.call('decr', KEYS[1])
+  redis.call('zadd', KEYS[2], now + lease, ARGV[2])
+  local ttl = redis.call('pttl', KEYS[1])
+  if ttl > 0 then
+    redis.call('pexpire', KEYS[2], ttl)
+  end
+  redis.call('zrem', KEYS[4], ARGV[2])
+  redis.call('zrem', KEYS[5], ARGV[2])
+  return {1, available - 1}
+end
+if ARGV[4] == '1' then
+  redis.call('zadd', KEYS[4], 'NX', now, ARGV[2])
+  redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), ARGV[2])
+end
+if redis.call('exists', KEYS[5]) == 1 then
+  -- The queue lives as long as its latest deadline.
+  local last = redis.call('zrange', KEYS[5], -1, -1, 'WITHSCORES')
+  redis.call('pexpireat', KEYS[4], last[2])
+  redis.call('pexpireat', KEYS[5], last[2])
+end
+local wait = -1
+local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+if first[2] and first[2] ~= '922337203685477' then
+  wait = tonumber(first[2]) - now
+end
+if available > 0 then
+  -- Held back for queued waiters: one that died is dropped at its
+  -- deadline.
+  local due = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
+  if due[2] and (wait < 0 or tonumber(due[2]) - now < wait) then
+    wait = tonumber(due[2]) - now
+  end
+end
+return {0, math.max(wait, -1)}

@@ -1,0 +1,13 @@
+-- sem_add.lua: add permits to a semaphore, or take some away.
+-- KEYS[1] available permits <name>
+-- KEYS[2] channel redisson_sc:{name}
+-- ARGV[1] publish command ('publish' or 'spublish')
+-- ARGV[2] permits to add (< 0 takes away; the count may go below 0, and
+--         then no permit is handed out until enough come back)
+-- Returns the new available count; when permits were added, their number
+-- is published. Not safe to resend: a resent request adds twice.
+local available = redis.call('incrby', KEYS[1], ARGV[2])
+if tonumber(ARGV[2]) > 0 then
+  redis.call(ARGV[1], KEYS[2], ARGV[2])
+end
+return available

@@ -1,0 +1,29 @@
+package rlock
+
+import (
+	"github.com/relock-go/relock/latch"
+	"github.com/relock-go/relock/rwlock"
+	"github.com/relock-go/relock/semaphore"
+)
+
+// GetReadWriteLock returns a handle on the read-write lock name (Redisson's
+// RReadWriteLock layout): ReadLock is shared, WriteLock exclusive. It does
+// no I/O; a bad name is reported by the handles' methods.
+func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
+	return rwlock.New(c.core, name)
+}
+
+// GetSemaphore returns a handle on the semaphore name (Redisson's
+// RPermitExpirableSemaphore layout): permits taken on a lease and given
+// back by their ID. It does no I/O; a bad name is reported by the
+// handle's methods.
+func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
+	return semaphore.New(c.core, name)
+}
+
+// GetCountDownLatch returns a handle on the count-down latch name
+// (Redisson's RCountDownLatch layout). It does no I/O; a bad name is
+// reported by the handle's methods.
+func (c *Client) GetCountDownLatch(name string) *latch.CountDownLatch {
+	return latch.New(c.core, name)
+}

@@ -1,0 +1,73 @@
+// Package semaphore implements Redisson's RPermitExpirableSemaphore on
+// Redis: a count of permits, each taken on a lease and given back by its
+// ID. Get one with rlock.Client.GetSemaphore.
+//
+//	s := c.GetSemaphore("exports")
+//	_, _ = s.TrySetPermits(ctx, 4)     // once, by whoever comes first
+//	id, err := s.Acquire(ctx, 0)       // waits; the watchdog renews the permit
+//	if err != nil { ... }
+//	defer s.Release(ctx, id)
+//
+// # Redis layout
+//
+// The layout is Redisson's, so Java and Go processes share a semaphore:
+//
+//	<name>                       string: the number of permits available
+//	{<name>}:timeout             sorted set: permit ID (16 raw bytes) -> the end
+//	                             of its lease (unix ms)
+//	redisson_sc:{<name>}         pub/sub: the number of permits that came free
+//	                             (or the new available count), published when
+//	                             permits come free
+//
+// plus two keys of relock's own, which Redisson ignores: {<name>}:relock_queue
+// (sorted set: the permit ID of each queued waiter -> when it joined) and
+// {<name>}:relock_queue_timeout (its deadline to refresh its place); both
+// expire with the latest deadline. A name that contains "{" is not wrapped
+// again ("<name>:timeout", "redisson_sc:<name>"), so every key shares the
+// name's hash slot and the semaphore works on Redis Cluster.
+//
+// A permit ID is 16 random bytes, given to callers as 32 lowercase hex
+// characters, and kept in Redis as the raw bytes (as current Redisson
+// does). A permit belongs to nobody in particular: any Client, or a
+// Redisson instance, may release it by its ID.
+//
+// # Leases and the watchdog
+//
+// Acquire and TryAcquire with lease 0 hold the permit on the watchdog
+// lease (30s by default, rlock.WithWatchdogTimeout), renewed by the Client
+// every third of it until Release; Close stops the renewals, and the
+// permits of a Client that closed (or died) come back when their lease
+// ends. A fixed lease (> 0) is never renewed. Every script that looks at
+// the permits first gives back those whose lease ended. Lease ends are on
+// the Redis server's clock; Redisson writes its client's clock, so when
+// Java and Go share a semaphore a lease ends early or late by the offset
+// between that client's clock and the server's.
+//
+// Release of a permit that is not held (unknown, released before, or past
+// its lease: then it came back by itself) returns ErrNotHeld.
+// AddPermits and Release are not resent after a lost reply (a resent
+// AddPermits would add twice); when they return a connection error, the
+// outcome is unknown, and a permit not given back returns with its lease.
+//
+// # Waiting and fairness
+//
+// A waiter never polls. It subscribes to the channel (one subscription per
+// name per Client, shared by its waiters), tries again, and sleeps until a
+// message, the earliest lease end (a process that died publishes nothing),
+// its time to join or refresh its place in the queue, or its context's end.
+// Each message wakes one waiter of each Client; a waiter that takes a
+// permit and sees more available hands a wake-up on to the next, so a
+// release wakes as many waiters as permits came free, not all of them.
+//
+// Waiters are not served in the order they came, but none starves while
+// permits keep coming free: a waiter that has waited longer than
+// QueueAfter joins relock's queue, and queued waiters come first, in the
+// order they joined (queued waiter k may take a permit only while more
+// than k are available; any other caller only while more are available
+// than waiters are queued). So once queued, a waiter gets the next permit
+// that nobody queued before it takes, however slow its link. A queued
+// waiter refreshes its place every RefreshInterval; one that stops (its
+// process died) is dropped after WaiterTimeout. Redisson's clients know
+// nothing of the queue: where they compete, they may still take permits
+// ahead of relock's waiters.
+package semaphore

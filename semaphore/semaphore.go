@@ -1,0 +1,319 @@
+package semaphore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/lua"
+)
+
+// The errors of every relock kind (the same values as rlock's).
+var (
+	ErrNotAcquired     = lockcore.ErrNotAcquired
+	ErrNotHeld         = lockcore.ErrNotHeld
+	ErrLockLost        = lockcore.ErrLockLost
+	ErrClosed          = lockcore.ErrClosed
+	ErrInvalidArgument = lockcore.ErrInvalidArgument
+)
+
+// Waiting: see the package documentation.
+const (
+	// QueueAfter is how long a waiting acquisition competes freely for
+	// permits before it joins the semaphore's queue, where it comes before
+	// every caller that joined after it.
+	QueueAfter = 100 * time.Millisecond
+	// WaiterTimeout is how long a queued waiter keeps its place without
+	// refreshing it. A waiter whose process died is dropped after it.
+	WaiterTimeout = 750 * time.Millisecond
+	// RefreshInterval is how often a queued waiter refreshes its place
+	// (and looks at the permits when no notification came).
+	RefreshInterval = WaiterTimeout / 3
+)
+
+// timing is the queue's timing, changed only by tests.
+var timing = struct{ queueAfter, refresh, waiterTimeout time.Duration }{QueueAfter, RefreshInterval, WaiterTimeout}
+
+// NoLease is the lease score Redisson writes for a permit taken without
+// a lease: it never expires.
+const NoLease = "922337203685477"
+
+// attemptTimeout bounds one script; retryBackoff is how long a waiting
+// call sleeps after a transient failure; cleanupTimeout bounds the
+// clean-up of a call that did not acquire.
+const (
+	attemptTimeout = 5 * time.Second
+	retryBackoff   = 100 * time.Millisecond
+	cleanupTimeout = time.Second
+)
+
+// Semaphore is a handle on a semaphore whose permits are held on a lease:
+// each permit taken has an ID, is given back with Release(ID), and comes
+// back by itself when its lease ends (a process that died loses its
+// permits then). Get one with rlock.Client.GetSemaphore. Handles are cheap
+// and safe for concurrent use.
+type Semaphore struct {
+	core *lockcore.Core
+	name string
+}
+
+// New returns a handle on the semaphore name of the Client whose shared
+// state is c. Users call rlock.Client.GetSemaphore instead.
+func New(c *lockcore.Core, name string) *Semaphore {
+	return &Semaphore{core: c, name: name}
+}
+
+// Name is the semaphore's name: the key of its available count.
+func (s *Semaphore) Name() string { return s.name }
+
+// Keys are the Redis keys and the channel of the semaphore name.
+type Keys struct {
+	// Available holds the count of available permits (a string).
+	Available string
+	// Leases is the sorted set of the permits held: permit ID (16 raw
+	// bytes) -> the end of its lease (unix ms).
+	Leases string
+	// Channel carries the counts of permits that came free.
+	Channel string
+	// Queue and QueueDeadlines are relock's queue of waiters that waited
+	// longer than QueueAfter: permit ID -> when it joined, and permit ID
+	// -> when it is dropped unless it refreshes its place (unix ms).
+	Queue, QueueDeadlines string
+}
+
+// KeysOf returns the keys of the semaphore name.
+func KeysOf(name string) Keys {
+	return Keys{
+		Available:      name,
+		Leases:         lockcore.Suffixed(name, "timeout"),
+		Channel:        lockcore.Derived(lockcore.SemaphoreChannelPrefix, name),
+		Queue:          lockcore.Suffixed(name, "relock_queue"),
+		QueueDeadlines: lockcore.Suffixed(name, "relock_queue_timeout"),
+	}
+}
+
+func (s *Semaphore) check() error {
+	if err := s.core.CheckOpen(); err != nil {
+		return err
+	}
+	return lockcore.CheckName(s.name)
+}
+
+// fail wraps a Redis error with what was being done; after Close it also
+// matches ErrClosed.
+func (s *Semaphore) fail(op string, err error) error {
+	err = fmt.Errorf("relock: %s %q: %w", op, s.name, err)
+	if s.core.CheckOpen() != nil {
+		err = errors.Join(err, ErrClosed)
+	}
+	return err
+}
+
+// TrySetPermits sets the number of permits if it was never set, and
+// reports whether it did. permits must be at least 0.
+func (s *Semaphore) TrySetPermits(ctx context.Context, permits int) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	if permits < 0 {
+		return false, fmt.Errorf("%w: negative permits %d", ErrInvalidArgument, permits)
+	}
+	k := KeysOf(s.name)
+	n, err := lua.SemSet.Exec(ctx, s.core.RDB, []string{k.Available, k.Channel},
+		[]string{s.core.PublishCommand(), strconv.Itoa(permits)}).AsInt64()
+	if err != nil {
+		return false, s.fail("set permits", err)
+	}
+	return n == 1, nil
+}
+
+// AddPermits adds n permits to the available count (n < 0 takes -n
+// away; the count may then go below 0, and no permit is handed out until
+// enough come back). Adding wakes as many waiters as there are new
+// permits. n == 0 does nothing. The call is not resent: when it returns
+// a connection error, the permits may or may not have been added.
+func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	k := KeysOf(s.name)
+	err := lua.SemAdd.Exec(ctx, s.core.RDB, []string{k.Available, k.Channel},
+		[]string{s.core.PublishCommand(), strconv.Itoa(n)}).Error()
+	if err != nil {
+		return s.fail("add permits", err)
+	}
+	return nil
+}
+
+// AvailablePermits is the number of permits available now, after the
+// permits whose lease ended came back; 0 when the semaphore was never set.
+func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	k := KeysOf(s.name)
+	n, err := lua.SemAvailable.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel},
+		[]string{s.core.PublishCommand()}).AsInt64()
+	if err != nil {
+		return 0, s.fail("available permits", err)
+	}
+	return int(n), nil
+}
+
+// Delete deletes the semaphore: its count, its permits' leases and its
+// queue. It reports whether there was a count. Permits held are gone with
+// it (Release then returns ErrNotHeld, and renewals report them lost);
+// waiters go on waiting until the permits are set again.
+func (s *Semaphore) Delete(ctx context.Context) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	k := KeysOf(s.name)
+	b := s.core.RDB.B()
+	res := s.core.RDB.DoMulti(ctx,
+		b.Exists().Key(k.Available).Build(),
+		b.Del().Key(k.Available, k.Leases, k.Queue, k.QueueDeadlines).Build())
+	n, err := res[0].AsInt64()
+	if err == nil {
+		err = res[1].Error()
+	}
+	if err != nil {
+		return false, s.fail("delete", err)
+	}
+	return n == 1, nil
+}
+
+// Acquire takes one permit, waiting until one is free or ctx ends, and
+// returns its ID. lease 0 holds it on the watchdog lease, renewed by the
+// Client until Release (or Close, after which it ends with its lease);
+// lease > 0 (at least 1ms) is a fixed lease, never renewed. If Acquire
+// returns an error, no permit is held and no waiter state is left behind;
+// when ctx ended the wait, the error matches both ErrNotAcquired and
+// ctx.Err(); when Close did, ErrNotAcquired and ErrClosed.
+func (s *Semaphore) Acquire(ctx context.Context, lease time.Duration) (permitID string, err error) {
+	if lease != 0 {
+		if err := lockcore.CheckLease(lease); err != nil {
+			return "", err
+		}
+	}
+	id, _, err := s.acquire(ctx, -1, lease)
+	return id, err
+}
+
+// TryAcquire takes one permit like Acquire but gives up after wait: wait 0
+// makes one attempt. It returns ("", false, nil) when the wait ended
+// without a permit while ctx is live, and ("", false, err) for errors, a
+// context that ended among them.
+func (s *Semaphore) TryAcquire(ctx context.Context, wait, lease time.Duration) (permitID string, ok bool, err error) {
+	if err := lockcore.CheckWait(wait); err != nil {
+		return "", false, err
+	}
+	if lease != 0 {
+		if err := lockcore.CheckLease(lease); err != nil {
+			return "", false, err
+		}
+	}
+	return s.acquire(ctx, wait, lease)
+}
+
+// Release gives the permit permitID back, whichever Client (or Redisson
+// instance) took it, and wakes a waiter. It stops its renewal first, when
+// this Client renews it. It returns an error matching ErrNotHeld when no
+// such permit is held: unknown, released before, or its lease ended (the
+// permit then came back by itself). A permitID that is not 32 hex
+// characters is ErrInvalidArgument. Release runs on a context detached
+// from ctx, so it works when ctx has ended. It is not resent: when it
+// returns a connection error, the permit may or may not be back; if not,
+// it comes back when its lease ends.
+func (s *Semaphore) Release(ctx context.Context, permitID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	raw, err := decodeID(permitID)
+	if err != nil {
+		return err
+	}
+	registryOf(s.core).stop(s.name, permitID)
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	n, err := s.release(dctx, raw)
+	if err != nil {
+		return s.fail("release", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %q: no permit %s is held (unknown, released, or its lease ended)", ErrNotHeld, s.name, permitID)
+	}
+	return nil
+}
+
+func (s *Semaphore) release(ctx context.Context, raw string) (int64, error) {
+	k := KeysOf(s.name)
+	return lua.SemRelease.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel},
+		[]string{s.core.PublishCommand(), raw}).AsInt64()
+}
+
+// newID returns a fresh permit ID: 16 random bytes, and their hex form.
+func newID() (raw, id string) {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return string(b[:]), hex.EncodeToString(b[:])
+}
+
+// decodeID returns the 16 raw bytes of a permit ID.
+func decodeID(id string) (string, error) {
+	if len(id) != 32 || strings.ToLower(id) != id {
+		return "", fmt.Errorf("%w: permit ID %q is not 32 lowercase hex characters", ErrInvalidArgument, id)
+	}
+	b, err := hex.DecodeString(id)
+	if err != nil {
+		return "", fmt.Errorf("%w: permit ID %q is not 32 lowercase hex characters", ErrInvalidArgument, id)
+	}
+	return string(b), nil
+}
+
+// detached returns the context of a call that must run when ctx has
+// ended: ctx's values, without its cancellation, for attemptTimeout.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+}
+
+// replyError reports whether err is an error reply (the script's outcome
+// is known) rather than a lost connection or a timeout.
+func replyError(err error) (*rueidis.RedisError, bool) {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return re, true
+	}
+	return nil, false
+}
+
+// transient reports whether a waiting call may retry after err: a lost
+// connection or timeout, or an error reply that means the script did not
+// run (the server was loading, busy, read-only, out of memory, or not
+// serving the slot yet).
+func transient(err error) bool {
+	re, ok := replyError(err)
+	if !ok {
+		return true
+	}
+	if re.IsLoading() || re.IsTryAgain() || re.IsClusterDown() || re.IsNoScript() {
+		return true
+	}
+	for _, p := range []string{"READONLY", "BUSY", "OOM", "MASTERDOWN"} {
+		if strings.HasPrefix(re.Error(), p) {
+			return true
+		}
+	}
+	return false
+}
