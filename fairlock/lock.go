@@ -28,10 +28,10 @@ type Lock struct {
 // site marks the handle with its Client, for multilock.NewRedLock's check.
 type site = lockcore.Site
 
-// New returns a handle on the fair lock name of the Client whose shared
-// state is c. Users call rlock.Client.GetFairLock instead.
-func New(c *lockcore.Core, name string) *Lock {
-	return &Lock{m: lockcore.NewMutex(c, name, kind{}), site: lockcore.SiteOf(c)}
+func init() {
+	lockcore.NewFairLock = func(c *lockcore.Core, name string) any {
+		return &Lock{m: lockcore.NewMutex(c, name, kind{}), site: lockcore.SiteOf(c)}
+	}
 }
 
 // Name is the lock's name: the key of its Redis hash.

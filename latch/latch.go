@@ -29,10 +29,8 @@ type CountDownLatch struct {
 	name string
 }
 
-// New returns a handle on the latch name of the Client whose shared state
-// is c. Users call rlock.Client.GetCountDownLatch instead.
-func New(c *lockcore.Core, name string) *CountDownLatch {
-	return &CountDownLatch{core: c, name: name}
+func init() {
+	lockcore.NewCountDownLatch = func(c *lockcore.Core, name string) any { return &CountDownLatch{core: c, name: name} }
 }
 
 // Name is the latch's name: the key of its count.

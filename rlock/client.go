@@ -166,7 +166,7 @@ func (c *Client) GetLock(name string) *Lock {
 // GetFairLock returns a handle on the fair (FIFO) lock name. It does no
 // I/O; a bad name is reported by the handle's methods.
 func (c *Client) GetFairLock(name string) *fairlock.Lock {
-	return fairlock.New(c.core, name)
+	return lockcore.NewFairLock(c.core, name).(*fairlock.Lock)
 }
 
 // GetFencedLock returns a handle on the fenced lock name: a reentrant lock

@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/latch"
 	"github.com/relock-go/relock/rwlock"
 	"github.com/relock-go/relock/semaphore"
@@ -10,7 +11,7 @@ import (
 // RReadWriteLock layout): ReadLock is shared, WriteLock exclusive. It does
 // no I/O; a bad name is reported by the handles' methods.
 func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
-	return rwlock.New(c.core, name)
+	return lockcore.NewReadWriteLock(c.core, name).(*rwlock.ReadWriteLock)
 }
 
 // GetSemaphore returns a handle on the semaphore name (Redisson's
@@ -18,12 +19,12 @@ func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
 // back by their ID. It does no I/O; a bad name is reported by the
 // handle's methods.
 func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
-	return semaphore.New(c.core, name)
+	return lockcore.NewSemaphore(c.core, name).(*semaphore.Semaphore)
 }
 
 // GetCountDownLatch returns a handle on the count-down latch name
 // (Redisson's RCountDownLatch layout). It does no I/O; a bad name is
 // reported by the handle's methods.
 func (c *Client) GetCountDownLatch(name string) *latch.CountDownLatch {
-	return latch.New(c.core, name)
+	return lockcore.NewCountDownLatch(c.core, name).(*latch.CountDownLatch)
 }

@@ -31,13 +31,16 @@ type ReadWriteLock struct {
 	read, write *Lock
 }
 
-// New returns a handle on the read-write lock name of the Client whose
-// shared state is c. Users call rlock.Client.GetReadWriteLock instead.
-func New(c *lockcore.Core, name string) *ReadWriteLock {
-	return &ReadWriteLock{
-		name:  name,
-		read:  &Lock{m: lockcore.NewMutexRole(c, name, lockcore.Role{Name: "read", Shared: true}, readKind{}), side: "read"},
-		write: &Lock{m: lockcore.NewMutexRole(c, name, lockcore.Role{Name: "write", FieldSuffix: writeSuffix}, writeKind{}), side: "write"},
+func init() {
+	lockcore.NewReadWriteLock = func(c *lockcore.Core, name string) any {
+		site := lockcore.SiteOf(c)
+		return &ReadWriteLock{
+			name: name,
+			read: &Lock{m: lockcore.NewMutexRole(c, name, lockcore.Role{Name: "read", Shared: true}, readKind{}),
+				side: "read", site: site},
+			write: &Lock{m: lockcore.NewMutexRole(c, name, lockcore.Role{Name: "write", FieldSuffix: writeSuffix}, writeKind{}),
+				side: "write", site: site},
+		}
 	}
 }
 
@@ -58,7 +61,11 @@ func (rw *ReadWriteLock) WriteLock() *Lock { return rw.write }
 type Lock struct {
 	m    *lockcore.Mutex
 	side string // "read" or "write"
+	site
 }
+
+// site marks the handle with its Client, for multilock.NewRedLock's check.
+type site = lockcore.Site
 
 // checkOwner refuses an owner whose reader field would be another owner's
 // writer field ("x:write" reading is "x" writing).

@@ -65,10 +65,8 @@ type Semaphore struct {
 	name string
 }
 
-// New returns a handle on the semaphore name of the Client whose shared
-// state is c. Users call rlock.Client.GetSemaphore instead.
-func New(c *lockcore.Core, name string) *Semaphore {
-	return &Semaphore{core: c, name: name}
+func init() {
+	lockcore.NewSemaphore = func(c *lockcore.Core, name string) any { return &Semaphore{core: c, name: name} }
 }
 
 // Name is the semaphore's name: the key of its available count.
