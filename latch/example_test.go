@@ -47,3 +47,21 @@ func ExampleCountDownLatch() {
 	// await: <nil>
 	// count: 0
 }
+
+// ExampleCountDownLatch_readme is the README's code, compiled; it is not
+// run.
+func ExampleCountDownLatch_readme() {
+	var (
+		ctx  = context.Background()
+		c    *rlock.Client
+		done = make(chan error, 1)
+	)
+	// README begin
+	l := c.GetCountDownLatch("batch")
+	_, _ = l.TrySetCount(ctx, 3)         // three workers
+	go func() { done <- l.Await(ctx) }() // wakes when the count reaches 0
+	for range 3 {
+		_ = l.CountDown(ctx) // each worker, when its part is done
+	}
+	// README end
+}

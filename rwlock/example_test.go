@@ -124,3 +124,58 @@ func ExampleReadWriteLock_writerGate() {
 	// writing
 	// reading
 }
+
+// ExampleReadWriteLock_readme is the README's code, compiled; it is not
+// run.
+func ExampleReadWriteLock_readme() {
+	var (
+		ctx = context.Background()
+		c   *rlock.Client
+	)
+	// README begin
+	rw := c.GetReadWriteLock("catalog")
+	a := rlock.WithOwner(ctx, "reader-a")
+	b := rlock.WithOwner(ctx, "reader-b")
+	w := rlock.WithOwner(ctx, "writer")
+
+	_ = rw.ReadLock().Lock(a)
+	_ = rw.ReadLock().Lock(b)                // readers share
+	ok, _ := rw.WriteLock().TryLock(w, 0, 0) // false: readers hold it
+	_ = rw.ReadLock().Unlock(a)
+	_ = rw.ReadLock().Unlock(b)             // the last reader wakes a waiting writer
+	ok, _ = rw.WriteLock().TryLock(w, 0, 0) // true
+	ok, _ = rw.ReadLock().TryLock(w, 0, 0)  // true: the writer may read too
+	// README end
+	_ = ok
+}
+
+// ExampleReadWriteLock_gate is the README's writer gate, compiled; it is
+// not run.
+func ExampleReadWriteLock_gate() {
+	var c *rlock.Client
+	reader := func(ctx context.Context) error {
+		// README begin
+		gate := c.GetFairLock("prices:gate")
+		rw := c.GetReadWriteLock("prices")
+
+		// reader
+		if err := gate.Lock(ctx); err != nil { // behind queued writers
+			return err
+		}
+		_ = gate.Unlock(ctx)
+		if err := rw.ReadLock().Lock(ctx); err != nil {
+			return err
+		}
+		defer rw.ReadLock().Unlock(ctx)
+
+		// writer
+		if err := gate.Lock(ctx); err != nil { // new readers queue behind
+			return err
+		}
+		err := rw.WriteLock().Lock(ctx) // the readers inside drain
+		_ = gate.Unlock(ctx)
+		// README end
+		return err
+	}
+	_ = reader
+}

@@ -52,3 +52,22 @@ func ExampleSemaphore() {
 	// available: 2
 	// release twice: true
 }
+
+// ExampleSemaphore_readme is the README's code, compiled; it is not run.
+func ExampleSemaphore_readme() {
+	var (
+		ctx = context.Background()
+		c   *rlock.Client
+	)
+	// README begin
+	s := c.GetSemaphore("exports")
+	_, _ = s.TrySetPermits(ctx, 2)         // once, by whoever comes first
+	a, _ := s.Acquire(ctx, 0)              // waits; renewed until Release
+	b, _ := s.Acquire(ctx, 10*time.Second) // a fixed lease: back by itself after 10s
+	_, ok, _ := s.TryAcquire(ctx, 0, 0)    // false: none left
+	_ = s.Release(ctx, a)
+	_ = s.Release(ctx, b)
+	err := s.Release(ctx, a) // ErrNotHeld: released (or expired) already
+	// README end
+	_, _ = ok, err
+}
