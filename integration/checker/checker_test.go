@@ -146,6 +146,14 @@ func TestFencing(t *testing.T) {
 		{"re-entry with another token", []checker.Operation{
 			withToken(op("a", acq, 0, 10, ok), 5), withToken(reentry(op("a", acq, 20, 30, ok)), 6),
 		}, nil, []string{checker.ViolReentryToken}},
+		{"re-entry that took a new hold after its hold was lost", []checker.Operation{
+			withToken(op("a", acq, 0, 10, ok), 5), op("a", lost, 12, 25, ok),
+			withToken(reentry(op("a", acq, 20, 30, ok)), 6),
+		}, nil, nil},
+		{"re-entry with another token, the loss told after it returned", []checker.Operation{
+			withToken(op("a", acq, 0, 10, ok), 5), withToken(reentry(op("a", acq, 20, 30, ok)), 6),
+			op("a", lost, 12, 35, ok),
+		}, nil, []string{checker.ViolReentryToken}},
 		{"accepted write never applied", []checker.Operation{
 			w("a", 0, 10, 1, "a-1", ok),
 		}, nil, []string{checker.ViolWriteNotApplied}},

@@ -89,19 +89,35 @@ func (r *FencingReport) add(kind, format string, args ...any) {
 func (r *FencingReport) checkTokens(ops []Operation) {
 	var acqs []Operation
 	holdToken := make(map[string]int64) // owner -> token of its current hold
+	holdCall := make(map[string]int64)  // owner -> when its current hold's acquisition began
+	// lostDuring reports whether owner was told, between from and to, that
+	// a hold of it was lost: a re-entry then may have taken a new hold.
+	lostDuring := func(owner string, from, to int64) bool {
+		for _, l := range ops {
+			if l.Kind == Lost && l.Owner == owner && l.Call > from && l.Return != Pending && l.Return <= to {
+				return true
+			}
+		}
+		return false
+	}
 	for _, o := range ops {
 		if o.Kind != Acquire || o.Result != OK || o.Token == 0 {
 			continue
 		}
 		if o.Reentry {
-			r.Reentries++
-			if t, ok := holdToken[o.Owner]; ok && t != o.Token {
-				r.add(ViolReentryToken, "%v: the hold's token is %d", o, t)
+			t, ok := holdToken[o.Owner]
+			if !ok || t == o.Token || !lostDuring(o.Owner, holdCall[o.Owner], o.Return) {
+				r.Reentries++
+				if ok && t != o.Token {
+					r.add(ViolReentryToken, "%v: the hold's token is %d", o, t)
+				}
+				continue
 			}
-			continue
+			// The hold it meant to re-enter was lost (and the owner told)
+			// while it ran: it took a new hold, with a new token.
 		}
 		r.Acquisitions++
-		holdToken[o.Owner] = o.Token
+		holdToken[o.Owner], holdCall[o.Owner] = o.Token, o.Call
 		acqs = append(acqs, o)
 	}
 	// Releases whose outcome is unknown, by owner: after one, the owner's
