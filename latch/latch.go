@@ -62,7 +62,7 @@ func (l *CountDownLatch) check() error {
 func (l *CountDownLatch) fail(op string, err error) error {
 	err = fmt.Errorf("relock: %s %q: %w", op, l.name, err)
 	if l.core.CheckOpen() != nil {
-		err = errors.Join(err, ErrClosed)
+		err = lockcore.Join(err, ErrClosed)
 	}
 	return err
 }
@@ -176,7 +176,7 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		case <-sub.C():
 		case <-retry:
 		case <-ctx.Done():
-			return notAcquired(errors.Join(ctx.Err(), lastErr))
+			return notAcquired(lockcore.Join(ctx.Err(), lastErr))
 		case <-l.core.Closed():
 			return notAcquired(ErrClosed)
 		}
@@ -205,7 +205,7 @@ func (l *CountDownLatch) failure(ctx context.Context, err error) error {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return notAcquired(errors.Join(ctx.Err(), err))
+		return notAcquired(lockcore.Join(ctx.Err(), err))
 	case l.core.CheckOpen() != nil:
 		return notAcquired(err)
 	}
@@ -214,5 +214,5 @@ func (l *CountDownLatch) failure(ctx context.Context, err error) error {
 
 // notAcquired is the error of a wait that ended with cause.
 func notAcquired(cause error) error {
-	return errors.Join(ErrNotAcquired, cause)
+	return lockcore.Join(ErrNotAcquired, cause)
 }

@@ -30,7 +30,10 @@ import (
 	"time"
 )
 
-// Kinds of lock, the Lock.Kind of every event.
+// Kinds of lock, the Lock.Kind of every event. In a semaphore's events
+// the Owner is the permit ID; a permit on the watchdog lease is a hold
+// (HoldStart to HoldEnd), one on a fixed lease is not (its Client does not
+// learn when the lease ends).
 const (
 	KindLock      = "lock"      // rlock.Lock, the reentrant lock
 	KindFenced    = "fenced"    // rlock.FencedLock
@@ -115,8 +118,9 @@ type Acquire struct {
 	Err error
 }
 
-// Release is one Unlock call (also the release inside Do). ReleaseStart
-// gets Lock and Owner; ReleaseEnd gets them all.
+// Release is one Unlock call (also the release inside Do), or a
+// semaphore's Release. ReleaseStart gets Lock and Owner; ReleaseEnd gets
+// them all.
 type Release struct {
 	Lock Lock
 	// Owner is the owner the call acts for; "" when the context carries
@@ -128,7 +132,8 @@ type Release struct {
 	// Duration is how long the call took.
 	Duration time.Duration
 	// Held is how long the owner's hold had lasted when the call began
-	// (0 when it held nothing).
+	// (0 when it held nothing, and for a semaphore permit on a fixed
+	// lease, whose start its Client does not keep).
 	Held time.Duration
 	// Err is what the call returned.
 	Err error

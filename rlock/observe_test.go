@@ -72,7 +72,7 @@ func (r *recorder) ReleaseEnd(ctx context.Context, e observe.Release) {
 	if ctx.Value(markKey{}) != "release" {
 		r.fail("ReleaseEnd did not get ReleaseStart's context")
 	}
-	if e.Outcome == observe.OutcomeReleased && e.Held <= 0 {
+	if e.Outcome == observe.OutcomeReleased && e.Held <= 0 && e.Lock.Kind != observe.KindSemaphore {
 		r.fail("ReleaseEnd(%+v): a release with no hold time", e)
 	}
 	r.add("ReleaseEnd", e.Lock, e.Outcome)
@@ -445,4 +445,72 @@ func TestLoggerLoss(t *testing.T) {
 	if len(e) != 1 || !strings.Contains(e[0], "lock lost") || !strings.Contains(e[0], "owner=a") {
 		t.Errorf("ERROR lines %q, want one lock lost line", e)
 	}
+}
+
+// TestObserverSyncKinds: the read and write sides of a read-write lock,
+// and a semaphore's permits, report as their kinds.
+func TestObserverSyncKinds(t *testing.T) {
+	rec := &recorder{}
+	c := relocktest.Client(t, rlock.WithObserver(rec))
+	ctx := rlock.WithOwner(t.Context(), "a")
+	rw := c.GetReadWriteLock(relocktest.Name(t))
+	for _, side := range []struct {
+		kind string
+		l    interface {
+			Lock(context.Context) error
+			Unlock(context.Context) error
+		}
+	}{{"read", rw.ReadLock()}, {"write", rw.WriteLock()}} {
+		if err := side.l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := side.l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k := side.kind
+		wantEvents(t, rec.take(t),
+			"AcquireStart "+k, "HoldStart "+k, "AcquireEnd "+k+" acquired",
+			"ReleaseStart "+k, "HoldEnd "+k+" released", "ReleaseEnd "+k+" released")
+	}
+
+	s := c.GetSemaphore(relocktest.Name(t))
+	if _, err := s.TrySetPermits(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.Acquire(ctx, 0) // on the watchdog: a hold
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.TryAcquire(ctx, 20*time.Millisecond, time.Second); ok || err != nil {
+		t.Fatalf("TryAcquire with none left = %v, %v", ok, err)
+	}
+	if err := s.Release(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	fixed, err := s.Acquire(ctx, time.Minute) // a fixed lease: no hold events
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, fixed); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, fixed); !errors.Is(err, rlock.ErrNotHeld) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+	k := "semaphore"
+	wantEvents(t, rec.take(t),
+		"AcquireStart "+k, "HoldStart "+k, "AcquireEnd "+k+" acquired",
+		"AcquireStart "+k, "WaitStart "+k, "WaitEnd "+k, "AcquireEnd "+k+" not_acquired",
+		"ReleaseStart "+k, "HoldEnd "+k+" released", "ReleaseEnd "+k+" released",
+		"AcquireStart "+k, "AcquireEnd "+k+" acquired",
+		"ReleaseStart "+k, "ReleaseEnd "+k+" released",
+		"ReleaseStart "+k, "ReleaseEnd "+k+" not_held")
+
+	// A permit held at Close ends as closed.
+	if _, err := s.Acquire(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	rec.take(t)
+	_ = c.Close()
+	wantEvents(t, rec.take(t), "HoldEnd "+k+" closed")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 )
 
@@ -29,6 +30,8 @@ type acquisition struct {
 	unknown bool  // an attempt may have taken the permit unseen
 	failing bool  // the last attempt failed transiently
 	lastErr error // the last transient failure
+
+	obs *acquireObs // nil without an observer
 }
 
 // acquire is the wait loop of Acquire (wait < 0: until ctx ends) and
@@ -51,7 +54,10 @@ func (s *Semaphore) acquire(ctx context.Context, wait, lease time.Duration) (str
 	if lease == 0 {
 		a.renew, a.lease = true, s.core.WatchdogTimeout
 	}
-	return a.run()
+	a.observeAcquire()
+	id, ok, err := a.run()
+	a.observed(ok, err)
+	return id, ok, err
 }
 
 func (a *acquisition) run() (string, bool, error) {
@@ -82,10 +88,11 @@ func (a *acquisition) run() (string, bool, error) {
 			a.failing, a.lastErr = true, err
 			next = retryBackoff
 		case a.s.core.CheckOpen() != nil:
-			return a.finish(notAcquired(errors.Join(ErrClosed, err)))
+			return a.finish(notAcquired(lockcore.Join(ErrClosed, err)))
 		default:
 			return a.finish(a.failure(err))
 		}
+		a.waiting()
 		if a.sub == nil {
 			// Subscribe after the first failed attempt, then attempt
 			// again at once: a release in between is not missed.
@@ -127,7 +134,7 @@ func (a *acquisition) run() (string, bool, error) {
 			}
 			return a.finish(nil)
 		case <-a.ctx.Done():
-			return a.finish(notAcquired(errors.Join(a.ctx.Err(), a.lastErr)))
+			return a.finish(notAcquired(lockcore.Join(a.ctx.Err(), a.lastErr)))
 		case <-a.s.core.Closed():
 			return a.finish(notAcquired(ErrClosed))
 		}
@@ -223,7 +230,11 @@ func (a *acquisition) scriptContext() (context.Context, context.CancelFunc) {
 // are left.
 func (a *acquisition) won(left int64) (string, bool, error) {
 	if a.renew {
-		if err := registryOf(a.s.core).add(a.s.core, a.s.name, a.id, a.raw); err != nil {
+		var o observe.Observer
+		if a.obs != nil {
+			o = a.obs.o
+		}
+		if err := registryOf(a.s.core).add(a.s.core, a.s.name, a.id, a.raw, o); err != nil {
 			a.giveBack()
 			return a.finish(notAcquired(err))
 		}
@@ -271,10 +282,10 @@ func (a *acquisition) failure(err error) error {
 	if a.ctx.Err() == nil || errors.Is(err, ErrNotAcquired) {
 		return err
 	}
-	return notAcquired(errors.Join(a.ctx.Err(), err))
+	return notAcquired(lockcore.Join(a.ctx.Err(), err))
 }
 
 // notAcquired is the error of a wait that ended with cause.
 func notAcquired(cause error) error {
-	return errors.Join(ErrNotAcquired, cause)
+	return lockcore.Join(ErrNotAcquired, cause)
 }

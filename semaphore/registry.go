@@ -7,6 +7,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/watchdog"
 )
 
@@ -23,8 +24,26 @@ type registryKey struct{}
 
 func registryOf(c *lockcore.Core) *registry {
 	return c.Extension(registryKey{}, func() any {
-		return &registry{permits: make(map[permitKey]*permit)}
+		r := &registry{permits: make(map[permitKey]*permit)}
+		c.OnClose(r.closed)
+		return r
 	}).(*registry)
+}
+
+// closed ends the permits at Close: they are no longer renewed, and come
+// back by themselves when their lease ends.
+func (r *registry) closed() {
+	r.mu.Lock()
+	ps := make([]*permit, 0, len(r.permits))
+	for k, p := range r.permits {
+		ps = append(ps, p)
+		delete(r.permits, k)
+	}
+	r.mu.Unlock()
+	for _, p := range ps {
+		p.lease.Stop()
+		p.ended(observe.OutcomeClosed, ErrClosed)
+	}
 }
 
 // permit is one permit the watchdog renews.
@@ -34,13 +53,16 @@ type permit struct {
 	raw     string
 	publish string
 	lease   *watchdog.Lease
+	o       observe.Observer // the Client's observer, nil if none
+	since   time.Time        // when it was taken
 }
 
 var _ lockcore.Renewable = (*permit)(nil)
 
-// add puts a permit on the watchdog. It fails with ErrClosed after Close.
-func (r *registry) add(c *lockcore.Core, name, id, raw string) error {
-	p := &permit{reg: r, key: permitKey{name, id}, raw: raw, publish: c.PublishCommand()}
+// add puts a permit on the watchdog, and tells o (if not nil) that it is
+// held. It fails with ErrClosed after Close.
+func (r *registry) add(c *lockcore.Core, name, id, raw string, o observe.Observer) error {
+	p := &permit{reg: r, key: permitKey{name, id}, raw: raw, publish: c.PublishCommand(), o: o, since: time.Now()}
 	// Under r.mu, so that a loss report (which takes r.mu) sees it.
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -50,11 +72,15 @@ func (r *registry) add(c *lockcore.Core, name, id, raw string) error {
 	}
 	p.lease = l
 	r.permits[p.key] = p
+	if o != nil {
+		o.HoldStart(p.holdEvent())
+	}
 	return nil
 }
 
-// stop stops renewing the permit, synchronously, if it is renewed here.
-func (r *registry) stop(name, id string) {
+// stop stops renewing the permit, synchronously, if it is renewed here,
+// and returns it (nil if not).
+func (r *registry) stop(name, id string) *permit {
 	k := permitKey{name, id}
 	r.mu.Lock()
 	p := r.permits[k]
@@ -63,6 +89,7 @@ func (r *registry) stop(name, id string) {
 	if p != nil {
 		p.lease.Stop()
 	}
+	return p
 }
 
 // RenewCall resets the permit's lease while it is held.
@@ -74,11 +101,18 @@ func (p *permit) RenewCall(lease time.Duration) lockcore.Call {
 
 // lost is the watchdog's report that the permit is gone (released
 // elsewhere, or its lease ended before a renewal): it is forgotten.
-func (p *permit) lost(error) {
+func (p *permit) lost(cause error) {
 	r := p.reg
 	r.mu.Lock()
-	if r.permits[p.key] == p {
+	mine := r.permits[p.key] == p
+	if mine {
 		delete(r.permits, p.key)
 	}
 	r.mu.Unlock()
+	if mine && p.o != nil {
+		lost := lockcore.Join(ErrLockLost, cause)
+		lock, owner := p.ObservedAs()
+		p.o.Renewal(observe.Renewal{Lock: lock, Owner: owner, Outcome: observe.OutcomeLost, Err: lost})
+		p.ended(observe.OutcomeLost, lost)
+	}
 }

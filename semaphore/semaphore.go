@@ -14,6 +14,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 )
 
 // The errors of every relock kind (the same values as rlock's).
@@ -110,7 +111,7 @@ func (s *Semaphore) check() error {
 func (s *Semaphore) fail(op string, err error) error {
 	err = fmt.Errorf("relock: %s %q: %w", op, s.name, err)
 	if s.core.CheckOpen() != nil {
-		err = errors.Join(err, ErrClosed)
+		err = lockcore.Join(err, ErrClosed)
 	}
 	return err
 }
@@ -242,15 +243,30 @@ func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 	if err != nil {
 		return err
 	}
-	registryOf(s.core).stop(s.name, permitID)
+	p := registryOf(s.core).stop(s.name, permitID)
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	n, err := s.release(dctx, raw)
+	notHeld := func() error {
+		return fmt.Errorf("%w: %q: no permit %s is held (unknown, released, or its lease ended)", ErrNotHeld, s.name, permitID)
+	}
+	n, err := s.observeRelease(dctx, permitID, p, func(ctx context.Context) (int64, error) {
+		n, err := s.release(ctx, raw)
+		if p != nil {
+			if err == nil && n == 0 {
+				p.ended(observe.OutcomeLost, lockcore.Join(ErrLockLost, notHeld()))
+			} else {
+				// Released; or, when Redis did not answer, no longer
+				// renewed: it ends by its lease at the latest.
+				p.ended(observe.OutcomeReleased, nil)
+			}
+		}
+		return n, err
+	})
 	if err != nil {
 		return s.fail("release", err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: %q: no permit %s is held (unknown, released, or its lease ended)", ErrNotHeld, s.name, permitID)
+		return notHeld()
 	}
 	return nil
 }

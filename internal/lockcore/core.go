@@ -109,6 +109,8 @@ type Core struct {
 	// the Client's anonymous holds, latest last: the latest only for an
 	// exclusive lock, every one for a shared role (a read lock).
 	anon map[string][]string
+	// closers run at Close (see OnClose).
+	closers []func()
 	// wakers are this Client's registrations for wake-ups, per lock name
 	// (see wake.go).
 	wakers map[string]*waker
@@ -188,6 +190,20 @@ func wakePolicy(channel, payload string) pubsub.Wake {
 	return pubsub.WakeAll
 }
 
+// OnClose registers fn to run at Close, once the holds have ended and
+// before the watchdog stops: for kinds built outside this package to end
+// what they keep (a semaphore's permits). After Close, fn runs at once.
+func (c *Core) OnClose(fn func()) {
+	c.mu.Lock()
+	if c.CheckOpen() == nil {
+		c.closers = append(c.closers, fn)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	fn()
+}
+
 // Extension returns the value this Client keeps under key, made by newValue
 // on first use: the state that a kind built outside this package keeps per
 // Client (a semaphore's permits on the watchdog). key is best a value of
@@ -212,6 +228,13 @@ func (c *Core) Close() error {
 		c.mu.Unlock()
 		c.closeRoot(ErrClosed)
 		c.obs.closed(closing)
+		c.mu.Lock()
+		closers := c.closers
+		c.closers = nil
+		c.mu.Unlock()
+		for _, fn := range closers {
+			fn()
+		}
 		c.stopWakers()
 		c.background.Wait()
 		c.Watchdog.Close()

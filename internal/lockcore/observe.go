@@ -254,9 +254,12 @@ func (ob *observer) renewFunc(renew watchdog.RenewFunc) watchdog.RenewFunc {
 	return func(ctx context.Context, leases []*watchdog.Lease) []error {
 		errs := renew(ctx, leases)
 		for i, l := range leases {
-			h := l.Value().(*renewal).h
-			e := observe.Renewal{Lock: h.lock(), Owner: h.key.owner,
-				Outcome: observe.OutcomeOK}
+			d, ok := l.Value().(Observed)
+			if !ok {
+				continue
+			}
+			lock, owner := d.ObservedAs()
+			e := observe.Renewal{Lock: lock, Owner: owner, Outcome: observe.OutcomeOK}
 			if i < len(errs) && errs[i] != nil {
 				if errors.Is(errs[i], watchdog.ErrNotHeld) {
 					continue
@@ -268,6 +271,15 @@ func (ob *observer) renewFunc(renew watchdog.RenewFunc) watchdog.RenewFunc {
 		return errs
 	}
 }
+
+// Observed is implemented by the values given to Core.Watchdog.Add that
+// the observer's renewal events name: the lock and the owner.
+type Observed interface {
+	ObservedAs() (observe.Lock, string)
+}
+
+// ObservedAs names the hold in renewal events.
+func (r *renewal) ObservedAs() (observe.Lock, string) { return r.h.lock(), r.h.key.owner }
 
 // renewalLost reports the watchdog's loss of h, unless Close has begun.
 func (ob *observer) renewalLost(h *hold, cause error) {
