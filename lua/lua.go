@@ -48,6 +48,15 @@ func script(body string, retryable bool) *Script {
 	return s
 }
 
+// readOnly is script for a script that writes nothing: it is sent as
+// EVALSHA_RO (Redis 7), which a client built with SendToReplicas may send
+// to a replica. Always retryable.
+func readOnly(body string) *Script {
+	s := script(body, true)
+	s.Lua = rueidis.NewLuaScriptReadOnly(body)
+	return s
+}
+
 var (
 	//go:embed lock_acquire.lua
 	lockAcquire string
@@ -147,8 +156,11 @@ var (
 	// resend by relock (a resent request may skip a token; tokens only
 	// grow).
 	FencedAcquire = script(fencedAcquire, false)
-	// FencedToken reads the token of the caller's current hold. Read-only.
-	FencedToken = script(fencedToken, true)
+	// FencedToken reads the token of the caller's current hold, as a
+	// read-only script (EVALSHA_RO); FencedTokenPrimary is the same script
+	// sent as EVALSHA, for servers older than Redis 7.
+	FencedToken        = readOnly(fencedToken)
+	FencedTokenPrimary = script(fencedToken, true)
 	// FenceWrite writes a fenced register if the token is not stale. Not
 	// resent: a resent write could land after a newer one.
 	FenceWrite = script(fenceWrite, false)

@@ -56,3 +56,43 @@ func TestFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestFencedTokenBeforeRedis7: the token is read with a read-only script
+// (EVALSHA_RO, so that a client that sends reads to replicas may); a
+// server that does not know EVALSHA_RO (before Redis 7) gets EVALSHA, from
+// its first refusal on.
+func TestFencedTokenBeforeRedis7(t *testing.T) {
+	raw := relocktest.Raw(t)
+	f := relocktest.NewFaulty(raw)
+	c, err := rlock.New(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.GetFencedLock(relocktest.Name(t))
+	ctx := rlock.WithOwner(t.Context(), "a")
+	token, err := l.LockAndGetToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnly := func(args []string) bool { return strings.HasSuffix(strings.ToUpper(args[0]), "_RO") }
+	seen := f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Run: true, Keep: true, Match: readOnly})
+	if got, err := l.Token(ctx); got != token || err != nil {
+		t.Fatalf("Token = %d, %v, want %d", got, err, token)
+	}
+	if seen.Hits() != 1 {
+		t.Fatalf("%d read-only scripts sent, want 1", seen.Hits())
+	}
+	f.Clear()
+	refused := f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Match: readOnly,
+		Reply: relocktest.ErrorReply(t, raw, "ERR unknown command 'EVALSHA_RO', with args beginning with: ")})
+	for range 2 {
+		if got, err := l.Token(ctx); got != token || err != nil {
+			t.Fatalf("Token on a server without EVALSHA_RO = %d, %v, want %d", got, err, token)
+		}
+	}
+	if refused.Hits() != 1 {
+		t.Errorf("EVALSHA_RO sent %d times to a server that refused it, want once", refused.Hits())
+	}
+	_ = l.Unlock(ctx)
+}

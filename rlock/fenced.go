@@ -39,6 +39,10 @@ func (l *FencedLock) TryLockAndGetToken(ctx context.Context, wait, lease time.Du
 }
 
 // Token is the token of the current hold of the owner in ctx (without one:
-// the Client's anonymous hold of the lock). It returns an error matching ErrNotHeld if
-// that owner holds nothing.
+// the Client's anonymous hold of the lock). It returns an error matching
+// ErrNotHeld if that owner holds nothing. It reads with a read-only script
+// (EVALSHA_RO; EVALSHA on servers before Redis 7), which a rueidis client
+// built with SendToReplicas may send to a replica: a replica that lags
+// may then answer for an older hold, with an older token (which a fenced
+// resource refuses as stale) or none.
 func (l *FencedLock) Token(ctx context.Context) (int64, error) { return l.lock.m.Token(ctx) }

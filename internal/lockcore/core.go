@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -109,6 +110,10 @@ type Core struct {
 	// the Client's anonymous holds, latest last: the latest only for an
 	// exclusive lock, every one for a shared role (a read lock).
 	anon map[string][]string
+	// noReadOnly is set once the server refused a read-only script
+	// (EVALSHA_RO, Redis 7): read-only scripts then go as EVALSHA.
+	noReadOnly atomic.Bool
+
 	// closers run at Close (see OnClose).
 	closers []func()
 	// wakers are this Client's registrations for wake-ups, per lock name

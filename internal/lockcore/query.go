@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -79,8 +80,19 @@ func (m *Mutex) Token(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	if owner != "" {
-		token, err := lua.FencedToken.Exec(ctx, m.core.RDB,
-			[]string{m.name, Derived(TokenPrefix, m.name)}, []string{m.Field(owner)}).AsInt64()
+		keys, args := []string{m.name, Derived(TokenPrefix, m.name)}, []string{m.Field(owner)}
+		var token int64
+		if !m.core.noReadOnly.Load() {
+			token, err = lua.FencedToken.Exec(ctx, m.core.RDB, keys, args).AsInt64()
+			if isUnknownCommand(err) {
+				// A server before Redis 7 has no EVALSHA_RO: from now on,
+				// the script goes as EVALSHA.
+				m.core.noReadOnly.Store(true)
+			}
+		}
+		if m.core.noReadOnly.Load() {
+			token, err = lua.FencedTokenPrimary.Exec(ctx, m.core.RDB, keys, args).AsInt64()
+		}
 		if err == nil {
 			return token, nil
 		}
@@ -89,4 +101,11 @@ func (m *Mutex) Token(ctx context.Context) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: %q: no hold, so no token", ErrNotHeld, m.name)
+}
+
+// isUnknownCommand reports whether err is the reply of a server that does
+// not know the command sent.
+func isUnknownCommand(err error) bool {
+	re, ok := replyOf(err)
+	return ok && strings.Contains(re.Error(), "unknown command")
 }
