@@ -1,4 +1,4 @@
--- fair_unlock.lua (after fair_prune.lua): bring a hold of a fair lock down
+-- fair_unlock.lua (after count_down.lua and fair_prune.lua): bring a hold of a fair lock down
 -- to a count, and wake the head of its queue when that frees the lock.
 -- KEYS[1] lock hash
 -- KEYS[2] waiter queue redisson_lock_queue:{name}
@@ -15,13 +15,9 @@
 -- not release twice.
 local target = tonumber(ARGV[5])
 if target > 0 then
-  local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+  local n = count_down(KEYS[1], ARGV[3], target)
   if not n then
     return -1
-  end
-  if n > target then
-    redis.call('hset', KEYS[1], ARGV[3], target)
-    n = target
   end
   redis.call('pexpire', KEYS[1], ARGV[2])
   return n

@@ -1,4 +1,4 @@
--- lock_unlock.lua: bring a hold of a reentrant lock down to a count: one
+-- lock_unlock.lua (after count_down.lua): bring a hold of a reentrant lock down to a count: one
 -- level fewer for an unlock, or back to what its owner was granted after
 -- an acquisition whose reply was lost.
 -- KEYS[1] lock hash
@@ -58,13 +58,9 @@ if target <= 0 then
   end
   return 0
 end
-local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+local n = count_down(KEYS[1], ARGV[3], target)
 if not n then
   return -1
-end
-if n > target then
-  redis.call('hset', KEYS[1], ARGV[3], target)
-  n = target
 end
 redis.call('pexpire', KEYS[1], ARGV[2])
 return n

@@ -60,6 +60,8 @@ func readOnly(body string) *Script {
 var (
 	//go:embed lock_acquire.lua
 	lockAcquire string
+	//go:embed count_down.lua
+	countDown string
 	//go:embed lock_unlock.lua
 	lockUnlock string
 	//go:embed lock_force_unlock.lua
@@ -139,7 +141,7 @@ var (
 	LockAcquire = script(lockAcquire, false)
 	// LockUnlock brings a hold down to a count. Resent by relock itself,
 	// not by rueidis (see the package documentation).
-	LockUnlock = script(lockUnlock, false)
+	LockUnlock = script(countDown+lockUnlock, false)
 	// LockForceUnlock deletes a lock whoever holds it. Never resent: a resent
 	// delete could remove a newer hold.
 	LockForceUnlock = script(lockForceUnlock, false)
@@ -170,7 +172,7 @@ var (
 	FairAcquire = script(fairPrune+fairAcquire, false)
 	// FairUnlock brings a hold of a fair lock down to a count and wakes the
 	// head of its queue when that frees it. Resent by relock itself.
-	FairUnlock = script(fairPrune+fairUnlock, false)
+	FairUnlock = script(countDown+fairPrune+fairUnlock, false)
 	// FairAbandon takes a waiter out of a fair lock's queue. Idempotent.
 	FairAbandon = script(fairAbandon, true)
 	// FairForceUnlock deletes a fair lock and wakes the head of its queue.
@@ -196,7 +198,7 @@ var (
 	RWWriteReenter = script(rwReads+rwWriteReenter, false)
 	// RWWriteUnlock brings a write hold down to a count. Resent by relock
 	// itself.
-	RWWriteUnlock = script(rwReads+rwWriteUnlock, false)
+	RWWriteUnlock = script(countDown+rwReads+rwWriteUnlock, false)
 	// RWWriteRenew resets the lease of a write hold that still exists.
 	// Owner-checked, so resending it is safe.
 	RWWriteRenew = script(rwReads+rwWriteRenew, true)

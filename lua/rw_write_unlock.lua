@@ -1,4 +1,4 @@
--- rw_write_unlock.lua (after rw_reads.lua): bring a write hold down to a
+-- rw_write_unlock.lua (after count_down.lua and rw_reads.lua): bring a write hold down to a
 -- count: one level fewer for an unlock, or back to what its owner was
 -- granted after an acquisition whose reply was lost.
 -- KEYS[1] lock hash <name>
@@ -18,20 +18,18 @@
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
   return -1
 end
-local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
-if not n then
-  return -1
-end
 local target = tonumber(ARGV[5])
 if target > 0 then
-  if n > target then
-    redis.call('hset', KEYS[1], ARGV[3], target)
-    n = target
+  local n = count_down(KEYS[1], ARGV[3], target)
+  if not n then
+    return -1
   end
   redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), reads_left(KEYS[1], ARGV[6])))
   return n
 end
-redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then
+  return -1
+end
 if redis.call('hlen', KEYS[1]) > 1 then
   local left = reads_left(KEYS[1], ARGV[6])
   if left > 0 then
