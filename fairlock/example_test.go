@@ -3,7 +3,6 @@ package fairlock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -14,12 +13,7 @@ import (
 
 // client returns a Client on a throwaway redis-server.
 func client() *rlock.Client {
-	srv, err := redistest.SharedServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}

@@ -3,7 +3,6 @@ package latch_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -12,18 +11,8 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
-// redisAddr is a throwaway redis-server for the examples.
-func redisAddr() string {
-	srv, err := redistest.SharedServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	return srv.Addr
-}
-
 func ExampleCountDownLatch() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}

@@ -2,7 +2,6 @@ package latch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -160,7 +159,7 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 			return nil
 		case err == nil:
 			lastErr = nil
-		case ctx.Err() == nil && l.core.CheckOpen() == nil && transient(err):
+		case ctx.Err() == nil && l.core.CheckOpen() == nil && lockcore.RetryableFailure(err):
 			// Ride out a dropped connection or a failover.
 			lastErr = err
 			if backoff == nil {
@@ -185,18 +184,7 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 
 // retryBackoff is how long Await waits before reading the count again
 // after a transient failure.
-const retryBackoff = 100 * time.Millisecond
-
-// transient reports whether err may pass: a lost connection or a timeout,
-// or an error reply of a server that is loading or not serving the slot
-// yet.
-func transient(err error) bool {
-	var re *rueidis.RedisError
-	if !errors.As(err, &re) {
-		return true
-	}
-	return re.IsLoading() || re.IsTryAgain() || re.IsClusterDown() || strings.HasPrefix(re.Error(), "MASTERDOWN")
-}
+const retryBackoff = lockcore.RetryBackoff
 
 // failure is the error Await returns for err (nil when the latch is
 // open): when ctx or Close ended it, it says so.

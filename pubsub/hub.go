@@ -202,28 +202,12 @@ func (h *Hub) join(ctx context.Context, channel string, listen func()) (*Waiter,
 		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, err)
 	}
 	h.mu.Lock()
-	if h.closed {
+	w := h.registerLocked(channel, listen)
+	if w == nil {
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if !h.started {
-		h.started = true
-		h.wg.Add(1)
-		go h.run()
-	}
-	c := h.chans[channel]
-	if c == nil {
-		c = &topic{name: channel}
-		h.chans[channel] = c
-	}
-	w := &Waiter{h: h, c: c, listen: listen}
-	if listen == nil {
-		w.wake = make(chan struct{}, 1)
-	}
-	c.push(w)
-	if c.idle {
-		h.idleRemove(c)
-	}
+	c := w.c
 	if c.onServer && c.op == opNone {
 		h.mu.Unlock()
 		return w, nil
@@ -269,8 +253,29 @@ func (h *Hub) join(ctx context.Context, channel string, listen func()) (*Waiter,
 func (h *Hub) Listen(channel string, fn func()) (*Waiter, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	w := h.registerLocked(channel, fn)
+	if w == nil {
 		return nil, ErrClosed
+	}
+	c := w.c
+	if !c.onServer || c.op != opNone {
+		// Not subscribed yet: fn is called once the server confirms, for
+		// what may have been published before.
+		w.unconfirmed = true
+	}
+	if !c.onServer && c.op == opNone && !c.queued {
+		// A command in flight brings the loop back to c by itself.
+		h.enqueue(c)
+	}
+	return w, nil
+}
+
+// registerLocked registers a waiter on channel (a listener when listen is
+// set), starting the hub's goroutine on first use; nil once the hub is
+// closed. The caller subscribes the channel if needed. h.mu is held.
+func (h *Hub) registerLocked(channel string, listen func()) *Waiter {
+	if h.closed {
+		return nil
 	}
 	if !h.started {
 		h.started = true
@@ -282,21 +287,15 @@ func (h *Hub) Listen(channel string, fn func()) (*Waiter, error) {
 		c = &topic{name: channel}
 		h.chans[channel] = c
 	}
-	w := &Waiter{h: h, c: c, listen: fn}
+	w := &Waiter{h: h, c: c, listen: listen}
+	if listen == nil {
+		w.wake = make(chan struct{}, 1)
+	}
 	c.push(w)
 	if c.idle {
 		h.idleRemove(c)
 	}
-	if !c.onServer || c.op != opNone {
-		// Not subscribed yet: fn is called once the server confirms, for
-		// what may have been published before.
-		w.unconfirmed = true
-	}
-	if !c.onServer && c.op == opNone && !c.queued {
-		// A command in flight brings the loop back to c by itself.
-		h.enqueue(c)
-	}
-	return w, nil
+	return w
 }
 
 // WakeOne gives a wake-up to the longest-waiting local waiter of channel

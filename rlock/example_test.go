@@ -3,7 +3,6 @@ package rlock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -12,18 +11,8 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
-// redisAddr is a throwaway redis-server for the examples.
-func redisAddr() string {
-	srv, err := redistest.SharedServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	return srv.Addr
-}
-
 func ExampleClient_GetLock() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}
@@ -35,7 +24,7 @@ func ExampleClient_GetLock() {
 }
 
 func ExampleLock_Lock() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}
@@ -54,7 +43,7 @@ func ExampleLock_Lock() {
 }
 
 func ExampleLock_TryLock() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}
@@ -76,7 +65,7 @@ func ExampleLock_TryLock() {
 }
 
 func ExampleWithOwner() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}
@@ -98,7 +87,7 @@ func ExampleWithOwner() {
 }
 
 func ExampleLock_Do() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}

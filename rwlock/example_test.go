@@ -3,7 +3,6 @@ package rwlock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -12,18 +11,8 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
-// redisAddr is a throwaway redis-server for the examples.
-func redisAddr() string {
-	srv, err := redistest.SharedServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	return srv.Addr
-}
-
 func ExampleReadWriteLock() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +48,7 @@ func ExampleReadWriteLock() {
 
 // Readers without an owner work like sync.RWMutex's RLock and RUnlock.
 func ExampleLock_Unlock() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}
@@ -80,7 +69,7 @@ func ExampleLock_Unlock() {
 // A fair lock in front of the read-write lock keeps a steady stream of
 // readers from starving writers (see the package documentation).
 func ExampleReadWriteLock_writerGate() {
-	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr()}})
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {
 		panic(err)
 	}

@@ -84,7 +84,7 @@ func (a *acquisition) run() (string, bool, error) {
 			if a.wait == 0 {
 				return a.finish(nil)
 			}
-		case a.wait != 0 && a.ctx.Err() == nil && a.s.core.CheckOpen() == nil && transient(err):
+		case a.wait != 0 && a.ctx.Err() == nil && a.s.core.CheckOpen() == nil && lockcore.RetryableFailure(err):
 			a.failing, a.lastErr = true, err
 			next = retryBackoff
 		case a.s.core.CheckOpen() != nil:
@@ -183,7 +183,7 @@ func (a *acquisition) attempt() (won bool, left int64, next time.Duration, err e
 	cancel()
 	vals, err := res.AsIntSlice()
 	if err != nil {
-		if _, isReply := replyError(err); !isReply {
+		if !lockcore.IsReply(err) {
 			a.unknown = true
 		}
 		return false, 0, 0, a.s.fail("acquire", err)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
@@ -52,7 +49,7 @@ const NoLease = "922337203685477"
 // clean-up of a call that did not acquire.
 const (
 	attemptTimeout = 5 * time.Second
-	retryBackoff   = 100 * time.Millisecond
+	retryBackoff   = lockcore.RetryBackoff
 	cleanupTimeout = time.Second
 )
 
@@ -300,34 +297,4 @@ func decodeID(id string) (string, error) {
 // ended: ctx's values, without its cancellation, for attemptTimeout.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
-}
-
-// replyError reports whether err is an error reply (the script's outcome
-// is known) rather than a lost connection or a timeout.
-func replyError(err error) (*rueidis.RedisError, bool) {
-	var re *rueidis.RedisError
-	if errors.As(err, &re) {
-		return re, true
-	}
-	return nil, false
-}
-
-// transient reports whether a waiting call may retry after err: a lost
-// connection or timeout, or an error reply that means the script did not
-// run (the server was loading, busy, read-only, out of memory, or not
-// serving the slot yet).
-func transient(err error) bool {
-	re, ok := replyError(err)
-	if !ok {
-		return true
-	}
-	if re.IsLoading() || re.IsTryAgain() || re.IsClusterDown() || re.IsNoScript() {
-		return true
-	}
-	for _, p := range []string{"READONLY", "BUSY", "OOM", "MASTERDOWN"} {
-		if strings.HasPrefix(re.Error(), p) {
-			return true
-		}
-	}
-	return false
 }

@@ -16,8 +16,12 @@ import (
 // NoLimit is the wait of Lock and LockLease: until the context ends.
 const NoLimit time.Duration = -1
 
-// retryBackoff is how long a waiting call sleeps after a transient failure.
-const retryBackoff = 100 * time.Millisecond
+// RetryBackoff is how long a waiting call sleeps after a transient
+// failure (see RetryableFailure), for every kind.
+const RetryBackoff = 100 * time.Millisecond
+
+// retryBackoff is RetryBackoff.
+const retryBackoff = RetryBackoff
 
 // Acquire takes the lock for the owner in ctx (or a fresh anonymous owner),
 // waiting up to wait (NoLimit: until ctx ends; 0: one attempt). lease 0
@@ -502,6 +506,20 @@ func replyOf(err error) (*rueidis.RedisError, bool) {
 	}
 	return nil, false
 }
+
+// IsReply reports whether err is an error reply of the server (a script's
+// outcome is then known), not a lost connection or a timeout.
+func IsReply(err error) bool {
+	_, ok := replyOf(err)
+	return ok
+}
+
+// RetryableFailure reports whether a waiting call may retry after err: a
+// lost connection or a timeout (the outcome is unknown), or an error
+// reply that means the script did not run (the server was loading, busy,
+// read-only, out of memory, cut off from its master, or not serving the
+// slot yet).
+func RetryableFailure(err error) bool { return outcomeUnknown(err) || notRun(err) }
 
 // outcomeUnknown reports whether a failed script may have run: a
 // connection error or a timeout, not an error reply.

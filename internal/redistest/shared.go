@@ -32,6 +32,17 @@ func SharedServer() (*Server, error) {
 	return shared.srv, shared.err
 }
 
+// Addr is the address of the shared server, for runnable examples (which
+// have no testing.T): it exits the process when no server can be started.
+func Addr() string {
+	srv, err := SharedServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return srv.Addr
+}
+
 // Main is the body of a test package's TestMain: it runs the tests, stops
 // the shared server, and fails the run if a goroutine outlived its test.
 func Main(m *testing.M, opts ...goleak.Option) {
