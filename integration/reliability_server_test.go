@@ -14,6 +14,7 @@ import (
 	"github.com/relock-go/relock/integration/checker"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -116,17 +117,10 @@ func relWait(t *testing.T, ctx context.Context, acquire func(ctx context.Context
 func relWaitSubscribed(t *testing.T, e *relEnv, channel string, n int64) {
 	t.Helper()
 	raw := e.lock.Client(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	relocktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d subscribers of %s", n, channel), func() bool {
 		m, err := raw.Do(context.Background(), raw.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
-		if err == nil && m[channel] >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %d subscribers after 10s (%v), want %d", channel, m[channel], err, n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return err == nil && m[channel] >= n
+	})
 }
 
 // relCleanAfter checks, once t's clients are closed, that name left no

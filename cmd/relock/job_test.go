@@ -252,21 +252,17 @@ echo "$a" > "$7"`
 // waitForFile is waitFile for a process started by startOnTerminal.
 func waitForFile(t *testing.T, path string, exited <-chan struct{}, p *pty) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	relocktest.Eventually(t, 15*time.Second, path+" to appear", func() bool {
 		if _, err := os.Stat(path); err == nil {
-			return
+			return true
 		}
 		select {
 		case <-exited:
 			t.Fatalf("relock ended before %s appeared; terminal output:\n%s", path, p.output())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; terminal output:\n%s", path, p.output())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 func getpgid(t *testing.T, pid int) int {

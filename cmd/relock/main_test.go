@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 )
 
 // raceEnabled is set (by race_test.go) when the tests run with -race; the
@@ -171,10 +172,9 @@ func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }
 // waitFile waits until path exists: a child's sign that it runs.
 func waitFile(t *testing.T, path string, p *proc) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	relocktest.Eventually(t, 15*time.Second, path+" to appear", func() bool {
 		if _, err := os.Stat(path); err == nil {
-			return
+			return true
 		}
 		select {
 		case <-p.done:
@@ -182,9 +182,6 @@ func waitFile(t *testing.T, path string, p *proc) {
 			t.Fatalf("relock ended before %s appeared\nstdout:\n%s\nstderr:\n%s", path, out, errOut)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", path)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return false
+	})
 }

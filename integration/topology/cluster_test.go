@@ -106,7 +106,7 @@ func behave(t *testing.T, nodes []*redistest.Server, c1, c2 *rlock.Client, k kin
 	got := make(chan error, 1)
 	go func() { got <- l2.Lock(b) }()
 	channel := k.channel(name, c2.ID()+":b")
-	waitFor(t, "the waiter to subscribe", func() bool { return subscribers(t, nodes, channel) == 1 })
+	relocktest.Eventually(t, 10*time.Second, "the waiter to subscribe", func() bool { return subscribers(t, nodes, channel) == 1 })
 	if err := l1.Unlock(a); err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +131,6 @@ func behave(t *testing.T, nodes []*redistest.Server, c1, c2 *rlock.Client, k kin
 	if locked, err := l2.IsLocked(ctx); err != nil || locked {
 		t.Errorf("%s: IsLocked after release = %v, %v", name, locked, err)
 	}
-}
-
-// waitFor waits for an event that has no notification of its own.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	relocktest.Eventually(t, 10*time.Second, what, cond)
 }
 
 // namesOnEveryNode returns lock names whose slots are served by every node
@@ -216,7 +210,7 @@ func TestClusterFairOrderAndTokens(t *testing.T) {
 			mu.Unlock()
 			_ = l.Unlock(o)
 		})
-		waitFor(t, "waiter queued", func() bool {
+		relocktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
 			n, _ := raw.Do(ctx, raw.B().Llen().Key(queue).Build()).AsInt64()
 			return n == int64(i+1)
 		})
@@ -274,12 +268,12 @@ func TestClusterShardedSubscriptionEnds(t *testing.T) {
 	wctx, cancel := context.WithCancel(rlock.WithOwner(ctx, "b"))
 	got := make(chan error, 1)
 	go func() { got <- l.Lock(wctx) }()
-	waitFor(t, "SSUBSCRIBE on the lock's node", func() bool { return shardnumsub() == 1 })
+	relocktest.Eventually(t, 10*time.Second, "SSUBSCRIBE on the lock's node", func() bool { return shardnumsub() == 1 })
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled waiter = %v", err)
 	}
-	waitFor(t, "the sharded subscription to end", func() bool { return shardnumsub() == 0 })
+	relocktest.Eventually(t, 10*time.Second, "the sharded subscription to end", func() bool { return shardnumsub() == 0 })
 	_ = l.Unlock(a)
 }
 

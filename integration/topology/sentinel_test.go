@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -16,7 +17,7 @@ func failover(t *testing.T, st *redistest.Sentinel) {
 	t.Helper()
 	old := st.Master.Addr
 	st.Master.Kill()
-	waitFor(t, "the sentinels to promote the replica", func() bool {
+	relocktest.Eventually(t, 10*time.Second, "the sentinels to promote the replica", func() bool {
 		addr, err := st.MasterAddr(t.Context())
 		return err == nil && addr != old
 	})
@@ -44,7 +45,7 @@ func TestSentinelLostWriteReportedLost(t *testing.T) {
 	go func() { got <- waiterClient.GetLock(name).Lock(b) }()
 	// Two subscribers: the waiter, and the holder, which listens for a
 	// force-unlock while someone watches its hold (Done).
-	waitFor(t, "the waiter to subscribe", func() bool {
+	relocktest.Eventually(t, 10*time.Second, "the waiter to subscribe", func() bool {
 		msg, err := st.Master.Do(ctx, "PUBSUB", "NUMSUB", "redisson_lock__channel:{"+name+"}")
 		vals, _ := msg.ToArray()
 		n := int64(0)
@@ -55,7 +56,7 @@ func TestSentinelLostWriteReportedLost(t *testing.T) {
 	})
 	// The replica misses the write: delete the hold there directly, as if
 	// replication had not carried it before the master died.
-	waitFor(t, "the hold to reach the replica", func() bool {
+	relocktest.Eventually(t, 10*time.Second, "the hold to reach the replica", func() bool {
 		msg, err := st.Replica.Do(ctx, "EXISTS", name)
 		n, _ := msg.AsInt64()
 		return err == nil && n == 1
@@ -101,7 +102,7 @@ func TestSentinelWaiterResubscribes(t *testing.T) {
 	if err := c1.GetLock(name).Lock(a); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the hold to reach the replica", func() bool {
+	relocktest.Eventually(t, 10*time.Second, "the hold to reach the replica", func() bool {
 		msg, err := st.Replica.Do(ctx, "EXISTS", name)
 		n, _ := msg.AsInt64()
 		return err == nil && n == 1

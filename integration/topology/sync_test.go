@@ -11,6 +11,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/latch"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
@@ -90,13 +91,13 @@ func readersAndWriter(t *testing.T, nodes []*redistest.Server, raw rueidis.Clien
 	}
 	leaseKey := rwlock.LeaseKey(name, lockcore.Field(c1.ID(), "a"), 1)
 	for i := range 3 { // renewals: the lease key's PTTL runs down and comes back
-		waitFor(t, fmt.Sprint(name, ": lease running down ", i), func() bool { return pttlOf(t, raw, leaseKey) < 240 })
-		waitFor(t, fmt.Sprint(name, ": renewal ", i), func() bool { return pttlOf(t, raw, leaseKey) > 260 })
+		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": lease running down ", i), func() bool { return pttlOf(t, raw, leaseKey) < 240 })
+		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": renewal ", i), func() bool { return pttlOf(t, raw, leaseKey) > 260 })
 	}
 	writer := c2.GetReadWriteLock(name).WriteLock()
 	got := make(chan error, 1)
 	go func() { got <- writer.Lock(w) }()
-	waitFor(t, "the writer to subscribe", func() bool { return subscribers(t, nodes, rwlock.Channel(name)) == 1 })
+	relocktest.Eventually(t, 10*time.Second, "the writer to subscribe", func() bool { return subscribers(t, nodes, rwlock.Channel(name)) == 1 })
 	_ = r1.Unlock(a)
 	_ = r2.Unlock(b)
 	select {
@@ -108,7 +109,7 @@ func readersAndWriter(t *testing.T, nodes []*redistest.Server, raw rueidis.Clien
 		t.Fatalf("%s: the writer was not woken by the last read release", name)
 	}
 	go func() { got <- r1.Lock(a) }()
-	waitFor(t, "the reader to subscribe", func() bool { return subscribers(t, nodes, rwlock.Channel(name)) == 1 })
+	relocktest.Eventually(t, 10*time.Second, "the reader to subscribe", func() bool { return subscribers(t, nodes, rwlock.Channel(name)) == 1 })
 	if err := writer.Unlock(w); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func permitHandoff(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, 
 	}
 	last := score()
 	for i := range 3 {
-		waitFor(t, fmt.Sprint(name, ": permit renewal ", i), func() bool {
+		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": permit renewal ", i), func() bool {
 			if s := score(); s > last {
 				last = s
 				return true
@@ -167,7 +168,7 @@ func permitHandoff(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, 
 		}
 		got <- err
 	}()
-	waitFor(t, "the waiter to subscribe", func() bool {
+	relocktest.Eventually(t, 10*time.Second, "the waiter to subscribe", func() bool {
 		return subscribers(t, nodes, semaphore.KeysOf(name).Channel) == 1
 	})
 	if err := s1.Release(ctx, id); err != nil {
@@ -202,7 +203,7 @@ func latchOpens(t *testing.T, nodes []*redistest.Server, c1, c2 *rlock.Client, n
 	defer cancel()
 	got := make(chan error, 1)
 	go func() { got <- l2.Await(wctx) }()
-	waitFor(t, "the latch waiter to subscribe", func() bool { return subscribers(t, nodes, latch.Channel(name)) == 1 })
+	relocktest.Eventually(t, 10*time.Second, "the latch waiter to subscribe", func() bool { return subscribers(t, nodes, latch.Channel(name)) == 1 })
 	for range 2 {
 		if err := l1.CountDown(ctx); err != nil {
 			t.Fatal(err)
