@@ -480,7 +480,19 @@ func relMultilockInput(t *testing.T, in *relInput) {
 			relClosed(t, m.Done(ctx))
 		})
 	}
-	for desc, m := range map[string]ml{"MultiLock": multilock.New(good...), "RedLock": multilock.NewRedLock(good...)} {
+	// A RedLock needs independent masters: the first lock is on the
+	// server whose state the checks compare, the others on servers of
+	// their own.
+	independent := []multilock.Locker{good[0]}
+	for range 2 {
+		c, err := rlock.New(redistest.Start(t).Client(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		independent = append(independent, c.GetLock(name))
+	}
+	for desc, m := range map[string]ml{"MultiLock": multilock.New(good...), "RedLock": multilock.NewRedLock(independent...)} {
 		t.Run(desc, func(t *testing.T) {
 			in.t = t
 			in.expect(ctx, rlock.ErrInvalidArgument, true, durations(m)...)
