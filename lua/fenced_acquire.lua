@@ -2,10 +2,10 @@
 -- it as far as its client knows.
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter redisson_lock_token:{name}
--- KEYS[3] wake registry relock_wakers:{name}, used with ARGV[3]
+-- KEYS[3] with ARGV[3], the wake registry relock_wakers:{name}
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
--- ARGV[3] '' or the client ID of a waiter that goes on waiting with
+-- ARGV[3] missing or the client ID of a waiter that goes on waiting with
 --         wake-one on (see lock_acquire.lua)
 -- ARGV[4] with ARGV[3], the registration's lifetime in ms
 -- Returns {1, token} when the field holds the lock after the call, with a

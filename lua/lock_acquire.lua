@@ -1,11 +1,11 @@
 -- lock_acquire.lua: take a reentrant lock for an owner that holds none of
 -- it as far as its client knows (Redisson RLock layout).
 -- KEYS[1] lock hash
--- KEYS[2] wake registry relock_wakers:{name} (sorted set: client ID ->
---         deadline in server ms), used with ARGV[3]
+-- KEYS[2] with ARGV[3], the wake registry relock_wakers:{name} (sorted
+--         set: client ID -> deadline in server ms)
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
--- ARGV[3] '' or, for a waiter that goes on waiting with wake-one on, its
+-- ARGV[3] missing or, for a waiter that goes on waiting with wake-one on, its
 --         client ID: when the lock is not taken, the client is (again)
 --         registered for one wake-up at a time, until the deadline
 -- ARGV[4] with ARGV[3], the registration's lifetime in ms

@@ -3,13 +3,13 @@
 -- an acquisition whose reply was lost.
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel redisson_lock__channel:{name}
--- KEYS[3] wake registry relock_wakers:{name}, used with ARGV[6]
+-- KEYS[3] with ARGV[6], the wake registry relock_wakers:{name}
 -- ARGV[1] unlock message ('0')
 -- ARGV[2] lease in ms, reset while levels remain
 -- ARGV[3] hash field <clientID>:<owner>
 -- ARGV[4] publish command ('publish' or 'spublish')
 -- ARGV[5] the count to leave (>= 0); a count at or under it is kept
--- ARGV[6] '' or, with wake-one on, the prefix of the clients' wake
+-- ARGV[6] missing (wake-one off) or the prefix of the clients' wake
 --         channels (relock_wake:{name}:, followed by a client ID)
 -- ARGV[7] with ARGV[6], the PUBSUB subcommand that counts a channel's
 --         subscribers ('numsub' or 'shardnumsub')

@@ -106,6 +106,9 @@ type Core struct {
 	mu      sync.Mutex
 	holds   map[holdKey]*hold
 	sweepAt int // the number of records at which idle ones are swept
+	// spares are stopped watchdog registrations of forgotten records, for
+	// the next hold that has none of its own (see forgetLocked).
+	spares []*renewal
 	// anon names, per lock (and role, see Mutex.anonKey), the owners of
 	// the Client's anonymous holds, latest last: the latest only for an
 	// exclusive lock, every one for a shared role (a read lock).

@@ -53,7 +53,9 @@ type holdKey struct{ name, suffix, owner string }
 // Fields other than sem are guarded by Core.mu. A record stays in
 // Core.holds while it holds levels or a call uses it, and idle afterwards
 // until enough idle records pile up to be swept (sweepIdleLocked), so an
-// owner that takes the same lock again and again allocates nothing.
+// owner that takes the same lock again and again allocates nothing. An
+// anonymous owner's record is forgotten as soon as it is idle (see leave),
+// and its watchdog registration goes to the next hold that needs one.
 type hold struct {
 	core  *Core
 	key   holdKey
@@ -127,11 +129,33 @@ func (c *Core) find(name, suffix, owner string) *hold {
 	return h
 }
 
-// leave ends a use of h begun by enter or find.
+// leave ends a use of h begun by enter or find. The record of an
+// anonymous owner's hold is forgotten as soon as it is idle: the owner
+// never comes back (every ownerless Lock makes a new one), and a lock
+// taken and released again and again would otherwise fill the map with
+// records to sweep.
 func (c *Core) leave(h *hold) {
 	c.mu.Lock()
 	h.users--
+	if h.idle() && reservedOwner(h.key.owner) {
+		c.forgetLocked(h)
+	}
 	c.mu.Unlock()
+}
+
+// maxSpares bounds Core.spares.
+const maxSpares = 64
+
+// forgetLocked takes the idle record h out of the map, and keeps its
+// spare registration for another hold. c.mu is held.
+func (c *Core) forgetLocked(h *hold) {
+	if c.holds[h.key] == h {
+		delete(c.holds, h.key)
+	}
+	if h.spare != nil && len(c.spares) < maxSpares {
+		c.spares = append(c.spares, h.spare)
+		h.spare = nil
+	}
 }
 
 // idle reports whether h holds nothing and nothing uses it. c.mu is held.
@@ -142,9 +166,9 @@ func (h *hold) idle() bool {
 // sweepIdleLocked forgets the idle records, and sets when to sweep next:
 // when the records have doubled, and never below minSweep. c.mu is held.
 func (c *Core) sweepIdleLocked() {
-	for k, h := range c.holds {
+	for _, h := range c.holds {
 		if h.idle() {
-			delete(c.holds, k)
+			c.forgetLocked(h)
 		}
 	}
 	c.sweepAt = max(minSweep, 2*len(c.holds))
@@ -245,14 +269,30 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 }
 
 // armLocked puts h on the watchdog, with the registration of an earlier
-// hold if it can be reused. It is done under c.mu, so that its loss report
-// (which takes c.mu) sees h.renewal set. The first renewal is due a third
-// of the lease from now. c.mu is held.
+// hold if it can be reused: h's own, else one of a forgotten record's. It
+// is done under c.mu, so that its loss report (which takes c.mu) sees
+// h.renewal set. The first renewal is due a third of the lease from now.
+// c.mu is held.
 func (h *hold) armLocked() error {
 	c := h.core
 	if r := h.spare; r != nil && c.Watchdog.Rearm(r.lease) {
 		h.spare, h.renewal = nil, r
 		return nil
+	}
+	if n := len(c.spares); n > 0 && h.spare == nil {
+		r := c.spares[n-1]
+		c.spares[n-1] = nil
+		c.spares = c.spares[:n-1]
+		// r is stopped and no report of it is pending: a record keeps a
+		// spare only once Stop returned or its loss report has read r.h
+		// for the last time (Rearm refuses r while that report is still
+		// returning). The watchdog reads r.h only after Rearm, which
+		// takes the watchdog's lock after this write.
+		r.h = h
+		if c.Watchdog.Rearm(r.lease) {
+			h.renewal = r
+			return nil
+		}
 	}
 	r := &renewal{h: h}
 	r.onLost = r.lost

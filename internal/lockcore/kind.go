@@ -95,9 +95,9 @@ var _ Kind = Reentrant{}
 
 // Acquire runs lock_acquire.lua.
 func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
-	joinID, joinTTL := r.Core.joinArgs(r)
-	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, []string{r.Name, r.Wakers},
-		[]string{r.LeaseArg, r.Field, joinID, joinTTL})
+	keys, args := r.Core.withJoin(r,
+		append(make([]string, 0, 2), r.Name), append(make([]string, 0, 4), r.LeaseArg, r.Field))
+	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, keys, args)
 	ttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return Attempt{Acquired: true, Unsynced: unsynced}, nil
@@ -116,10 +116,9 @@ func (Reentrant) Reenter(ctx context.Context, r Request) (Attempt, error) {
 
 // Release runs lock_unlock.lua.
 func (Reentrant) Release(ctx context.Context, r Request) (int64, error) {
-	prefix, numsub, subscribed, waiting := r.Core.wakeArgs(r)
-	return lua.LockUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, r.Chan, r.Wakers},
-		[]string{UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target),
-			prefix, numsub, subscribed, r.Core.ID, waiting}).AsInt64()
+	keys, args := r.Core.withWake(r, append(make([]string, 0, 3), r.Name, r.Chan),
+		append(make([]string, 0, 10), UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target)))
+	return lua.LockUnlock.Exec(ctx, r.Core.RDB, keys, args).AsInt64()
 }
 
 // ForceRelease runs lock_force_unlock.lua.
@@ -151,10 +150,10 @@ type Fenced struct{ Reentrant }
 
 // Acquire runs fenced_acquire.lua.
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
-	joinID, joinTTL := r.Core.joinArgs(r)
-	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire,
-		[]string{r.Name, Derived(TokenPrefix, r.Name), r.Wakers},
-		[]string{r.LeaseArg, r.Field, joinID, joinTTL})
+	keys, args := r.Core.withJoin(r,
+		append(make([]string, 0, 3), r.Name, Derived(TokenPrefix, r.Name)),
+		append(make([]string, 0, 4), r.LeaseArg, r.Field))
+	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire, keys, args)
 	vals, err := res.AsIntSlice()
 	if err != nil {
 		return Attempt{}, err

@@ -21,12 +21,13 @@ type Mutex struct {
 	shared  bool
 	channel string // Channel(name)
 	wakers  string // Derived(WakersPrefix, name)
+	nameErr error  // CheckName(name), checked once
 }
 
 // NewMutex returns a handle on the lock name of kind k.
 func NewMutex(c *Core, name string, k Kind) *Mutex {
 	return &Mutex{core: c, name: name, kind: k, anonKey: name, channel: Channel(name),
-		wakers: Derived(WakersPrefix, name)}
+		wakers: Derived(WakersPrefix, name), nameErr: CheckName(name)}
 }
 
 // Role is one of several locks kept under one name (a read-write lock's
@@ -49,7 +50,7 @@ type Role struct {
 // each role has its own anonymous holds and its own hash fields.
 func NewMutexRole(c *Core, name string, role Role, k Kind) *Mutex {
 	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role.Name, suffix: role.FieldSuffix,
-		shared: role.Shared, channel: Channel(name), wakers: Derived(WakersPrefix, name)}
+		shared: role.Shared, channel: Channel(name), wakers: Derived(WakersPrefix, name), nameErr: CheckName(name)}
 }
 
 // Field is the hash field of owner's hold of the lock.
@@ -65,7 +66,7 @@ func (m *Mutex) check() error {
 	if err := m.core.CheckOpen(); err != nil {
 		return err
 	}
-	return CheckName(m.name)
+	return m.nameErr
 }
 
 // holder returns the owner that Unlock and the queries act for: the one in

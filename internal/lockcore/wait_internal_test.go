@@ -469,3 +469,55 @@ func TestModelLossAtRenewal(t *testing.T) {
 		}
 	})
 }
+
+// TestModelAnonymousRecordsRecycled: ownerless holds leave no records
+// behind, and a watchdog registration passed on from a forgotten record
+// renews its new hold (and only that one), which is reported lost when
+// it goes.
+func TestModelAnonymousRecordsRecycled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		ctx := t.Context()
+		x := NewMutex(c, "x", m)
+		for range 100 {
+			if err := x.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.mu.Lock()
+		records, spares := len(c.holds), len(c.spares)
+		c.mu.Unlock()
+		if records != 0 || spares != 1 {
+			t.Fatalf("after 100 ownerless holds: %d records, %d spare registrations; want 0 and 1", records, spares)
+		}
+
+		y := NewMutex(c, "y", m)
+		if err := y.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		spares = len(c.spares)
+		c.mu.Unlock()
+		if spares != 0 {
+			t.Fatalf("the new hold did not take the spare registration (%d left)", spares)
+		}
+		time.Sleep(45 * time.Second) // past the first lease: renewed at 10s, 20s, 30s, 40s
+		synctest.Wait()
+		done := y.Done(ctx)
+		m.mu.Lock()
+		held := m.lock("y") != nil
+		delete(m.locks, "y")
+		m.mu.Unlock()
+		if !held {
+			t.Fatal("y expired after 45s: its recycled registration did not renew it")
+		}
+		<-done
+		if cause := context.Cause(y.HoldContext(ctx)); !errors.Is(cause, ErrNotHeld) {
+			t.Errorf("after the loss, HoldContext's cause = %v, want ErrNotHeld (no hold)", cause)
+		}
+	})
+}

@@ -191,16 +191,20 @@ func wakeRetry(retry time.Duration) time.Duration {
 	return retry
 }
 
-// wakeArgs returns the wake-one arguments of a release by r: empty ones
-// without wake-one. subscribed says whether this Client subscribes to the
-// lock's channel (a registered Client's subscription is counted as its,
-// any other as a foreign waiter's), waiting whether it has a waiter for
-// the lock (else waking it would only hand the wake-up on).
-func (c *Core) wakeArgs(r Request) (prefix, numsub, subscribed, waiting string) {
+// withWake appends to the keys and args of a release by r the wake-one
+// registry key and arguments (lock_unlock.lua's KEYS[3], ARGV[6..10]),
+// and returns them unchanged without wake-one: the script reads missing
+// ones as off, and a release sends fewer bytes. Callers make keys and args
+// with room for the additions, so that wake-one costs no allocation. The
+// arguments say whether this Client subscribes to the lock's channel (a
+// registered Client's subscription is counted as its, any other as a
+// foreign waiter's) and whether it has a waiter for the lock (else waking
+// it would only hand the wake-up on).
+func (c *Core) withWake(r Request, keys, args []string) ([]string, []string) {
 	if !c.wakeOne {
-		return "", "", "0", "0"
+		return keys, args
 	}
-	subscribed, waiting = "0", "0"
+	subscribed, waiting := "0", "0"
 	c.mu.Lock()
 	if w := c.wakers[r.Name]; w != nil && w.n > 0 {
 		waiting = "1"
@@ -209,14 +213,17 @@ func (c *Core) wakeArgs(r Request) (prefix, numsub, subscribed, waiting string) 
 	if c.Hub.Has(r.Chan) {
 		subscribed = "1"
 	}
-	return Derived(WakePrefix, r.Name) + ":", c.numsub, subscribed, waiting
+	return append(keys, r.Wakers),
+		append(args, Derived(WakePrefix, r.Name)+":", c.numsub, subscribed, c.ID, waiting)
 }
 
-// joinArgs returns the registration arguments of an attempt: the client ID
-// and the registration's lifetime when r registers, else empty ones.
-func (c *Core) joinArgs(r Request) (id, ttl string) {
-	if r.Join {
-		return c.ID, wakeTTLArg
+// withJoin appends to the keys and args of an attempt by r the wake-one
+// registry key and the registration arguments (the client ID and the
+// registration's lifetime) when r registers, and returns them unchanged
+// when it does not (callers make room, as for withWake).
+func (c *Core) withJoin(r Request, keys, args []string) ([]string, []string) {
+	if !r.Join {
+		return keys, args
 	}
-	return "", ""
+	return append(keys, r.Wakers), append(args, c.ID, wakeTTLArg)
 }
