@@ -104,12 +104,15 @@ type goal struct {
 
 // run is the state of one program run.
 type run struct {
-	cfg     config
-	peers   []peer
-	srv     *server // the main server; scenarios flush it when done
-	report  *report
-	limit1  *lockRow // the limit at 1 goroutine, once measured
-	verbose io.Writer
+	cfg    config
+	peers  []peer
+	srv    *server // the main server; scenarios flush it when done
+	report *report
+	limit1 *lockRow // the limit at 1 goroutine, once measured
+	// oneClient is relock's row of scenario 3 (its goroutines share one
+	// Client), once measured: what the clients16 scenario is held to.
+	oneClient *lockRow
+	verbose   io.Writer
 	// memprofile is where to write a heap profile at the measured point
 	// of the scale runs.
 	memprofile string

@@ -44,6 +44,15 @@ func (r *run) clients16(ctx context.Context) *section {
 	s.Notes = append(s.Notes, countNotes...)
 	s.Notes = append(s.Notes, breakdown(rows, "acquisition")...)
 	r.violationGoal(fmt.Sprintf("%d clients: mutual-exclusion violations", n), rows)
+	if wo := find(rows, "relock/wake-one"); wo != nil && wo.Ops > 0 {
+		if one := r.oneClient; one != nil && one.Ops > 0 {
+			ratio := wo.OpsPerSec / one.OpsPerSec
+			r.goal(fmt.Sprintf("wake-one, %d clients vs one client's %d goroutines (scenario 3)", n, r.cfg.Contenders), ">= 0.80x",
+				fmt.Sprintf("%.2fx (%s vs %s acquisitions/s)", ratio, fmtRate(wo.OpsPerSec), fmtRate(one.OpsPerSec)), ratio >= 0.8)
+		}
+		r.goal(fmt.Sprintf("wake-one, %d clients: client commands per acquisition", n), "<= 5",
+			fmt.Sprintf("%.2f", wo.CmdsPerOp), wo.CmdsPerOp <= 5)
+	}
 	return s
 }
 
