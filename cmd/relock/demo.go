@@ -395,19 +395,14 @@ func (d *demo) readRedis() *lockState {
 	return st
 }
 
-// cleanup deletes the demo's keys and says what it cleaned up. Besides
-// the lock's keys and the demo's own, the unlock latches (which would
-// expire within seconds anyway) are found with SCAN.
+// cleanup deletes the demo's keys (the lock's and the demo's own) and
+// says what it cleaned up.
 func (d *demo) cleanup() string {
 	ctx, cancel := shortContext()
 	defer cancel()
 	k, dk := keysOf(d.name), keysForDemo(d.name)
 	keys := []string{k.Lock, k.Queue, k.Timeout, k.Token, dk.inside, dk.lastRelease}
-	latches, err := d.scan(ctx, lockcore.Derived(lockcore.LatchPrefix, d.name)+":*")
-	keys = append(keys, latches...)
-	if err == nil {
-		err = d.rdb.Do(ctx, d.rdb.B().Del().Key(keys...).Build()).Error()
-	}
+	err := d.rdb.Do(ctx, d.rdb.B().Del().Key(keys...).Build()).Error()
 	msg := "cleanup: workers stopped, the demo's keys deleted"
 	if err != nil {
 		msg = fmt.Sprintf("cleanup: workers stopped; deleting the demo's keys failed: %v", err)
@@ -416,22 +411,6 @@ func (d *demo) cleanup() string {
 		msg += ", redis-server stopped"
 	}
 	return msg
-}
-
-// scan returns the keys that match pattern.
-func (d *demo) scan(ctx context.Context, pattern string) ([]string, error) {
-	var keys []string
-	var cursor uint64
-	for {
-		e, err := d.rdb.Do(ctx, d.rdb.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return keys, err
-		}
-		keys = append(keys, e.Elements...)
-		if cursor = e.Cursor; cursor == 0 {
-			return keys, nil
-		}
-	}
 }
 
 // randomID names one demo run, so that runs on one server never mix.
