@@ -20,7 +20,7 @@ func (w *Watchdog) run() {
 		due, expired := w.advance(now)
 		batches := w.makeBatches(due)
 		next := w.nextOccupiedTick()
-		if next == math.MaxInt64 && w.wakeTick > w.cursor && w.wakeTick != math.MaxInt64 {
+		if next == math.MaxInt64 && w.wakeTick > w.cursor {
 			// The lease that woke us was stopped before we ran, as a
 			// short hold's is. Sleep until its tick anyway: the holder's
 			// next lease falls on that tick or later, so it schedules

@@ -275,12 +275,9 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 // c.mu is held.
 func (h *hold) armLocked() error {
 	c := h.core
-	if r := h.spare; r != nil && c.Watchdog.Rearm(r.lease) {
-		h.spare, h.renewal = nil, r
-		return nil
-	}
-	if n := len(c.spares); n > 0 && h.spare == nil {
-		r := c.spares[n-1]
+	r := h.spare
+	if n := len(c.spares); r == nil && n > 0 {
+		r = c.spares[n-1]
 		c.spares[n-1] = nil
 		c.spares = c.spares[:n-1]
 		// r is stopped and no report of it is pending: a record keeps a
@@ -289,12 +286,12 @@ func (h *hold) armLocked() error {
 		// returning). The watchdog reads r.h only after Rearm, which
 		// takes the watchdog's lock after this write.
 		r.h = h
-		if c.Watchdog.Rearm(r.lease) {
-			h.renewal = r
-			return nil
-		}
 	}
-	r := &renewal{h: h}
+	if r != nil && c.Watchdog.Rearm(r.lease) {
+		h.spare, h.renewal = nil, r
+		return nil
+	}
+	r = &renewal{h: h}
 	r.onLost = r.lost
 	l, err := c.Watchdog.Add(c.WatchdogTimeout, r, r.onLost)
 	if err != nil {
