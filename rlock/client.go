@@ -33,10 +33,13 @@ func WithWatchdogTimeout(d time.Duration) Option {
 	return func(c *lockcore.Config) { c.WatchdogTimeout, c.WatchdogTimeoutSet = d, true }
 }
 
-// WithLostHandler sets a function called when a hold on the watchdog lease
-// is lost: a renewal found it gone (expired, deleted, force-unlocked) or no
-// renewal succeeded before the lease ran out. It runs on the watchdog's
-// goroutine and must return quickly. The default is none.
+// WithLostHandler sets a function called when a hold is lost: a renewal
+// found it gone (expired, deleted, force-unlocked), no renewal succeeded
+// before the lease ran out, a call of its owner found it gone (a fixed
+// lease that ran out, among others), or ForceUnlock removed it. It runs on
+// the watchdog's goroutine or on the goroutine of the call that found the
+// loss, and must return quickly, without calling the Client's locks. The
+// default is none.
 func WithLostHandler(fn func(name, owner string, cause error)) Option {
 	return func(c *lockcore.Config) { c.OnLost = fn }
 }

@@ -408,3 +408,34 @@ func TestTwoWaitersOfOneOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiredAnonymousHoldReported: an ownerless hold on a fixed lease
+// runs out; when the Client's next ownerless Lock takes the lock, the old
+// hold is reported lost (it used to stay recorded, out of reach, for the
+// life of the Client), and the new one is the Client's anonymous hold.
+func TestExpiredAnonymousHoldReported(t *testing.T) {
+	var lost lostCounter
+	c := relocktest.Client(t, lost.option())
+	l := c.GetLock(relocktest.Name(t))
+	ctx := t.Context()
+	if err := l.LockLease(ctx, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	first := l.Done(ctx)
+	// The lease runs out in Redis; nothing tells the Client.
+	if err := l.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first:
+	default:
+		t.Error("the expired hold's Done is still open after a new ownerless hold replaced it")
+	}
+	if n := lost.n.Load(); n != 1 {
+		t.Errorf("%d losses reported, want 1 (the expired hold)", n)
+	}
+	held(t, l, ctx, "the new ownerless hold")
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock of the new hold = %v", err)
+	}
+}

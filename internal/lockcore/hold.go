@@ -137,10 +137,16 @@ func (c *Core) find(name, suffix, owner string) *hold {
 func (c *Core) leave(h *hold) {
 	c.mu.Lock()
 	h.users--
+	c.tidyLocked(h)
+	c.mu.Unlock()
+}
+
+// tidyLocked forgets h if it is an anonymous owner's record and idle (see
+// leave). c.mu is held.
+func (c *Core) tidyLocked(h *hold) {
 	if h.idle() && reservedOwner(h.key.owner) {
 		c.forgetLocked(h)
 	}
-	c.mu.Unlock()
 }
 
 // maxSpares bounds Core.spares.
@@ -238,11 +244,14 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	}
 	h.want++
 	h.lease, h.leaseArg = lease, leaseArg
+	var replaced *hold
+	var replacedGen uint64
 	if anonKey != "" {
 		h.anonKey = anonKey
 		if h.shared {
 			c.anon[anonKey] = append(c.anon[anonKey], h.key.owner)
 		} else {
+			replaced, replacedGen = c.replacedAnonLocked(h, anonKey)
 			c.anon[anonKey] = []string{h.key.owner}
 		}
 	}
@@ -265,7 +274,29 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 		h.stopped(stop)
 	}
 	c.obs.holdStarted(start)
+	if replaced != nil {
+		replaced.lose(replacedGen, fmt.Errorf("%w: %q: its lease ended, and a later ownerless hold of this Client took the lock",
+			ErrLockLost, h.key.name))
+	}
 	return nil
+}
+
+// replacedAnonLocked returns the Client's earlier anonymous hold under
+// anonKey, an exclusive role's, that the new anonymous hold h replaces,
+// with its gen; nil if there is none. Since h was granted, the earlier
+// one is certainly gone from Redis (its fixed lease ran out, or it was
+// lost and nobody has been told yet), and no call can reach it any more:
+// the caller ends it, or its record would stay forever. c.mu is held.
+func (c *Core) replacedAnonLocked(h *hold, anonKey string) (*hold, uint64) {
+	owners := c.anon[anonKey]
+	if len(owners) == 0 || owners[0] == h.key.owner {
+		return nil, 0
+	}
+	p := c.holds[holdKey{h.key.name, h.key.suffix, owners[0]}]
+	if p == nil || p.want == 0 {
+		return nil, 0
+	}
+	return p, p.gen
 }
 
 // armLocked puts h on the watchdog, with the registration of an earlier
@@ -377,6 +408,9 @@ func (h *hold) lose(gen uint64, cause error) {
 	c.mu.Unlock()
 	c.obs.holdEnded(ended)
 	e.finish(cause)
+	c.mu.Lock()
+	c.tidyLocked(h)
+	c.mu.Unlock()
 	if c.onLost != nil && c.CheckOpen() == nil {
 		c.onLost(h.key.name, h.key.owner, cause)
 	}

@@ -521,3 +521,38 @@ func TestModelAnonymousRecordsRecycled(t *testing.T) {
 		}
 	})
 }
+
+// TestModelExpiredAnonymousHoldReplaced: an ownerless hold on a fixed
+// lease that runs out is replaced by the Client's next ownerless hold of
+// the lock; the old one ends (it is certainly gone: the lock is
+// exclusive) instead of staying recorded forever, unreachable.
+func TestModelExpiredAnonymousHoldReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		ctx := t.Context()
+		x := NewMutex(c, "x", m)
+		if err := x.LockLease(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		first := x.HoldContext(ctx)
+		for range 10 {
+			time.Sleep(2 * time.Second) // the lease runs out
+			if err := x.LockLease(ctx, time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if cause := context.Cause(first); !errors.Is(cause, ErrLockLost) {
+			t.Errorf("the first hold's life ended with %v, want ErrLockLost", cause)
+		}
+		c.mu.Lock()
+		records := len(c.holds)
+		c.mu.Unlock()
+		if records != 1 {
+			t.Errorf("%d hold records after 11 ownerless holds, one held; want 1", records)
+		}
+		if err := x.Unlock(ctx); err != nil {
+			t.Errorf("Unlock of the latest hold: %v", err)
+		}
+	})
+}
