@@ -5,6 +5,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/backoff"
 )
 
@@ -13,21 +16,17 @@ func TestDelay(t *testing.T) {
 	exp := backoff.Policy{Min: 10 * ms, Max: time.Second}
 	want := []time.Duration{10, 20, 40, 80, 160, 320, 640, 1000, 1000}
 	for i, w := range want {
-		if got := exp.Delay(i + 1); got != w*ms {
-			t.Errorf("exponential Delay(%d) = %v, want %v", i+1, got, w*ms)
-		}
+		assert.Equal(t, w*ms, exp.Delay(i+1), "exponential Delay(%d)", i+1)
 	}
 	fixed := backoff.Policy{Min: 100 * ms}
 	for n := 1; n < 5; n++ {
-		if got := fixed.Delay(n); got != 100*ms {
-			t.Errorf("fixed Delay(%d) = %v, want 100ms", n, got)
-		}
+		assert.Equal(t, 100*ms, fixed.Delay(n), "fixed Delay(%d)", n)
 	}
 	jit := backoff.Policy{Min: 100 * ms, Jitter: true}
 	for range 1000 {
-		if got := jit.Delay(1); got < 50*ms || got >= 150*ms {
-			t.Fatalf("jittered Delay = %v, want in [50ms, 150ms)", got)
-		}
+		got := jit.Delay(1)
+		require.GreaterOrEqual(t, got, 50*ms, "jittered Delay")
+		require.Less(t, got, 150*ms, "jittered Delay")
 	}
 }
 
