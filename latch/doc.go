@@ -35,7 +35,10 @@
 // Await never polls. It reads the count, subscribes to the channel (one
 // subscription per name per Client, shared by its waiters), reads the
 // count again (so a 0 reached meanwhile is not missed), and then sleeps
-// until "0" is published, which wakes every waiter of every Client, or
-// until the subscription connection was lost and made again, after which
-// it reads the count once more. Messages "1" wake nobody.
+// until "0" is published, which lets every waiter of every Client go on
+// (without reading the count again: the next batch's TrySetCount may
+// already have set a new one), or until the subscription connection was
+// lost and made again, after which it reads the count once more.
+// Messages "1" wake nobody. So a waiter goes on within a round trip of the
+// CountDown that opened the latch.
 package latch

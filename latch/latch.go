@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 )
 
 // The errors of every relock kind (the same values as rlock's).
@@ -120,87 +120,40 @@ func (l *CountDownLatch) count(ctx context.Context) (int, error) {
 
 // Await waits until the count is 0 or ctx ends. It sleeps on the latch's
 // channel (one subscription per name per Client, shared by all its
-// waiters) and reads the count only when it starts, once it is
-// subscribed, and when woken: when the count reaches 0, or when the
-// subscription connection was lost and made again. It never polls. When
-// ctx ends first, the error matches both ErrNotAcquired and ctx.Err();
-// when Close does, ErrNotAcquired and ErrClosed.
+// waiters) and never polls: it reads the count when it starts and once it
+// is subscribed; after that, the message that the count reached 0 lets it
+// go on, even when a new count was set since (the next batch must not
+// keep a waiter of the last one waiting). A lost subscription connection
+// makes it read the count again. When ctx ends first, the error matches
+// both ErrNotAcquired and ctx.Err(); when Close does, ErrNotAcquired and
+// ErrClosed. It rides out a dropped connection or a failover, reading
+// again every 100ms until Redis answers or ctx ends.
 func (l *CountDownLatch) Await(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return notAcquired(err)
+		return lockcore.NotAcquired(err)
 	}
-	if n, err := l.count(ctx); err != nil || n == 0 {
-		return l.failure(ctx, err)
-	}
-	sub, err := l.core.Hub.Subscribe(ctx, Channel(l.name))
-	if err != nil {
-		return l.failure(ctx, l.fail("subscribe", err))
-	}
-	defer sub.Leave(false)
-	var (
-		backoff *time.Timer
-		lastErr error
-	)
-	defer func() {
-		if backoff != nil {
-			backoff.Stop()
-		}
-	}()
-	for {
-		// Subscribed: a count that reached 0 before is seen here, one
-		// that reaches it later is published.
-		n, err := l.count(ctx)
-		var retry <-chan time.Time
-		switch {
-		case err == nil && n == 0:
-			return nil
-		case err == nil:
-			lastErr = nil
-		case ctx.Err() == nil && l.core.CheckOpen() == nil && lockcore.RetryableFailure(err):
-			// Ride out a dropped connection or a failover.
-			lastErr = err
-			if backoff == nil {
-				backoff = time.NewTimer(retryBackoff)
-			} else {
-				backoff.Reset(retryBackoff)
-			}
-			retry = backoff.C
-		default:
-			return l.failure(ctx, err)
-		}
-		select {
-		case <-sub.C():
-		case <-retry:
-		case <-ctx.Done():
-			return notAcquired(lockcore.Join(ctx.Err(), lastErr))
-		case <-l.core.Closed():
-			return notAcquired(ErrClosed)
-		}
-	}
-}
-
-// retryBackoff is how long Await waits before reading the count again
-// after a transient failure.
-const retryBackoff = lockcore.RetryBackoff
-
-// failure is the error Await returns for err (nil when the latch is
-// open): when ctx or Close ended it, it says so.
-func (l *CountDownLatch) failure(ctx context.Context, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return notAcquired(lockcore.Join(ctx.Err(), err))
-	case l.core.CheckOpen() != nil:
-		return notAcquired(err)
-	}
+	_, err := l.core.Wait(&lockcore.Wait{Ctx: ctx, Limit: lockcore.NoLimit, OnMessage: true,
+		Lock: observe.Lock{Kind: "latch", Name: l.name}}, awaiter{l})
 	return err
 }
 
-// notAcquired is the error of a wait that ended with cause.
-func notAcquired(cause error) error {
-	return lockcore.Join(ErrNotAcquired, cause)
+// awaiter is one call of Await: the latch's Waiter.
+type awaiter struct{ l *CountDownLatch }
+
+// Attempt reads the count: the wait is over at 0.
+func (a awaiter) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
+	if err := w.Over(); err != nil {
+		return lockcore.Outcome{}, err
+	}
+	n, err := a.l.count(w.Call)
+	return lockcore.Outcome{Done: n == 0}, err
 }
+
+// WaitChannel is the latch's channel.
+func (a awaiter) WaitChannel() string { return Channel(a.l.name) }
+
+// End has nothing to undo.
+func (awaiter) End(*lockcore.Wait, bool) {}

@@ -1,4 +1,4 @@
--- lock_unlock.lua (after count_down.lua): bring a hold of a reentrant lock down to a count: one
+-- lock_unlock.lua (after count_down.lua, lease.lua and wake.lua): bring a hold of a reentrant lock down to a count: one
 -- level fewer for an unlock, or back to what its owner was granted after
 -- an acquisition whose reply was lost.
 -- KEYS[1] lock hash
@@ -19,9 +19,10 @@
 --         (it may be the one woken), else '0'
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. At 0 the field is removed, and when that frees the lock
--- waiters are told: on KEYS[2]; or, with wake-one on and clients
+-- waiters are told: on KEYS[2]; or, with wake-one on and live clients
 -- registered, on the wake channel of the one registered longest ago (it
--- registers again when it tries), and on KEYS[2] too only when it has
+-- registers again when it tries; registrations of clients that no longer
+-- listen are dropped, see wake.lua), and on KEYS[2] too only when it has
 -- subscribers that are not registered clients (Redisson's waiters, or
 -- clients without wake-one). The count is set, not decremented, so a
 -- resent request does not release twice; nothing else is written.
@@ -32,14 +33,11 @@ if target <= 0 then
   end
   if redis.call('exists', KEYS[1]) == 0 then
     if (ARGV[6] or '') ~= '' then
-      local t = redis.call('time')
-      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      redis.call('zremrangebyscore', KEYS[3], '-inf', now)
-      local firsts = redis.call('zrange', KEYS[3], 0, 1)
-      local first = firsts[1]
-      if first == ARGV[9] and ARGV[10] == '0' then
-        first = firsts[2]
+      local skip = nil
+      if ARGV[10] == '0' then
+        skip = ARGV[9]
       end
+      local first = next_waker(KEYS[3], ARGV[6], ARGV[7], skip)
       if first then
         redis.call(ARGV[4], ARGV[6] .. first, ARGV[1])
         -- The caller's own subscription is counted unless it is registered.
@@ -62,5 +60,5 @@ local n = count_down(KEYS[1], ARGV[3], target)
 if not n then
   return -1
 end
-redis.call('pexpire', KEYS[1], ARGV[2])
+set_lease(KEYS[1], tonumber(ARGV[2]), KEYS[2], ARGV[4])
 return n

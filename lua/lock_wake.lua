@@ -1,4 +1,4 @@
--- lock_wake.lua: hand on a wake-up that reached a client with no waiter
+-- lock_wake.lua (after wake.lua): hand on a wake-up that reached a client with no waiter
 -- left for the lock (wake-one; see lock_unlock.lua).
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel redisson_lock__channel:{name}
@@ -15,10 +15,7 @@ redis.call('zrem', KEYS[3], ARGV[5])
 if redis.call('exists', KEYS[1]) == 1 then
   return 0
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('zremrangebyscore', KEYS[3], '-inf', now)
-local first = redis.call('zrange', KEYS[3], 0, 0)[1]
+local first = next_waker(KEYS[3], ARGV[3], ARGV[4], nil)
 if first then
   redis.call(ARGV[2], ARGV[3] .. first, ARGV[1])
   local subscribers = redis.call('pubsub', ARGV[4], KEYS[2])[2]

@@ -16,8 +16,12 @@
 // The fair-lock scripts that read the queue are built as fair_prune.lua
 // followed by the script's own file, so the pruning of dead waiters is
 // written once; in the same way the read-write lock's scripts follow
-// rw_reads.lua, and the semaphore's scripts that look at permits follow
-// sem_reclaim.lua.
+// rw_reads.lua, the semaphore's scripts that look at permits follow
+// sem_reclaim.lua, and the scripts that may shorten a lock's lease follow
+// lease.lua, which tells the waiters when they do: a waiter sleeps until
+// the end of the lease its last attempt saw, and every script that makes
+// a lease shorter without freeing the lock publishes, so that no waiter
+// sleeps past the new end.
 package lua
 
 import (
@@ -62,6 +66,10 @@ var (
 	lockAcquire string
 	//go:embed count_down.lua
 	countDown string
+	//go:embed lease.lua
+	lease string
+	//go:embed wake.lua
+	wake string
 	//go:embed lock_unlock.lua
 	lockUnlock string
 	//go:embed lock_force_unlock.lua
@@ -141,7 +149,7 @@ var (
 	LockAcquire = script(lockAcquire, false)
 	// LockUnlock brings a hold down to a count. Resent by relock itself,
 	// not by rueidis (see the package documentation).
-	LockUnlock = script(countDown+lockUnlock, false)
+	LockUnlock = script(countDown+lease+wake+lockUnlock, false)
 	// LockForceUnlock deletes a lock whoever holds it. Never resent: a resent
 	// delete could remove a newer hold.
 	LockForceUnlock = script(lockForceUnlock, false)
@@ -150,10 +158,10 @@ var (
 	LockRenew = script(lockRenew, true)
 	// LockReenter sets the count of an existing hold of any lock kind one
 	// level up, or reports it gone. Safe to resend (by relock).
-	LockReenter = script(lockReenter, false)
+	LockReenter = script(lease+lockReenter, false)
 	// LockWake hands on a wake-up that reached a client with no waiter left
 	// (wake-one). Safe to resend: a second one only wakes one more client.
-	LockWake = script(lockWake, true)
+	LockWake = script(wake+lockWake, true)
 	// FencedAcquire takes a fenced lock and returns its token. Safe to
 	// resend by relock (a resent request may skip a token; tokens only
 	// grow).
@@ -183,10 +191,10 @@ var (
 	RWReadAcquire = script(rwReads+rwReadAcquire, false)
 	// RWReadReenter sets the count of an existing read hold one level up,
 	// or reports it gone. Safe to resend (by relock).
-	RWReadReenter = script(rwReads+rwReadReenter, false)
+	RWReadReenter = script(rwReads+lease+rwReadReenter, false)
 	// RWReadUnlock brings a read hold down to a count. Resent by relock
 	// itself.
-	RWReadUnlock = script(rwReads+rwReadUnlock, false)
+	RWReadUnlock = script(rwReads+lease+rwReadUnlock, false)
 	// RWReadRenew resets the lease of a read hold that still exists.
 	// Owner-checked, so resending it is safe.
 	RWReadRenew = script(rwReads+rwReadRenew, true)
@@ -195,10 +203,10 @@ var (
 	RWWriteAcquire = script(rwReads+rwWriteAcquire, false)
 	// RWWriteReenter sets the count of an existing write hold one level
 	// up, or reports it gone. Safe to resend (by relock).
-	RWWriteReenter = script(rwReads+rwWriteReenter, false)
+	RWWriteReenter = script(rwReads+lease+rwWriteReenter, false)
 	// RWWriteUnlock brings a write hold down to a count. Resent by relock
 	// itself.
-	RWWriteUnlock = script(countDown+rwReads+rwWriteUnlock, false)
+	RWWriteUnlock = script(countDown+rwReads+lease+rwWriteUnlock, false)
 	// RWWriteRenew resets the lease of a write hold that still exists.
 	// Owner-checked, so resending it is safe.
 	RWWriteRenew = script(rwReads+rwWriteRenew, true)

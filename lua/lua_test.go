@@ -33,8 +33,8 @@ func TestScriptsSetCounts(t *testing.T) {
 		t.Fatalf("count after an acquisition sent twice = %q, want 1", got)
 	}
 	for range 2 {
-		if err := lua.LockReenter.Exec(ctx, rdb, []string{key, "redisson_lock_token:{" + key + "}"},
-			[]string{"10000", "c:o", "2"}).Error(); err != nil {
+		if err := lua.LockReenter.Exec(ctx, rdb, []string{key, "redisson_lock_token:{" + key + "}", channel},
+			[]string{"10000", "c:o", "2", "publish"}).Error(); err != nil {
 			t.Fatalf("re-enter = %v", err)
 		}
 	}

@@ -1,4 +1,4 @@
--- rw_read_unlock.lua (after rw_reads.lua): bring a read hold down to a
+-- rw_read_unlock.lua (after rw_reads.lua and lease.lua): bring a read hold down to a
 -- count: one level fewer for an unlock, or back to what its owner was
 -- granted after an acquisition whose reply was lost.
 -- KEYS[1] lock hash <name>
@@ -15,8 +15,10 @@
 -- in write mode the writer (the same owner) holds on; in read mode the
 -- hash lives on for the longest lease among the other read holds' keys;
 -- when none is alive (the other readers died) or no field is left, the
--- hash is deleted and the message published. The count is set, not
--- decremented, so a resent request does not release twice.
+-- hash is deleted and the message published. When the longest lease left
+-- is shorter than the hash's, the waiters are told (see lease.lua): a
+-- writer sleeping until the hash's old end looks again. The count is set,
+-- not decremented, so a resent request does not release twice.
 local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not n then
   return -1
@@ -44,7 +46,7 @@ if redis.call('hlen', KEYS[1]) > 1 then
   end
   local left = reads_left(KEYS[1], ARGV[6])
   if left > 0 then
-    redis.call('pexpire', KEYS[1], left)
+    set_lease(KEYS[1], left, KEYS[2], ARGV[4])
     return 0
   end
 end

@@ -1,4 +1,4 @@
--- rw_write_unlock.lua (after count_down.lua and rw_reads.lua): bring a write hold down to a
+-- rw_write_unlock.lua (after count_down.lua, rw_reads.lua and lease.lua): bring a write hold down to a
 -- count: one level fewer for an unlock, or back to what its owner was
 -- granted after an acquisition whose reply was lost.
 -- KEYS[1] lock hash <name>
@@ -24,7 +24,7 @@ if target > 0 then
   if not n then
     return -1
   end
-  redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), reads_left(KEYS[1], ARGV[6])))
+  set_lease(KEYS[1], math.max(tonumber(ARGV[2]), reads_left(KEYS[1], ARGV[6])), KEYS[2], ARGV[4])
   return n
 end
 if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then

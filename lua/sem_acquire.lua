@@ -13,12 +13,13 @@
 -- ARGV[4] '1' to join (or stay in) the queue when no permit is taken,
 --         '0' to leave no trace
 -- ARGV[5] waiter timeout in ms
--- Returns {1, permits left} when the permit is held after the call, with
--- its lease ending ARGV[3] from now (a permit with this ID already held
--- was taken by an attempt whose reply was lost: its lease is reset, so
--- sending the script twice has the effect of sending it once); else
--- {0, ms}: how long until a lease or a queued waiter's deadline ends (-1
--- when none will).
+-- Returns {1, 0, permits left} when the permit is held after the call,
+-- with its lease ending ARGV[3] from now (a permit with this ID already
+-- held was taken by an attempt whose reply was lost: its lease is reset,
+-- so sending the script twice has the effect of sending it once); else
+-- {0, ms, permits available}: how long until a lease or a queued waiter's
+-- deadline ends (-1 when none will), and the permits available but held
+-- back for queued waiters ahead of the caller (0 when none is available).
 -- Queued waiters come first: waiter k of the queue (0 first) may take a
 -- permit only while more than k are available, a caller out of the queue
 -- only while more are available than waiters are queued. Waiters whose
@@ -34,7 +35,7 @@ if redis.call('zscore', KEYS[2], ARGV[2]) then
   redis.call('zadd', KEYS[2], now + lease, ARGV[2])
   redis.call('zrem', KEYS[4], ARGV[2])
   redis.call('zrem', KEYS[5], ARGV[2])
-  return {1, available}
+  return {1, 0, available}
 end
 local ahead = redis.call('zrank', KEYS[4], ARGV[2]) or redis.call('zcard', KEYS[4])
 if available > ahead then
@@ -46,7 +47,7 @@ if available > ahead then
   end
   redis.call('zrem', KEYS[4], ARGV[2])
   redis.call('zrem', KEYS[5], ARGV[2])
-  return {1, available - 1}
+  return {1, 0, available - 1}
 end
 if ARGV[4] == '1' then
   redis.call('zadd', KEYS[4], 'NX', now, ARGV[2])
@@ -71,4 +72,4 @@ if available > 0 then
     wait = tonumber(due[2]) - now
   end
 end
-return {0, math.max(wait, -1)}
+return {0, math.max(wait, -1), math.max(available, 0)}

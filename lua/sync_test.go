@@ -36,7 +36,7 @@ func TestRWScriptsSetCounts(t *testing.T) {
 		t.Fatalf("after a read acquisition sent twice: count %q, level keys %v %v", count(), exists(level("1")), exists(level("2")))
 	}
 	for range 2 {
-		if err := lua.RWReadReenter.Exec(ctx, rdb, []string{key}, []string{"10000", field, prefix, "2"}).Error(); err != nil {
+		if err := lua.RWReadReenter.Exec(ctx, rdb, []string{key, channel}, []string{"10000", field, prefix, "2", "publish"}).Error(); err != nil {
 			t.Fatalf("read re-enter = %v", err)
 		}
 	}
@@ -78,7 +78,7 @@ func TestRWScriptsSetCounts(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if err := lua.RWWriteReenter.Exec(ctx, rdb, []string{key}, []string{"10000", wfield, prefix, "2"}).Error(); err != nil {
+		if err := lua.RWWriteReenter.Exec(ctx, rdb, []string{key, channel}, []string{"10000", wfield, prefix, "2", "publish"}).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestSemAcquireOnePermitPerID(t *testing.T) {
 	}
 	for range 2 {
 		got, err := lua.SemAcquire.Exec(ctx, rdb, keys, []string{"publish", "0123456789abcdef", "10000", "1", "750"}).AsIntSlice()
-		if err != nil || len(got) != 2 || got[0] != 1 {
+		if err != nil || len(got) != 3 || got[0] != 1 {
 			t.Fatalf("acquire = %v, %v", got, err)
 		}
 	}

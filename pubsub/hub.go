@@ -146,6 +146,8 @@ type Waiter struct {
 	// unconfirmed: a listener registered before its channel's
 	// subscription was confirmed.
 	unconfirmed bool
+	// heard: a message woke the waiter since its last Heard.
+	heard bool
 }
 
 // New returns a hub that subscribes through rdb. It does no I/O: the
@@ -310,7 +312,7 @@ func (h *Hub) WakeOne(channel string) bool {
 	if c == nil {
 		return false
 	}
-	c.wakeOne()
+	c.wakeOne(false)
 	for w := c.head; w != nil; w = w.next {
 		if w.listen == nil {
 			return true
@@ -323,6 +325,39 @@ func (h *Hub) WakeOne(channel string) bool {
 // room for one wake-up: wake-ups that arrive while one is pending merge
 // into it.
 func (w *Waiter) C() <-chan struct{} { return w.wake }
+
+// Heard reports whether a message on the channel woke the waiter since
+// the subscription was confirmed or since the last call of Heard, and
+// clears it. Wake-ups of other origins (a lost connection made again, a
+// wake-up passed on, Close) do not count: a waiter for which a message
+// itself is the news (a count-down latch's opening) tells them apart.
+func (w *Waiter) Heard() bool {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	heard := w.heard
+	w.heard = false
+	return heard
+}
+
+// PassOn hands a wake-up the waiter took from C and could not use to the
+// next waiter of the channel after it, in arrival order, that has none
+// pending; the waiter stays registered. Each waiter that passes it on
+// hands it further down the line, so a wake-up makes at most one pass
+// over the channel's waiters and ends with the newest.
+func (w *Waiter) PassOn() {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.left {
+		return
+	}
+	for n := w.next; n != nil; n = n.next {
+		if n.listen == nil && n.give(false) {
+			return
+		}
+	}
+}
 
 // Leave unregisters the waiter; calling it again does nothing. If the
 // waiter had a wake-up pending, or passOn is true (the caller took a
@@ -347,7 +382,7 @@ func (w *Waiter) Leave(passOn bool) {
 		default:
 		}
 		if passOn {
-			c.wakeOne()
+			c.wakeOne(false)
 		}
 	}
 	h.settle(c)
@@ -380,7 +415,7 @@ func (h *Hub) Close() error {
 	if !h.closed {
 		h.closed = true
 		for _, c := range h.chans {
-			c.wakeAll()
+			c.wakeAll(false)
 			if c.attempt != nil {
 				c.attempt.finish(ErrClosed)
 				c.attempt = nil
@@ -406,9 +441,9 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	if c != nil {
 		switch wake {
 		case WakeOne:
-			c.wakeOne()
+			c.wakeOne(true)
 		case WakeAll:
-			c.wakeAll()
+			c.wakeAll(true)
 		}
 		listeners = c.listeners()
 	}
@@ -457,30 +492,37 @@ func (c *topic) remove(w *Waiter) {
 	c.n--
 }
 
-// wakeOne gives a wake-up to the oldest waiter that has none pending.
-func (c *topic) wakeOne() {
+// wakeOne gives a wake-up to the oldest waiter that has none pending;
+// heard says a message brings it (see Waiter.Heard).
+func (c *topic) wakeOne(heard bool) {
 	for w := c.head; w != nil; w = w.next {
-		if w.listen != nil {
-			continue
-		}
-		select {
-		case w.wake <- struct{}{}:
+		if w.listen == nil && w.give(heard) {
 			return
-		default:
 		}
 	}
 }
 
-// wakeAll gives a wake-up to every waiter that has none pending.
-func (c *topic) wakeAll() {
+// wakeAll gives a wake-up to every waiter that has none pending, and
+// marks each as having heard a message when heard is set.
+func (c *topic) wakeAll(heard bool) {
 	for w := c.head; w != nil; w = w.next {
-		if w.listen != nil {
-			continue
+		if w.listen == nil {
+			w.heard = w.heard || heard
+			w.give(false)
 		}
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	}
+}
+
+// give puts a wake-up in w's channel unless one is pending, and reports
+// whether it did; heard marks it as brought by a message. The hub's lock
+// is held.
+func (w *Waiter) give(heard bool) bool {
+	select {
+	case w.wake <- struct{}{}:
+		w.heard = w.heard || heard
+		return true
+	default:
+		return false
 	}
 }
 

@@ -294,7 +294,7 @@ func (h *Hub) subscribeDone(subs []*topic, err error) (fatal bool) {
 				// A message may have been lost while the channel was
 				// not subscribed.
 				c.resub = false
-				c.wakeAll()
+				c.wakeAll(false)
 				h.missed = append(h.missed, c.listeners()...)
 			} else {
 				// Listeners that came before the subscription may have
@@ -377,7 +377,7 @@ func (h *Hub) dropped() {
 		}
 		if c.n > 0 {
 			c.resub = true
-			c.wakeAll()
+			c.wakeAll(false)
 		}
 		if (c.n > 0 || c.attempt != nil) && !c.queued {
 			h.enqueue(c)

@@ -73,8 +73,22 @@
 // A waiter never polls. After a failed attempt it subscribes to the lock's
 // channel (one subscription per name per Client, shared by all its local
 // waiters), tries again, and sleeps until an unlock message, the holder's
-// remaining lease (a crashed holder publishes nothing), or its context's
-// end. Each unlock wakes one local waiter.
+// remaining lease as its attempt saw it (a crashed holder publishes
+// nothing), or its context's end. Each unlock wakes one local waiter; a
+// waiter that took a wake-up and gives up without using it passes it on.
+// A re-entry that makes the lease shorter publishes "1", which wakes every
+// waiter, so that none sleeps past the new end. Every kind of relock waits
+// through this same loop (fairlock, rwlock, semaphore and latch too).
+//
+// Liveness is promised like safety: when the lock becomes free, a waiter
+// goes on within a round trip of the release or ForceUnlock that freed it;
+// when its holder died, within a round trip of the end of the holder's
+// lease (the watchdog timeout, 30s by default, for a hold on the watchdog
+// lease). With WithWakeOne the same holds: a Client that closed left the
+// wake registry at once, and one that died is dropped by the next release
+// (its wake channel has no subscriber left); a registrant that lives but
+// cannot act (a stopped process) delays the other registered waiters by at
+// most 2s. The bounds of the other kinds are in their packages.
 //
 // # Failures
 //

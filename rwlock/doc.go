@@ -45,9 +45,23 @@
 //
 // The hash lives as long as its longest hold: a write hold's lease, or the
 // longest lease among the read levels' keys. When a read hold is released
-// and other readers remain, the hash takes the longest lease among their
-// keys; when none of their keys is alive (their processes died and their
-// leases ended) the hash is deleted, as Redisson does.
+// (or re-entered with a shorter lease) and other readers remain, the hash
+// takes the longest lease among their keys; when none of their keys is
+// alive (their processes died and their leases ended) the hash is
+// deleted, as Redisson does.
+//
+// # Waiting
+//
+// A waiter sleeps until a message on the channel or the end of the hash's
+// lease as its last attempt saw it (the last read lease ends without a
+// message). Every script that makes the hash's lease shorter without
+// freeing the lock (a read release that leaves shorter read holds, a
+// re-entry with a shorter lease) publishes "1", so that a waiting writer
+// looks again instead of sleeping past the new end. So when the lock
+// becomes free for a waiter, it goes on within a round trip of the
+// release that freed it; when the holders died, within a round trip of
+// the end of their last lease (the watchdog timeout, 30s by default, for
+// holds on the watchdog lease).
 //
 // # Leases and the watchdog
 //

@@ -90,8 +90,8 @@ func (readKind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attem
 }
 
 func (readKind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
-	return reentered(r.Core.RunAcquire(ctx, lua.RWReadReenter, []string{r.Name},
-		[]string{ms(r.LeaseMs), r.Field, keyPrefix(r.Name), strconv.Itoa(r.Target)}))
+	return reentered(r.Core.RunAcquire(ctx, lua.RWReadReenter, []string{r.Name, Channel(r.Name)},
+		[]string{ms(r.LeaseMs), r.Field, keyPrefix(r.Name), strconv.Itoa(r.Target), r.Core.PublishCommand()}))
 }
 
 func (readKind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
@@ -134,8 +134,8 @@ func (writeKind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Atte
 }
 
 func (writeKind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
-	return reentered(r.Core.RunAcquire(ctx, lua.RWWriteReenter, []string{r.Name},
-		[]string{ms(r.LeaseMs), r.Field, keyPrefix(r.Name), strconv.Itoa(r.Target)}))
+	return reentered(r.Core.RunAcquire(ctx, lua.RWWriteReenter, []string{r.Name, Channel(r.Name)},
+		[]string{ms(r.LeaseMs), r.Field, keyPrefix(r.Name), strconv.Itoa(r.Target), r.Core.PublishCommand()}))
 }
 
 func (writeKind) Release(ctx context.Context, r lockcore.Request) (int64, error) {

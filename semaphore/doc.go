@@ -43,6 +43,15 @@
 // Java and Go share a semaphore a lease ends early or late by the offset
 // between that client's clock and the server's.
 //
+// A permit on the watchdog lease is a hold of its Client, like a lock's:
+// when a renewal finds it gone (the semaphore was deleted, a Redisson
+// process released it by its ID, a restart lost it) or none succeeds
+// before its lease ends, it is lost, and the loss is reported to the
+// handler of rlock.WithLostHandler (with the semaphore's name and the
+// permit ID), to the observer, and through the context of the Permit that
+// AcquirePermit returns. A Release that finds it gone reports the loss
+// too, and its error matches ErrLockLost beside ErrNotHeld.
+//
 // Release of a permit that is not held (unknown, released before, or past
 // its lease: then it came back by itself) returns ErrNotHeld.
 // AddPermits and Release are not resent after a lost reply (a resent
@@ -56,8 +65,18 @@
 // message, the earliest lease end (a process that died publishes nothing),
 // its time to join or refresh its place in the queue, or its context's end.
 // Each message wakes one waiter of each Client; a waiter that takes a
-// permit and sees more available hands a wake-up on to the next, so a
-// release wakes as many waiters as permits came free, not all of them.
+// permit and sees more available hands a wake-up on to the next, and so
+// does one that is refused while permits are available (they are kept for
+// queued waiters ahead of it, perhaps another waiter of its Client), so a
+// release wakes as many waiters as permits came free, not all of them, and
+// reaches the waiter whose turn it is.
+//
+// So a waiter that may take a permit goes on within a round trip of the
+// release (or AddPermits) that freed it; a permit whose holder died comes
+// back when its lease ends (the watchdog timeout, 30s by default, for a
+// permit on the watchdog lease), and a waiter then goes on within
+// RefreshInterval; a queued waiter that died delays the waiters behind it
+// by at most WaiterTimeout plus RefreshInterval (about 1s).
 //
 // Waiters are not served in the order they came, but none starves while
 // permits keep coming free: a waiter that has waited longer than

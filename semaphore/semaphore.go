@@ -11,7 +11,6 @@ import (
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
-	"github.com/relock-go/relock/observe"
 )
 
 // The errors of every relock kind (the same values as rlock's).
@@ -203,8 +202,11 @@ func (s *Semaphore) Acquire(ctx context.Context, lease time.Duration) (permitID 
 			return "", err
 		}
 	}
-	id, _, err := s.acquire(ctx, -1, lease)
-	return id, err
+	a, err := s.acquire(ctx, -1, lease)
+	if err != nil {
+		return "", err
+	}
+	return a.id, nil
 }
 
 // TryAcquire takes one permit like Acquire but gives up after wait: wait 0
@@ -220,18 +222,24 @@ func (s *Semaphore) TryAcquire(ctx context.Context, wait, lease time.Duration) (
 			return "", false, err
 		}
 	}
-	return s.acquire(ctx, wait, lease)
+	a, err := s.acquire(ctx, wait, lease)
+	if a == nil {
+		return "", false, err
+	}
+	return a.id, true, nil
 }
 
 // Release gives the permit permitID back, whichever Client (or Redisson
 // instance) took it, and wakes a waiter. It stops its renewal first, when
 // this Client renews it. It returns an error matching ErrNotHeld when no
 // such permit is held: unknown, released before, or its lease ended (the
-// permit then came back by itself). A permitID that is not 32 hex
-// characters is ErrInvalidArgument. Release runs on a context detached
-// from ctx, so it works when ctx has ended. It is not resent: when it
-// returns a connection error, the permit may or may not be back; if not,
-// it comes back when its lease ends.
+// permit then came back by itself); when this Client held it on the
+// watchdog lease, the error also matches ErrLockLost, and the loss is
+// reported. A permitID that is not 32 lowercase hex characters is
+// ErrInvalidArgument. Release runs on a context detached from ctx, so it
+// works when ctx has ended. It is not resent: when it returns a
+// connection error, the permit may or may not be back; if not, it comes
+// back when its lease ends.
 func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 	if err := s.check(); err != nil {
 		return err
@@ -240,32 +248,17 @@ func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 	if err != nil {
 		return err
 	}
-	p := registryOf(s.core).stop(s.name, permitID)
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	notHeld := func() error {
-		return fmt.Errorf("%w: %q: no permit %s is held (unknown, released, or its lease ended)", ErrNotHeld, s.name, permitID)
-	}
-	n, err := s.observeRelease(dctx, permitID, p, func(ctx context.Context) (int64, error) {
+	return s.core.ReleasePermit(dctx, s.name, permitID, func(ctx context.Context) (bool, error) {
 		n, err := s.release(ctx, raw)
-		if p != nil {
-			if err == nil && n == 0 {
-				p.ended(observe.OutcomeLost, lockcore.Join(ErrLockLost, notHeld()))
-			} else {
-				// Released; or, when Redis did not answer, no longer
-				// renewed: it ends by its lease at the latest.
-				p.ended(observe.OutcomeReleased, nil)
-			}
+		if err != nil {
+			return false, s.fail("release", err)
 		}
-		return n, err
+		return n == 1, nil
+	}, func() error {
+		return fmt.Errorf("%w: %q: no permit %s is held (unknown, released, or its lease ended)", ErrNotHeld, s.name, permitID)
 	})
-	if err != nil {
-		return s.fail("release", err)
-	}
-	if n == 0 {
-		return notHeld()
-	}
-	return nil
 }
 
 func (s *Semaphore) release(ctx context.Context, raw string) (int64, error) {

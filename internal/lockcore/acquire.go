@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/backoff"
+	"github.com/relock-go/relock/observe"
 )
 
 // NoLimit is the wait of Lock and LockLease: until the context ends.
@@ -19,9 +20,6 @@ const NoLimit time.Duration = -1
 // RetryBackoff is how long a waiting call sleeps after a transient
 // failure (see RetryableFailure), for every kind.
 const RetryBackoff = 100 * time.Millisecond
-
-// retryBackoff is RetryBackoff.
-const retryBackoff = RetryBackoff
 
 // Acquire takes the lock for the owner in ctx (or a fresh anonymous owner),
 // waiting up to wait (NoLimit: until ctx ends; 0: one attempt). lease 0
@@ -42,281 +40,99 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	if err := ctx.Err(); err != nil {
 		return 0, false, notAcquired(err)
 	}
-	a := acquisition{m: m, ctx: ctx, call: ctx, wait: wait, renew: lease == 0, lease: lease}
+	a := acquisition{m: m, renew: lease == 0, lease: lease}
 	if !named {
 		owner = AnonymousOwner()
 		a.anonKey = m.anonKey
 	}
+	w := Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: owner,
+		Lease: lease, Acquire: true}
 	leaseArg := m.core.watchdogArg
 	if a.renew {
 		a.lease = m.core.WatchdogTimeout
 	} else {
 		leaseArg = strconv.FormatInt(Millis(lease), 10)
 	}
-	if m.core.obs != nil {
-		ctx = m.core.obs.acquireStart(&a, owner)
-	}
-	if wait > 0 {
-		// The wait bounds the calls to Redis too.
-		var cancel context.CancelFunc
-		a.call, cancel = context.WithTimeoutCause(ctx, wait, errWaitOver)
-		defer cancel()
-	}
 	a.h = m.core.enter(m.name, m.suffix, owner, m.kind, m.shared)
 	defer m.core.leave(a.h)
+	if m.core.obs != nil {
+		m.core.mu.Lock()
+		if a.h.obs == nil {
+			a.h.obs = &holdObs{kind: w.Lock.Kind}
+		}
+		m.core.mu.Unlock()
+	}
 	a.r = Request{Core: m.core, Name: m.name, Field: a.h.field, LeaseMs: Millis(a.lease), LeaseArg: leaseArg,
 		Chan: m.channel, Wakers: m.wakers, Waiting: wait != 0}
-	if m.core.obs != nil {
-		return m.core.obs.acquire(&a)
-	}
-	at, err := a.run()
-	return at.Token, at.Acquired, err
+	ok, err := m.core.Wait(&w, &a)
+	return a.token, ok, err
 }
 
-// errWaitOver is the cause of the end of a TryLock's wait.
-var errWaitOver = errors.New("relock: the wait is over")
-
-// acquisition is one call of Acquire: its arguments and the state of its
-// wait.
+// acquisition is one call of Mutex.Acquire: the Waiter of a lock.
 type acquisition struct {
-	m   *Mutex
-	h   *hold
-	ctx context.Context // the caller's
-	// call is the context of the calls to Redis: the caller's, or, when
-	// the wait is limited, one that ends with it (cause errWaitOver).
-	call    context.Context
+	m       *Mutex
+	h       *hold
 	r       Request
-	wait    time.Duration
 	lease   time.Duration
 	renew   bool
 	anonKey string // set for an anonymous acquisition
 
-	sub     waiter
+	token   int64 // of the hold, once acquired
 	joined  bool  // counted in the Client's registration for wake-ups
-	woken   bool  // a wake-up was taken and no attempt has used it yet
 	unknown bool  // an attempt may have won unseen: settled at the end
-	lastErr error // the last transient failure
-	failing bool  // the last attempt failed transiently
-
-	obs acquireObs // for the Client's observer and logger (observe.go)
 }
 
-// run is the acquire-wait loop every lock kind uses. After a failed
-// attempt it subscribes to the kind's wait channel, attempts again (so an
-// unlock between the two is never missed), then sleeps until a
-// notification, the holder's remaining lease, the wait limit, ctx's end,
-// Close, or a grant to the same owner on another goroutine, and attempts
-// again.
-//
-// A waiting call rides out transient failures (a dropped connection, a
-// failover, LOADING, READONLY, BUSY, OOM): it retries every retryBackoff
-// until the wait ends, and the error it then returns includes the last
-// failure. A single attempt (wait 0) returns the failure at once.
-//
-// Every way out goes through finish.
-func (a *acquisition) run() (Attempt, error) {
-	var retry *time.Timer // made on the first sleep: most calls never sleep
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
-	if a.wait != 0 && a.m.core.Hub.Has(a.m.kind.WaitChannel(a.r)) {
-		// Others wait for the lock here already: subscribing costs no
-		// round trip, and saves the attempt made after subscribing.
-		_ = a.subscribe(0)
+// WaitChannel is the kind's wait channel.
+func (a *acquisition) WaitChannel() string { return a.m.kind.WaitChannel(a.r) }
+
+// Attempt makes one attempt (see attempt) and bounds the sleep after a
+// failed one.
+func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
+	at, err := a.attempt(w)
+	if err != nil {
+		return Outcome{}, err
 	}
-	for {
-		at, err := a.attempt()
-		switch {
-		case err == nil:
-			a.answered()
-			a.woken, a.failing = false, false // the wake-up has been used
-			if at.Acquired || a.wait == 0 {
-				return a.finish(at, nil)
-			}
-		case errors.Is(err, errWaitOver):
-			return a.limit()
-		case a.r.Waiting && a.transient(err):
-			// The wake-up, if any, was not used: it stays taken.
-			a.failing, a.lastErr = true, err
-			a.retrying(err)
-			at = Attempt{Retry: retryBackoff}
-		default:
-			return a.finish(Attempt{}, a.failure(err))
-		}
-		a.waiting()
-		granted := a.h.grantedChan()
-		if a.sub == nil {
-			// Subscribe after the first failed attempt, then attempt
-			// again at once: an unlock in between is not missed.
-			if err := a.subscribe(at.Retry); err == nil {
-				continue
-			} else if errors.Is(err, errWaitOver) {
-				return a.limit()
-			} else if !a.transient(err) {
-				return a.finish(Attempt{}, a.failure(err))
-			} else {
-				a.failing, a.lastErr = true, err
-				a.retrying(err)
-				if at.Retry <= 0 || at.Retry > retryBackoff {
-					at.Retry = retryBackoff
-				}
-			}
-		}
-		if a.joined {
-			at.Retry = wakeRetry(at.Retry)
-		}
-		var retryC <-chan time.Time
-		if at.Retry > 0 {
-			if retry == nil {
-				retry = time.NewTimer(at.Retry)
-			} else {
-				retry.Reset(at.Retry)
-			}
-			retryC = retry.C
-		}
-		var wake <-chan struct{}
-		if a.sub != nil {
-			wake = a.sub.C()
-		}
-		select {
-		case <-wake:
-			a.woken = true
-		case <-granted:
-		case <-retryC:
-		case <-a.call.Done():
-			if a.ctx.Err() == nil {
-				return a.limit()
-			}
-			return a.finish(Attempt{}, notAcquired(Join(a.ctx.Err(), a.lastErr)))
-		case <-a.m.core.closed:
-			return a.finish(Attempt{}, notAcquired(ErrClosed))
-		}
-		if retry != nil {
-			retry.Stop()
+	a.token = at.Token
+	o := Outcome{Done: at.Acquired, Retry: at.Retry}
+	if a.joined {
+		o.Retry = wakeRetry(o.Retry)
+	}
+	return o, nil
+}
+
+// granted ends a sleep when another goroutine of the owner is granted a
+// level: the call then re-enters at once.
+func (a *acquisition) granted() <-chan struct{} { return a.h.grantedChan() }
+
+// join registers the Client for the lock's wake-ups, with wake-one on,
+// before the call subscribes to the lock's channel: the Client's wake
+// channel first, so that it is subscribed before an attempt registers the
+// Client, then the lock's channel, so that the Client is counted among
+// that channel's subscribers only a moment before it is registered. From
+// then on the call's attempts register the Client.
+func (a *acquisition) join(ctx context.Context) {
+	if _, ok := a.m.kind.(wakeOner); ok && a.m.core.wakeOne && !a.joined && a.m.core.subscribeHook == nil {
+		if a.m.joinWake(ctx) {
+			a.joined, a.r.Join = true, true
 		}
 	}
 }
 
-// limit ends a call whose wait ran out: without the lock and without an
-// error, unless the wait ended in an outage (that is an error, not a
-// lock held by someone else).
-func (a *acquisition) limit() (Attempt, error) {
-	if a.failing {
-		return a.finish(Attempt{}, notAcquired(a.lastErr))
-	}
-	return a.finish(Attempt{}, nil)
-}
-
-// over returns nil while the call may go on, errWaitOver when its wait ran
-// out, and the error of a call whose context ended.
-func (a *acquisition) over() error {
-	if a.call.Err() == nil {
-		return nil
-	}
-	if err := a.ctx.Err(); err != nil {
-		return notAcquired(err)
-	}
-	return errWaitOver
-}
-
-// failure is the error a call returns for err, an attempt's failure:
-// when the context ended, it says so, and what failed before.
-func (a *acquisition) failure(err error) error {
-	if a.m.core.CheckOpen() != nil {
-		// The Client closed under the call: what failed then (a closing
-		// connection, a closed hub) is a consequence.
-		if a.wait == 0 {
-			return ErrClosed
-		}
-		return notAcquired(ErrClosed)
-	}
-	if a.ctx.Err() == nil {
-		return err
-	}
-	if !errors.Is(err, ErrNotAcquired) {
-		err = notAcquired(Join(a.ctx.Err(), err))
-	}
-	if a.lastErr != nil && a.lastErr != err {
-		err = Join(err, a.lastErr)
-	}
-	return err
-}
-
-// finish is the one way out of run. A call that did not acquire settles an
-// attempt that may have won unseen (the owner's count goes back to what
-// it was granted), leaves the kind's queue, and hands on a wake-up it took
-// and did not use, so that another local waiter gets it.
-func (a *acquisition) finish(at Attempt, err error) (Attempt, error) {
-	if !at.Acquired {
+// End is the end of the call. One that did not acquire settles an attempt
+// that may have won unseen (the owner's count goes back to what it was
+// granted) and leaves the kind's queue.
+func (a *acquisition) End(w *Wait, done bool) {
+	if !done {
 		if a.unknown {
-			a.settle()
+			a.settle(w.Ctx)
 		}
 		if a.r.Waiting {
-			a.abandon()
+			a.abandon(w.Ctx)
 		}
 	}
 	if a.joined {
 		a.m.leaveWake()
 	}
-	if a.sub != nil {
-		a.sub.Leave(a.woken)
-		a.sub = nil
-	}
-	a.waited()
-	return at, err
-}
-
-// subscribe makes the call's subscription to the kind's wait channel,
-// waiting no longer than the wait limit and, when the kind must refresh
-// (retry > 0) before then, its next refresh.
-func (a *acquisition) subscribe(retry time.Duration) error {
-	ctx := a.call
-	if retry > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, retry)
-		defer cancel()
-	}
-	if _, ok := a.m.kind.(wakeOner); ok && a.m.core.wakeOne && !a.joined && a.m.core.subscribeHook == nil {
-		// With wake-one, the Client's wake channel first, so that it is
-		// subscribed before an attempt registers the Client, then the
-		// lock's channel, so that the Client is counted among that
-		// channel's subscribers only a moment before it is registered.
-		// From now on the call's attempts register the Client.
-		if a.m.joinWake(ctx) {
-			a.joined, a.r.Join = true, true
-		}
-	}
-	sub, err := a.m.core.subscribe(ctx, a.m.kind.WaitChannel(a.r))
-	if err != nil {
-		if over := a.over(); over != nil {
-			return over
-		}
-		if ctx.Err() != nil {
-			// Our own bound ended it: try again after the next attempt.
-			return fmt.Errorf("%w: %w", errSubscribeSlow, err)
-		}
-		return a.m.core.closedOr(redisError("subscribe", a.m.name, err))
-	}
-	a.sub = sub
-	return nil
-}
-
-// errSubscribeSlow: a subscription did not complete before the wait limit
-// or the kind's next refresh.
-var errSubscribeSlow = errors.New("relock: subscription not confirmed in time")
-
-// transient reports whether a failure may be retried by a waiting call:
-// the Client is open, ctx is live, and the failure is a connection error,
-// an error reply that means the script did not run, or a slow
-// subscription.
-func (a *acquisition) transient(err error) bool {
-	if a.ctx.Err() != nil || a.m.core.CheckOpen() != nil || errors.Is(err, ErrInvalidArgument) ||
-		errors.Is(err, ErrReplicaSync) {
-		return false
-	}
-	return errors.Is(err, errSubscribeSlow) || outcomeUnknown(err) || notRun(err)
 }
 
 // attempt makes one attempt, its Redis calls serialized with the owner's
@@ -326,13 +142,13 @@ func (a *acquisition) transient(err error) bool {
 // its outcome is unknown and the call's end settles it, and if the lock was
 // won but the context ended meanwhile, the level is given back at once, as
 // if the attempt had not been made.
-func (a *acquisition) attempt() (Attempt, error) {
-	if err := a.h.acquire(a.call); err != nil {
-		return Attempt{}, a.over()
+func (a *acquisition) attempt(w *Wait) (Attempt, error) {
+	if err := a.h.acquire(w.Call); err != nil {
+		return Attempt{}, w.Over()
 	}
 	defer a.h.release()
 	for {
-		if err := a.over(); err != nil {
+		if err := w.Over(); err != nil {
 			return Attempt{}, err
 		}
 		from, gen := a.h.state()
@@ -345,11 +161,11 @@ func (a *acquisition) attempt() (Attempt, error) {
 		var err error
 		if from > 0 {
 			r.Target = from + 1
-			at, err = a.m.kind.Reenter(a.call, r)
+			at, err = a.m.kind.Reenter(w.Call, r)
 		} else {
-			at, err = a.m.kind.Acquire(a.call, r)
+			at, err = a.m.kind.Acquire(w.Call, r)
 		}
-		if paused && (err != nil || !at.Acquired || a.call.Err() != nil || at.Unsynced != nil) {
+		if paused && (err != nil || !at.Acquired || w.Call.Err() != nil || at.Unsynced != nil) {
 			// The hold stays as it was, on the watchdog.
 			a.h.rearm(gen)
 		}
@@ -357,7 +173,7 @@ func (a *acquisition) attempt() (Attempt, error) {
 			if outcomeUnknown(err) {
 				a.unknown = true
 			}
-			if over := a.over(); over != nil {
+			if over := w.Over(); over != nil {
 				return Attempt{}, over
 			}
 			return Attempt{}, a.m.core.closedOr(redisError("acquire", a.m.name, err))
@@ -372,12 +188,12 @@ func (a *acquisition) attempt() (Attempt, error) {
 			}
 			return at, nil
 		}
-		if over := a.over(); over != nil {
-			a.giveBack(from)
+		if over := w.Over(); over != nil {
+			a.giveBack(w.Ctx, from)
 			return Attempt{}, over
 		}
 		if at.Unsynced != nil {
-			a.giveBack(from)
+			a.giveBack(w.Ctx, from)
 			return Attempt{}, notAcquired(fmt.Errorf("%q: %w", a.m.name, at.Unsynced))
 		}
 		anon := a.anonKey
@@ -388,7 +204,7 @@ func (a *acquisition) attempt() (Attempt, error) {
 		case errors.Is(err, errHoldChanged):
 			continue // lost while re-entered: the next round acquires anew
 		case err != nil:
-			a.giveBack(from)
+			a.giveBack(w.Ctx, from)
 			return Attempt{}, notAcquired(err)
 		}
 		return at, nil
@@ -398,8 +214,8 @@ func (a *acquisition) attempt() (Attempt, error) {
 // giveBack takes back a level this call won and will not keep: the
 // owner's count goes back to from. The caller holds the call slot. When
 // Redis does not answer in time, the call's end settles it.
-func (a *acquisition) giveBack(from int) {
-	ctx, cancel := cleanupContext(a.ctx)
+func (a *acquisition) giveBack(ctx context.Context, from int) {
+	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	r := a.r
 	r.Target = from
@@ -415,8 +231,8 @@ func (a *acquisition) giveBack(from int) {
 // Redis did with the attempt. It tries for a short while; if Redis does
 // not answer, the Client goes on trying in the background, until it
 // answers, the level's lease would have ended, or Close.
-func (a *acquisition) settle() {
-	ctx, cancel := cleanupContext(a.ctx)
+func (a *acquisition) settle(ctx context.Context) {
+	ctx, cancel := cleanupContext(ctx)
 	done := a.m.settleOnce(ctx, a.h, a.r)
 	cancel()
 	if !done {
@@ -466,7 +282,7 @@ func (c *Core) settleLater(m *Mutex, h *hold, r Request, until time.Time) {
 			if done {
 				return
 			}
-			if !backoff.Sleep(ctx.Done(), retryBackoff) {
+			if !backoff.Sleep(ctx.Done(), RetryBackoff) {
 				return
 			}
 		}
@@ -475,8 +291,8 @@ func (c *Core) settleLater(m *Mutex, h *hold, r Request, until time.Time) {
 
 // abandon tells the kind that a waiting acquisition gave up. It is not
 // retried: a fair lock drops a waiter that stopped refreshing its place.
-func (a *acquisition) abandon() {
-	ctx, cancel := cleanupContext(a.ctx)
+func (a *acquisition) abandon(ctx context.Context) {
+	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	_ = a.m.kind.Abandon(ctx, a.r)
 }

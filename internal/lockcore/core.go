@@ -258,6 +258,8 @@ func (c *Core) Close() error {
 type waiter interface {
 	C() <-chan struct{}
 	Leave(passOn bool)
+	PassOn()
+	Heard() bool
 }
 
 // subscribe registers a waiter on channel through the Client's hub (or the

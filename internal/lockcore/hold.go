@@ -59,8 +59,10 @@ type holdKey struct{ name, suffix, owner string }
 type hold struct {
 	core  *Core
 	key   holdKey
-	field string // "<clientID>:<owner>" and the role's suffix
-	kind  Kind   // of the lock, for its renewal (see KindRenewer)
+	field string // "<clientID>:<owner>" and the role's suffix; a permit's ID
+	// renewer renews the hold on the watchdog lease (nil:
+	// lock_renew.lua; see KindRenewer).
+	renewer KindRenewer
 	// shared: the lock's role may be held by several owners at once (see
 	// Role.Shared).
 	shared bool
@@ -102,16 +104,24 @@ const minSweep = 4096
 // field suffix suffix, a lock of kind k (shared: see Role.Shared), making
 // it if needed, and counts the caller as a user until leave.
 func (c *Core) enter(name, suffix, owner string, k Kind, shared bool) *hold {
+	r, _ := k.(KindRenewer)
+	return c.enterField(holdKey{name, suffix, owner}, "", r, shared)
+}
+
+// enterField is enter for a record whose field is field (when not
+// empty) instead of "<clientID>:<owner><suffix>", renewed by r.
+func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := holdKey{name, suffix, owner}
 	h := c.holds[key]
 	if h == nil {
 		if len(c.holds) >= c.sweepAt {
 			c.sweepIdleLocked()
 		}
-		h = &hold{core: c, key: key, field: Field(c.ID, owner) + suffix, kind: k, shared: shared,
-			sem: make(chan struct{}, 1)}
+		if field == "" {
+			field = Field(c.ID, key.owner) + key.suffix
+		}
+		h = &hold{core: c, key: key, field: field, renewer: r, shared: shared, sem: make(chan struct{}, 1)}
 		c.holds[key] = h
 	}
 	h.users++
@@ -141,10 +151,10 @@ func (c *Core) leave(h *hold) {
 	c.mu.Unlock()
 }
 
-// tidyLocked forgets h if it is an anonymous owner's record and idle (see
-// leave). c.mu is held.
+// tidyLocked forgets h if it is idle and the record of an anonymous owner
+// or of a permit, which never come back (see leave). c.mu is held.
 func (c *Core) tidyLocked(h *hold) {
-	if h.idle() && reservedOwner(h.key.owner) {
+	if h.idle() && (reservedOwner(h.key.owner) || h.key.suffix == permitSuffix) {
 		c.forgetLocked(h)
 	}
 }
@@ -307,7 +317,7 @@ func (c *Core) replacedAnonLocked(h *hold, anonKey string) (*hold, uint64) {
 func (h *hold) armLocked() error {
 	c := h.core
 	r := h.spare
-	if n := len(c.spares); r == nil && n > 0 {
+	if n := len(c.spares); r == nil && n > 0 && c.spares[n-1].lease.Duration() == h.lease {
 		r = c.spares[n-1]
 		c.spares[n-1] = nil
 		c.spares = c.spares[:n-1]
@@ -318,13 +328,13 @@ func (h *hold) armLocked() error {
 		// takes the watchdog's lock after this write.
 		r.h = h
 	}
-	if r != nil && c.Watchdog.Rearm(r.lease) {
+	if r != nil && r.lease.Duration() == h.lease && c.Watchdog.Rearm(r.lease) {
 		h.spare, h.renewal = nil, r
 		return nil
 	}
 	r = &renewal{h: h}
 	r.onLost = r.lost
-	l, err := c.Watchdog.Add(c.WatchdogTimeout, r, r.onLost)
+	l, err := c.Watchdog.Add(h.lease, r, r.onLost)
 	if err != nil {
 		return ErrClosed
 	}
@@ -457,8 +467,8 @@ func (h *hold) finishLocked() ending {
 // default lock_renew.lua.
 func (r *renewal) RenewCall(lease time.Duration) Call {
 	h := r.h
-	if k, ok := h.kind.(KindRenewer); ok {
-		return k.RenewCall(Request{Core: h.core, Name: h.key.name, Field: h.field, LeaseMs: Millis(lease)})
+	if h.renewer != nil {
+		return h.renewer.RenewCall(Request{Core: h.core, Name: h.key.name, Field: h.field, LeaseMs: Millis(lease)})
 	}
 	arg := h.core.watchdogArg
 	if lease != h.core.WatchdogTimeout {
@@ -510,7 +520,7 @@ func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 		h.life, h.end = context.WithCancelCause(c.root)
 	}
 	life, gen := h.life, h.gen
-	start := h.renewal != nil && !h.listening && (c.subscribeHook == nil || c.listenHook != nil)
+	start := channel != "" && h.renewal != nil && !h.listening && (c.subscribeHook == nil || c.listenHook != nil)
 	if start {
 		h.listening = true
 		h.users++

@@ -169,8 +169,8 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 
 // reenter runs lock_reenter.lua for r.
 func (c *Core) reenter(ctx context.Context, r Request) (Attempt, error) {
-	res, unsynced := c.RunAcquire(ctx, lua.LockReenter, []string{r.Name, Derived(TokenPrefix, r.Name)},
-		[]string{r.LeaseArg, r.Field, strconv.Itoa(r.Target)})
+	res, unsynced := c.RunAcquire(ctx, lua.LockReenter, []string{r.Name, Derived(TokenPrefix, r.Name), Channel(r.Name)},
+		[]string{r.LeaseArg, r.Field, strconv.Itoa(r.Target), c.publish})
 	token, err := res.AsInt64()
 	switch {
 	case rueidis.IsRedisNil(err):

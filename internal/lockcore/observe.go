@@ -69,110 +69,93 @@ func (h *hold) lock() observe.Lock {
 	return observe.Lock{Kind: h.obs.kind, Name: h.key.name}
 }
 
-// acquireObs is what an acquisition keeps for its observer and logger.
+// acquireObs is what a waiting call keeps for its observer and logger.
 type acquireObs struct {
-	lock      observe.Lock
 	start     time.Time
 	waitSince time.Time // set while the call counts as a waiter
 	outage    time.Time // when the current run of transient failures began
 	retries   int       // attempts that failed in the current run
 }
 
-// acquireStart tells the observer that a's call starts, for owner, and
-// makes the context it returns the call's. Acquire calls it before it
-// derives its contexts from ctx.
-func (ob *observer) acquireStart(a *acquisition, owner string) context.Context {
-	a.obs.lock = observe.Lock{Kind: label(a.m.kind), Name: a.m.name}
-	a.obs.start = time.Now()
-	if ob.o == nil {
-		return a.ctx
+// waitStart tells the observer that w's call starts (an acquisition), and
+// gives w the context the observer returns. Core.Wait calls it before it
+// derives its contexts from w.Ctx.
+func (ob *observer) waitStart(w *Wait) {
+	w.obs.start = time.Now()
+	if ob.o == nil || !w.Acquire {
+		return
 	}
-	ev := observe.Acquire{Lock: a.obs.lock, Owner: owner, Wait: a.wait}
-	if !a.renew {
-		ev.Lease = a.lease
+	ev := observe.Acquire{Lock: w.Lock, Owner: w.Owner, Wait: w.Limit, Lease: w.Lease}
+	if ctx := ob.o.AcquireStart(w.Ctx, ev); ctx != nil {
+		w.Ctx = ctx
 	}
-	if ctx := ob.o.AcquireStart(a.ctx, ev); ctx != nil {
-		a.ctx, a.call = ctx, ctx
-	}
-	return a.ctx
 }
 
-// acquire runs a.run and tells the observer how the call ended (Acquire
-// hands over to it once a has its hold record).
-func (ob *observer) acquire(a *acquisition) (int64, bool, error) {
-	m := a.m
-	m.core.mu.Lock()
-	if a.h.obs == nil {
-		a.h.obs = &holdObs{kind: a.obs.lock.Kind}
+// waitEnd tells the observer how w's call ended.
+func (ob *observer) waitEnd(w *Wait, done bool, err error) {
+	if ob.o == nil || !w.Acquire {
+		return
 	}
-	m.core.mu.Unlock()
-	at, err := a.run()
-	if ob.o != nil {
-		ev := observe.Acquire{Lock: a.obs.lock, Owner: a.h.key.owner, Wait: a.wait,
-			Duration: time.Since(a.obs.start), Err: err}
-		if !a.renew {
-			ev.Lease = a.lease
-		}
-		switch {
-		case at.Acquired:
-			ev.Outcome = observe.OutcomeAcquired
-		case err == nil,
-			a.lastErr == nil && a.ctx.Err() != nil && errors.Is(err, a.ctx.Err()):
-			ev.Outcome = observe.OutcomeNotAcquired
-		default:
-			ev.Outcome = observe.OutcomeError
-		}
-		ob.o.AcquireEnd(a.ctx, ev)
+	ev := observe.Acquire{Lock: w.Lock, Owner: w.Owner, Wait: w.Limit, Lease: w.Lease,
+		Duration: time.Since(w.obs.start), Err: err}
+	switch {
+	case done:
+		ev.Outcome = observe.OutcomeAcquired
+	case err == nil,
+		w.lastErr == nil && w.Ctx.Err() != nil && errors.Is(err, w.Ctx.Err()):
+		ev.Outcome = observe.OutcomeNotAcquired
+	default:
+		ev.Outcome = observe.OutcomeError
 	}
-	return at.Token, at.Acquired, err
+	ob.o.AcquireEnd(w.Ctx, ev)
 }
 
 // waiting is called each time the wait loop is about to wait: the first
 // time, the call starts counting as a waiter.
-func (a *acquisition) waiting() {
-	if ob := a.m.core.obs; ob != nil && ob.o != nil && a.obs.waitSince.IsZero() {
-		a.obs.waitSince = time.Now()
-		ob.o.WaitStart(a.ctx, observe.Wait{Lock: a.obs.lock, Owner: a.h.key.owner})
+func (w *Wait) waiting() {
+	if ob := w.core.obs; ob != nil && ob.o != nil && w.Acquire && w.obs.waitSince.IsZero() {
+		w.obs.waitSince = time.Now()
+		ob.o.WaitStart(w.Ctx, observe.Wait{Lock: w.Lock, Owner: w.Owner})
 	}
 }
 
 // waited is called when the call ends: a waiter stops counting as one.
-func (a *acquisition) waited() {
-	if !a.obs.waitSince.IsZero() {
-		a.m.core.obs.o.WaitEnd(a.ctx, observe.Wait{Lock: a.obs.lock, Owner: a.h.key.owner,
-			Waited: time.Since(a.obs.waitSince)})
-		a.obs.waitSince = time.Time{}
+func (w *Wait) waited() {
+	if !w.obs.waitSince.IsZero() {
+		w.core.obs.o.WaitEnd(w.Ctx, observe.Wait{Lock: w.Lock, Owner: w.Owner,
+			Waited: time.Since(w.obs.waitSince)})
+		w.obs.waitSince = time.Time{}
 	}
 }
 
 // retrying is called when a waiting call's attempt failed transiently and
 // will be retried: the first failure of a run is logged at WARN, the
 // retries are not.
-func (a *acquisition) retrying(err error) {
-	ob := a.m.core.obs
+func (w *Wait) retrying(err error) {
+	ob := w.core.obs
 	if ob == nil || ob.log == nil {
 		return
 	}
-	a.obs.retries++
-	if !a.obs.outage.IsZero() {
+	w.obs.retries++
+	if !w.obs.outage.IsZero() {
 		return
 	}
-	a.obs.outage = time.Now()
-	ob.log.LogAttrs(a.ctx, slog.LevelWarn, "relock: Redis is failing; the wait for the lock keeps retrying",
-		slog.String("lock", a.m.name), slog.String("kind", label(a.m.kind)), slog.String("owner", a.h.key.owner),
-		slog.Duration("retry_every", retryBackoff), slog.Any("error", err))
+	w.obs.outage = time.Now()
+	ob.log.LogAttrs(w.Ctx, slog.LevelWarn, "relock: Redis is failing; the wait keeps retrying",
+		slog.String("lock", w.Lock.Name), slog.String("kind", w.Lock.Kind), slog.String("owner", w.Owner),
+		slog.Duration("retry_every", RetryBackoff), slog.Any("error", err))
 }
 
 // answered is called when an attempt got an answer from Redis: after a run
 // of failures, the recovery is logged at INFO.
-func (a *acquisition) answered() {
-	if a.obs.outage.IsZero() {
+func (w *Wait) answered() {
+	if w.obs.outage.IsZero() {
 		return
 	}
-	a.m.core.obs.log.LogAttrs(a.ctx, slog.LevelInfo, "relock: Redis answers again; the wait for the lock goes on",
-		slog.String("lock", a.m.name), slog.String("kind", label(a.m.kind)), slog.String("owner", a.h.key.owner),
-		slog.Duration("outage", time.Since(a.obs.outage)), slog.Int("failed_attempts", a.obs.retries))
-	a.obs.outage, a.obs.retries = time.Time{}, 0
+	w.core.obs.log.LogAttrs(w.Ctx, slog.LevelInfo, "relock: Redis answers again; the wait goes on",
+		slog.String("lock", w.Lock.Name), slog.String("kind", w.Lock.Kind), slog.String("owner", w.Owner),
+		slog.Duration("outage", time.Since(w.obs.outage)), slog.Int("failed_attempts", w.obs.retries))
+	w.obs.outage, w.obs.retries = time.Time{}, 0
 }
 
 // holdStartLocked notes the start of h's hold and returns the event to
@@ -296,19 +279,30 @@ func (ob *observer) unlock(ctx context.Context, m *Mutex) error {
 		return m.unlock(ctx)
 	}
 	owner, _, _ := m.holder(ctx)
-	ev := observe.Release{Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: owner}
-	start := time.Now()
-	if owner != "" {
-		m.core.mu.Lock()
-		if h := m.core.holds[holdKey{m.name, m.suffix, owner}]; h != nil && h.want > 0 {
-			ev.Held = start.Sub(h.obs.since)
-		}
-		m.core.mu.Unlock()
+	return ob.release(ctx, observe.Lock{Kind: label(m.kind), Name: m.name}, owner,
+		m.core.heldFor(holdKey{m.name, m.suffix, owner}), m.unlock)
+}
+
+// heldFor is how long the hold of key has been held, 0 if it is not.
+func (c *Core) heldFor(key holdKey) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.holds[key]; h != nil && h.want > 0 && h.obs != nil {
+		return time.Since(h.obs.since)
 	}
+	return 0
+}
+
+// release runs fn, a release of owner's hold of lock (held for held),
+// with the observer told of its start and end. ob.o is not nil.
+func (ob *observer) release(ctx context.Context, lock observe.Lock, owner string, held time.Duration,
+	fn func(context.Context) error) error {
+	ev := observe.Release{Lock: lock, Owner: owner, Held: held}
+	start := time.Now()
 	if octx := ob.o.ReleaseStart(ctx, ev); octx != nil {
 		ctx = octx
 	}
-	err := m.unlock(ctx)
+	err := fn(ctx)
 	ev.Duration, ev.Err = time.Since(start), err
 	switch {
 	case err == nil:

@@ -202,6 +202,30 @@ func (h *modelHub) wakeOneLocked(ch string) {
 
 func (w *modelWaiter) C() <-chan struct{} { return w.wake }
 
+// Heard: the model's messages are never the news themselves.
+func (w *modelWaiter) Heard() bool { return false }
+
+// PassOn wakes the next waiter after w that has no wake-up pending.
+func (w *modelWaiter) PassOn() {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	after := false
+	for _, x := range h.chans[w.ch] {
+		if x == w {
+			after = true
+			continue
+		}
+		if after {
+			select {
+			case x.wake <- struct{}{}:
+				return
+			default:
+			}
+		}
+	}
+}
+
 func (w *modelWaiter) Leave(passOn bool) {
 	h := w.h
 	h.mu.Lock()
@@ -303,7 +327,7 @@ func TestModelWakeUpPassedOn(t *testing.T) {
 		synctest.Wait() // w1 was woken, failed, and sleeps 100ms before retrying
 		cancel1()
 		at := <-got2
-		if d := at.Sub(unlocked); d >= retryBackoff {
+		if d := at.Sub(unlocked); d >= RetryBackoff {
 			t.Errorf("w2 got the lock %v after the unlock, want at once", d)
 		}
 		var failed int
@@ -341,7 +365,7 @@ func TestModelSlowSubscribeBoundedByWait(t *testing.T) {
 	})
 }
 
-// TestModelOutageRetried: a waiting Lock retries every retryBackoff
+// TestModelOutageRetried: a waiting Lock retries every RetryBackoff
 // through an outage, and takes the lock when it ends.
 func TestModelOutageRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -357,8 +381,8 @@ func TestModelOutageRetried(t *testing.T) {
 		}
 		// The first two attempts (before and after subscribing) fail at
 		// once; the eight others are 100ms apart.
-		if d := time.Since(start); d != 9*retryBackoff {
-			t.Errorf("Lock took %v through 10 failures, want %v", d, 9*retryBackoff)
+		if d := time.Since(start); d != 9*RetryBackoff {
+			t.Errorf("Lock took %v through 10 failures, want %v", d, 9*RetryBackoff)
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock/lua"
 )
 
@@ -30,11 +32,19 @@ import (
 //     there is none, on the lock's channel; so does one whose registration
 //     outlives its waiters (it keeps listening until the registration has
 //     expired).
-//   - A Client that dies while registered swallows the wake-ups meant for
-//     it until its registration expires (wakeTTL after its last attempt).
-//     So a registered waiter never sleeps longer than wakeCap plus a random
-//     part of it without trying again: a lock left free that way is taken
-//     by a live waiter within 2*wakeCap.
+//   - A Client that closes leaves every registry at once. One that dies
+//     without Close is dropped by the next release, which finds no
+//     subscriber on its wake channel (the server closed its connection),
+//     and wakes the next Client instead (wake.lua). So a dead registrant
+//     delays no release, whether the other waiters use wake-one or not.
+//   - A registrant that lives but cannot act (a stopped process, a cut
+//     network link the server has not noticed yet) swallows the wake-ups
+//     meant for it until its registration expires (wakeTTL after its last
+//     attempt). So a registered waiter never sleeps longer than wakeCap
+//     plus a random part of it without trying again: a lock left free
+//     that way is taken by a live waiter within 2*wakeCap; waiters that
+//     are not registered are woken on the lock's channel as before, since
+//     such a registrant still counts among that channel's subscribers.
 const (
 	wakeTTL = 3 * time.Second
 	wakeCap = time.Second
@@ -163,10 +173,14 @@ func (m *Mutex) woken() {
 	}()
 }
 
-// stopWakers ends every registration's listener and timer (Close).
+// stopWakers ends every registration (Close): the Client leaves each
+// lock's registry at once, so that no release picks it to wake, and its
+// listeners and timers end. (A Client that dies without Close is dropped
+// by the next release that finds its wake channel without a subscriber.)
 func (c *Core) stopWakers() {
 	c.mu.Lock()
 	var ls []waiter
+	var leave rueidis.Commands
 	for name, w := range c.wakers {
 		if w.idle != nil {
 			w.idle.Stop()
@@ -174,9 +188,15 @@ func (c *Core) stopWakers() {
 		if w.listener != nil {
 			ls = append(ls, w.listener)
 		}
+		leave = append(leave, c.RDB.B().Zrem().Key(Derived(WakersPrefix, name)).Member(c.ID).Build())
 		delete(c.wakers, name)
 	}
 	c.mu.Unlock()
+	if len(leave) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		c.RDB.DoMulti(ctx, leave...)
+		cancel()
+	}
 	for _, l := range ls {
 		l.Leave(false)
 	}

@@ -6,6 +6,7 @@ package relocktest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -106,4 +107,53 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// Subscribers returns how many connections subscribe to channel on the
+// server of rdb (PUBSUB NUMSUB), or -1 when the server does not answer:
+// for conditions of Eventually, which must not fail the test themselves.
+func Subscribers(rdb rueidis.Client, channel string) int64 {
+	vals, err := rdb.Do(context.Background(), rdb.B().PubsubNumsub().Channel(channel).Build()).ToArray()
+	if err != nil || len(vals) != 2 {
+		return -1
+	}
+	n, err := vals[1].AsInt64()
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// KillConnections closes, on the server of raw, every connection whose
+// client name is name (rueidis.ClientOption.ClientName), as the end of a
+// killed process closes them. It returns how many it closed.
+func KillConnections(t testing.TB, raw rueidis.Client, name string) int {
+	t.Helper()
+	list, err := raw.Do(t.Context(), raw.B().ClientList().Build()).ToString()
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(list, "\n") {
+		fields := strings.Fields(line)
+		var id int64 = -1
+		named := false
+		for _, f := range fields {
+			k, v, _ := strings.Cut(f, "=")
+			switch {
+			case k == "id":
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					id = n
+				}
+			case k == "name" && v == name:
+				named = true
+			}
+		}
+		if named && id >= 0 {
+			if err := raw.Do(t.Context(), raw.B().ClientKill().Id(id).Build()).Error(); err == nil {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -1,0 +1,117 @@
+package lockcore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/relock-go/relock/observe"
+)
+
+// Permits are holds. A semaphore's permit that this Client holds on the
+// watchdog lease has a hold record like a lock's, keyed by the
+// semaphore's name and the permit's ID (its field is the permit's member
+// in Redis): the watchdog renews it with the semaphore's renewal, and its
+// loss (a renewal that finds it gone, a Release that finds it gone) is
+// reported like a lock's, to the lost handler (name: the semaphore's,
+// owner: the permit ID), to the observer, and through the context that
+// watches it. Close ends it with ErrClosed.
+
+// permitSuffix keeps the records of permits apart from those of lock holds
+// on the same name.
+const permitSuffix = "\x00permit"
+
+// GrantPermit records that this Client holds permit id (its member in
+// Redis: field) of the semaphore name on the watchdog lease lease, renewed
+// by r, and returns the hold's life: a context that ends when the hold
+// does (see PermitContext). It fails with ErrClosed after Close; the
+// caller then gives the permit back.
+func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Duration) (context.Context, error) {
+	h := c.enterField(holdKey{name, permitSuffix, id}, field, r, false)
+	defer c.leave(h)
+	if c.obs != nil {
+		c.mu.Lock()
+		if h.obs == nil {
+			h.obs = &holdObs{kind: observe.KindSemaphore}
+		}
+		c.mu.Unlock()
+	}
+	_, gen := h.state()
+	if err := h.grant(0, gen, lease, strconv.FormatInt(Millis(lease), 10), true, ""); err != nil {
+		return nil, err
+	}
+	if life := c.watch(name, permitSuffix, id, ""); life != nil {
+		return life, nil
+	}
+	// Lost already, and reported.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(fmt.Errorf("%w: permit %s of %q", ErrLockLost, id, name))
+	return ctx, nil
+}
+
+// Life is a context that lives as long as the Client: Close ends it with
+// cause ErrClosed.
+func (c *Core) Life() context.Context { return c.root }
+
+// ReleasePermit gives permit id of the semaphore name back with release,
+// the script that reports whether the permit was held, with the observer
+// told of its start and end. When this Client holds the permit on the
+// watchdog, its renewal is stopped first, and its hold ends: as lost when
+// release says the permit was not held (the error then matches
+// ErrLockLost too), as released otherwise (also when Redis did not
+// answer: it is no longer renewed, and ends by its lease at the latest).
+// It returns nil, notHeld() (which matches ErrNotHeld) when the permit
+// was not held, or release's error.
+func (c *Core) ReleasePermit(ctx context.Context, name, id string, release func(context.Context) (bool, error),
+	notHeld func() error) error {
+	fn := func(ctx context.Context) error { return c.releasePermit(ctx, name, id, release, notHeld) }
+	if c.obs == nil || c.obs.o == nil {
+		return fn(ctx)
+	}
+	return c.obs.release(ctx, observe.Lock{Kind: observe.KindSemaphore, Name: name}, id,
+		c.heldFor(holdKey{name, permitSuffix, id}), fn)
+}
+
+func (c *Core) releasePermit(ctx context.Context, name, id string, release func(context.Context) (bool, error),
+	notHeld func() error) error {
+	h := c.find(name, permitSuffix, id)
+	if h != nil {
+		defer c.leave(h)
+		if h.acquire(ctx) != nil {
+			h = nil
+		} else {
+			defer h.release()
+		}
+	}
+	var gen uint64
+	if h != nil {
+		var want int
+		if want, gen = h.state(); want == 0 {
+			h = nil
+		} else {
+			h.stopRenewal()
+		}
+	}
+	ok, err := release(ctx)
+	switch {
+	case h == nil && err == nil && !ok:
+		return notHeld()
+	case h == nil:
+		return err
+	case err == nil && !ok:
+		lost := Join(ErrLockLost, notHeld())
+		h.lose(gen, lost)
+		return lost
+	}
+	h.released(gen, 0)
+	return err
+}
+
+// PermitContext returns a context that ends when this Client's hold of
+// permit id of the semaphore name ends: by its release (cause
+// context.Canceled), its loss (a cause matching ErrLockLost) or Close
+// (ErrClosed); nil when the Client holds no such permit on the watchdog.
+func (c *Core) PermitContext(name, id string) context.Context {
+	return c.watch(name, permitSuffix, id, "")
+}

@@ -1,0 +1,344 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relock-go/relock/observe"
+)
+
+// The wait loop, written once for every kind: a lock's acquisition (every
+// lock kind), a semaphore's Acquire and a latch's Await are each a Waiter,
+// and Core.Wait runs them.
+//
+// After a failed attempt the loop subscribes to the kind's wait channel
+// (one subscription per channel per Client, shared by its local waiters),
+// attempts again at once, so that a release in between is not missed, and
+// then sleeps until a wake-up, the bound the attempt returned, the wait
+// limit, the context's end, Close, or (for a lock) a grant to the same
+// owner on another goroutine, and attempts again.
+//
+// The bound is whatever could end the wait without a message: a holder's
+// lease that runs out (a crashed holder publishes nothing), a queued
+// waiter's deadline, the time to refresh a place in a queue. Every script
+// that shortens a lease a waiter may be sleeping on publishes, so that the
+// waiter looks again (see package lua).
+//
+// A wake-up is one local waiter's to use: a waiter that took one and ends
+// without using it (its context ended, its attempt failed) hands it on to
+// the next local waiter of the channel; so does a waiter whose attempt was
+// refused although what it waits for is free for another (a semaphore's
+// permit held back for a queued waiter ahead of it), and one that took
+// what it waited for and saw more of it left.
+//
+// A waiting call rides out transient failures (a dropped connection, a
+// failover, LOADING, READONLY, BUSY, OOM): it retries every RetryBackoff
+// until the wait ends, and the error it then returns includes the last
+// failure. A single attempt (limit 0) returns the failure at once.
+
+// Outcome is what one attempt of a Waiter found.
+type Outcome struct {
+	// Done: the call got what it waited for (the lock, a permit, the
+	// latch's opening).
+	Done bool
+	// Retry is how long to sleep at most before the next attempt when no
+	// wake-up comes; 0 means only a wake-up, the wait limit, the context
+	// or Close ends the sleep.
+	Retry time.Duration
+	// PassOn: what the call waits for is free for another local waiter
+	// (after a refusal), or more of it is left (after Done); a wake-up
+	// the call took goes on to the next local waiter.
+	PassOn bool
+}
+
+// Waiter is one waiting call of a kind, as the wait loop sees it.
+type Waiter interface {
+	// Attempt makes one attempt. Its Redis calls are bounded by w.Call,
+	// which ends with the wait limit (cause errWaitOver) or the caller's
+	// context; an attempt that finds it ended returns w.Over().
+	Attempt(w *Wait) (Outcome, error)
+	// WaitChannel is the pub/sub channel on which the kind's wake-ups
+	// arrive.
+	WaitChannel() string
+	// End is called once, when the call ends, before its subscription is
+	// left: done reports whether it got what it waited for. A kind takes
+	// back here what an unanswered attempt may have won and leaves its
+	// queue.
+	End(w *Wait, done bool)
+}
+
+// Wait is one waiting call: what the caller sets before Core.Wait, and the
+// state of the loop.
+type Wait struct {
+	// Ctx is the caller's context (an observer may give it values).
+	Ctx context.Context
+	// Limit is how long the call waits: NoLimit until Ctx ends, 0 for one
+	// attempt.
+	Limit time.Duration
+	// Lock names the lock, semaphore or latch in errors, logs and events.
+	Lock observe.Lock
+	// Owner is the owner (a semaphore's permit ID) in logs and events.
+	Owner string
+	// Lease is a fixed lease, 0 for the watchdog's, in events.
+	Lease time.Duration
+	// Acquire: the call is an acquisition, told to the observer
+	// (AcquireStart and AcquireEnd, WaitStart and WaitEnd).
+	Acquire bool
+	// OnMessage: a wake-up brought by a message on the channel ends the
+	// wait (a latch's opening: the count may have been set again since).
+	OnMessage bool
+
+	// Call is the context of the calls to Redis: Ctx, or, when the wait
+	// is limited, one that ends with it (cause errWaitOver).
+	Call context.Context
+
+	core    *Core
+	k       Waiter
+	sub     waiter
+	woken   bool  // a wake-up was taken and no attempt has used it yet
+	failing bool  // the last attempt failed transiently
+	lastErr error // the last transient failure
+	obs     acquireObs
+}
+
+// Waiting reports whether the call waits (its limit is not 0): a queue
+// keeps its place then.
+func (w *Wait) Waiting() bool { return w.Limit != 0 }
+
+// Joined reports whether the call's subscription is made: from then on a
+// release it could take reaches it.
+func (w *Wait) Subscribed() bool { return w.sub != nil }
+
+// granter is implemented by a Waiter that can also be ended by a grant to
+// the same owner on another goroutine (a lock's re-entry).
+type granter interface{ granted() <-chan struct{} }
+
+// joiner is implemented by a Waiter that registers its Client for
+// wake-ups just before it subscribes (wake-one).
+type joiner interface{ join(ctx context.Context) }
+
+// Wait runs the wait loop of k for w. It returns (true, nil) when k got
+// what it waited for, (false, nil) when the wait limit ended the call
+// while w.Ctx is live, and an error otherwise: one that matches
+// ErrNotAcquired and the context's error when w.Ctx ended, ErrNotAcquired
+// and ErrClosed when Close did.
+func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
+	w.core, w.k = c, k
+	if c.obs != nil {
+		c.obs.waitStart(w)
+	}
+	w.Call = w.Ctx
+	if w.Limit > 0 {
+		var cancel context.CancelFunc
+		w.Call, cancel = context.WithTimeoutCause(w.Ctx, w.Limit, errWaitOver)
+		defer cancel()
+	}
+	done, err := w.run()
+	if c.obs != nil {
+		c.obs.waitEnd(w, done, err)
+	}
+	return done, err
+}
+
+func (w *Wait) run() (bool, error) {
+	var retry *time.Timer // made on the first sleep: most calls never sleep
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	if w.Limit != 0 && w.core.Hub.Has(w.k.WaitChannel()) {
+		// Others wait here already: subscribing costs no round trip, and
+		// saves the attempt made after subscribing.
+		_ = w.subscribe(0)
+	}
+	for {
+		o, err := w.k.Attempt(w)
+		switch {
+		case err == nil:
+			w.answered()
+			w.failing = false
+			woken := w.woken
+			w.woken = false // the attempt used the wake-up
+			if o.Done || w.Limit == 0 {
+				return w.finish(o.Done, o.Done && o.PassOn, nil)
+			}
+			if woken && o.PassOn {
+				w.sub.PassOn()
+			}
+		case errors.Is(err, errWaitOver):
+			return w.limit()
+		case w.Limit != 0 && w.transient(err):
+			// The wake-up, if any, was not used: it stays taken.
+			w.failing, w.lastErr = true, err
+			w.retrying(err)
+			o = Outcome{Retry: RetryBackoff}
+		default:
+			return w.finish(false, false, w.failure(err))
+		}
+		w.waiting()
+		if w.sub == nil {
+			// Subscribe after the first failed attempt, then attempt
+			// again at once: a release in between is not missed.
+			err := w.subscribe(o.Retry)
+			switch {
+			case err == nil:
+				continue
+			case errors.Is(err, errWaitOver):
+				return w.limit()
+			case !w.transient(err):
+				return w.finish(false, false, w.failure(err))
+			}
+			w.failing, w.lastErr = true, err
+			w.retrying(err)
+			if o.Retry <= 0 || o.Retry > RetryBackoff {
+				o.Retry = RetryBackoff
+			}
+		}
+		var retryC <-chan time.Time
+		if o.Retry > 0 {
+			if retry == nil {
+				retry = time.NewTimer(o.Retry)
+			} else {
+				retry.Reset(o.Retry)
+			}
+			retryC = retry.C
+		}
+		var wake, granted <-chan struct{}
+		if w.sub != nil {
+			wake = w.sub.C()
+		}
+		if g, ok := w.k.(granter); ok {
+			granted = g.granted()
+		}
+		select {
+		case <-wake:
+			if w.OnMessage && w.sub.Heard() {
+				return w.finish(true, false, nil)
+			}
+			w.woken = true
+		case <-granted:
+		case <-retryC:
+		case <-w.Call.Done():
+			if w.Ctx.Err() == nil {
+				return w.limit()
+			}
+			return w.finish(false, false, notAcquired(Join(w.Ctx.Err(), w.lastErr)))
+		case <-w.core.closed:
+			return w.finish(false, false, notAcquired(ErrClosed))
+		}
+		if retry != nil {
+			retry.Stop()
+		}
+	}
+}
+
+// finish is the one way out of run: the kind ends the call (End), and the
+// subscription is left, handing on a wake-up the call took and did not
+// use, or one more when passOn is set.
+func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
+	w.k.End(w, done)
+	if w.sub != nil {
+		w.sub.Leave(w.woken || passOn)
+		w.sub = nil
+	}
+	w.waited()
+	return done, err
+}
+
+// limit ends a call whose wait ran out: without an error, unless the wait
+// ended in an outage (that is an error, not a lock held by someone else).
+func (w *Wait) limit() (bool, error) {
+	if w.failing {
+		return w.finish(false, false, notAcquired(w.lastErr))
+	}
+	return w.finish(false, false, nil)
+}
+
+// Over returns nil while the call may go on, errWaitOver when its wait ran
+// out, and the error of a call whose context ended.
+func (w *Wait) Over() error {
+	if w.Call.Err() == nil {
+		return nil
+	}
+	if err := w.Ctx.Err(); err != nil {
+		return notAcquired(err)
+	}
+	return errWaitOver
+}
+
+// failure is the error a call returns for err, an attempt's failure: when
+// the context ended, it says so, and what failed before.
+func (w *Wait) failure(err error) error {
+	if w.core.CheckOpen() != nil {
+		// The Client closed under the call: what failed then (a closing
+		// connection, a closed hub) is a consequence.
+		if w.Limit == 0 {
+			return ErrClosed
+		}
+		return notAcquired(ErrClosed)
+	}
+	if w.Ctx.Err() == nil {
+		return err
+	}
+	if !errors.Is(err, ErrNotAcquired) {
+		err = notAcquired(Join(w.Ctx.Err(), err))
+	}
+	if w.lastErr != nil && w.lastErr != err {
+		err = Join(err, w.lastErr)
+	}
+	return err
+}
+
+// subscribe makes the call's subscription to the kind's wait channel,
+// waiting no longer than the wait limit and, when the kind must look
+// again (retry > 0) before then, that.
+func (w *Wait) subscribe(retry time.Duration) error {
+	ctx := w.Call
+	if retry > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, retry)
+		defer cancel()
+	}
+	if j, ok := w.k.(joiner); ok {
+		j.join(ctx)
+	}
+	sub, err := w.core.subscribe(ctx, w.k.WaitChannel())
+	if err != nil {
+		if over := w.Over(); over != nil {
+			return over
+		}
+		if ctx.Err() != nil {
+			// Our own bound ended it: try again after the next attempt.
+			return fmt.Errorf("%w: %w", errSubscribeSlow, err)
+		}
+		return w.core.closedOr(redisError("subscribe", w.Lock.Name, err))
+	}
+	w.sub = sub
+	return nil
+}
+
+// transient reports whether a failure may be retried by a waiting call:
+// the Client is open, the caller's context is live, and the failure is a
+// connection error, an error reply that means the script did not run, or
+// a slow subscription.
+func (w *Wait) transient(err error) bool {
+	if w.Ctx.Err() != nil || w.core.CheckOpen() != nil || errors.Is(err, ErrInvalidArgument) ||
+		errors.Is(err, ErrReplicaSync) {
+		return false
+	}
+	return errors.Is(err, errSubscribeSlow) || RetryableFailure(err)
+}
+
+// errWaitOver is the cause of the end of a limited wait.
+var errWaitOver = errors.New("relock: the wait is over")
+
+// errSubscribeSlow: a subscription did not complete before the wait limit
+// or the kind's next look.
+var errSubscribeSlow = errors.New("relock: subscription not confirmed in time")
+
+// NotAcquired is the error of a wait that ended with cause: it matches
+// ErrNotAcquired and cause.
+func NotAcquired(cause error) error { return notAcquired(cause) }

@@ -1,0 +1,82 @@
+package rwlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/rlock"
+)
+
+// sleepingWriter starts a writer of name on a Client of its own, and
+// returns once its attempts have failed twice (it then sleeps until a
+// message or the lease its attempt saw), with a channel that gets the
+// writer's Lock error.
+func sleepingWriter(t *testing.T, name string) <-chan error {
+	t.Helper()
+	faulty := relocktest.NewFaulty(redistest.Shared(t).Client(t))
+	attempts := faulty.Inject(&relocktest.Rule{SHA1s: []string{lua.RWWriteAcquire.SHA1}, N: -1, Run: true, Keep: true})
+	c, err := rlock.New(faulty)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- c.GetReadWriteLock(name).WriteLock().Lock(ctx) }()
+	relocktest.Eventually(t, handoff, "the writer to sleep", func() bool { return attempts.Hits() >= 2 })
+	return done
+}
+
+// TestWriterWokenWhenReadLeaseShortens: readers A (watchdog lease) and B
+// (a fixed 500ms lease) hold; a writer waits, its attempt having seen the
+// hash's 30s lease. A's release leaves the hash to B's lease: the writer
+// is told, and gets the lock when B's lease ends (nobody publishes then),
+// not 30s later.
+func TestWriterWokenWhenReadLeaseShortens(t *testing.T) {
+	c := relocktest.Client(t)
+	name := relocktest.Name(t)
+	read := c.GetReadWriteLock(name).ReadLock()
+	a, b := rlock.WithOwner(t.Context(), "a"), rlock.WithOwner(t.Context(), "b")
+	require.NoError(t, read.Lock(a))
+	require.NoError(t, read.LockLease(b, 500*time.Millisecond))
+	got := sleepingWriter(t, name)
+	start := time.Now()
+	require.NoError(t, read.Unlock(a))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), 2*time.Second, "the writer's wait after the longer read hold was released")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer slept past the end of the last read lease")
+	}
+}
+
+// TestReadReentryShortensLease: a read re-entry with a shorter fixed lease
+// gives the hash that lease (the longest among the read holds), as a plain
+// lock's re-entry does, and the writer waiting on the old lease is told.
+func TestReadReentryShortensLease(t *testing.T) {
+	c := relocktest.Client(t)
+	name := relocktest.Name(t)
+	read := c.GetReadWriteLock(name).ReadLock()
+	a := rlock.WithOwner(t.Context(), "a")
+	require.NoError(t, read.Lock(a))
+	got := sleepingWriter(t, name)
+	start := time.Now()
+	require.NoError(t, read.LockLease(a, 200*time.Millisecond))
+	left, err := read.RemainingLease(t.Context())
+	require.NoError(t, err)
+	assert.LessOrEqual(t, left, 200*time.Millisecond, "RemainingLease after the re-entry")
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), 2*time.Second, "the writer's wait after the read re-entry")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer slept past the end of the re-entered read lease")
+	}
+}
