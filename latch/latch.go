@@ -7,16 +7,17 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/observe"
 )
 
-// The errors of every relock kind (the same values as rlock's).
+// The errors of every kind of relock (the values of package relock).
 var (
-	ErrNotAcquired     = lockcore.ErrNotAcquired
-	ErrClosed          = lockcore.ErrClosed
-	ErrInvalidArgument = lockcore.ErrInvalidArgument
+	ErrNotAcquired     = relock.ErrNotAcquired
+	ErrClosed          = relock.ErrClosed
+	ErrInvalidArgument = relock.ErrInvalidArgument
 )
 
 // CountDownLatch is a handle on a count-down latch: a count set once,
@@ -29,7 +30,7 @@ type CountDownLatch struct {
 }
 
 func init() {
-	lockcore.NewCountDownLatch = func(c *lockcore.Core, name string) any { return &CountDownLatch{core: c, name: name} }
+	lockcore.Provide(func(c *lockcore.Core, name string) *CountDownLatch { return &CountDownLatch{core: c, name: name} })
 }
 
 // Name is the latch's name: the key of its count.

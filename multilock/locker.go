@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/lockcore"
 )
 
@@ -47,21 +48,21 @@ type Watchable interface {
 	Done(ctx context.Context) <-chan struct{}
 }
 
-// The errors of this package are relock's shared sentinels, so errors.Is
-// works with rlock.ErrNotHeld and the others.
+// The errors of this package are those of package relock, which every
+// kind returns, so errors.Is works with rlock.ErrNotHeld and the others.
 var (
 	// ErrNotAcquired: a wait ended without the lock. When the context
 	// ended the wait, the error also matches the context's error.
-	ErrNotAcquired = lockcore.ErrNotAcquired
+	ErrNotAcquired = relock.ErrNotAcquired
 	// ErrNotHeld: Unlock by an owner that holds none of the locks.
-	ErrNotHeld = lockcore.ErrNotHeld
+	ErrNotHeld = relock.ErrNotHeld
 	// ErrLockLost: too many of the locks of a held MultiLock (any) or
 	// RedLock (more than a minority) were lost while held.
-	ErrLockLost = lockcore.ErrLockLost
+	ErrLockLost = relock.ErrLockLost
 	// ErrInvalidArgument: no locks, a nil lock, a negative wait, a lease
 	// under 1ms, an invalid owner or option, a nil function. A call that
 	// returns it has sent nothing to Redis.
-	ErrInvalidArgument = lockcore.ErrInvalidArgument
+	ErrInvalidArgument = relock.ErrInvalidArgument
 )
 
 // NodeError is the failure of one of the locks of a MultiLock or a RedLock.

@@ -15,7 +15,7 @@ import (
 const (
 	// DefaultWatchdogTimeout is the lease a RedLock assumes its locks hold
 	// on when taken with lease 0: rlock's default watchdog timeout.
-	DefaultWatchdogTimeout = lockcore.DefaultWatchdogTimeout
+	DefaultWatchdogTimeout = 30 * time.Second
 	// DefaultRetryDelay is the mean pause between two rounds.
 	DefaultRetryDelay = 20 * time.Millisecond
 

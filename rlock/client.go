@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/lockcore"
 )
 
@@ -159,24 +158,6 @@ func (c *Client) Close() error { return c.core.Close() }
 // ID is the UUID, made once per Client, at the start of every hash field
 // this Client writes ("<ID>:<owner>").
 func (c *Client) ID() string { return c.core.ID }
-
-// GetLock returns a handle on the reentrant lock name. It does no I/O; a
-// bad name is reported by the handle's methods.
-func (c *Client) GetLock(name string) *Lock {
-	return &Lock{m: lockcore.NewMutex(c.core, name, lockcore.Reentrant{}), site: lockcore.SiteOf(c.core)}
-}
-
-// GetFairLock returns a handle on the fair (FIFO) lock name. It does no
-// I/O; a bad name is reported by the handle's methods.
-func (c *Client) GetFairLock(name string) *fairlock.Lock {
-	return lockcore.NewFairLock(c.core, name).(*fairlock.Lock)
-}
-
-// GetFencedLock returns a handle on the fenced lock name: a reentrant lock
-// whose every new acquisition gets a fencing token.
-func (c *Client) GetFencedLock(name string) *FencedLock {
-	return &FencedLock{lock{m: lockcore.NewMutex(c.core, name, lockcore.Fenced{}), site: lockcore.SiteOf(c.core)}}
-}
 
 // describe names the servers of opt for an error message: the addresses,
 // with any user information in them masked, and the Sentinel master set.

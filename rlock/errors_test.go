@@ -38,7 +38,7 @@ func TestErrorTexts(t *testing.T) {
 		is   []error
 	}{
 		{"wait ended by its deadline", l.Lock(deadline()),
-			"relock: lock not acquired: context deadline exceeded",
+			"relock: not acquired: context deadline exceeded",
 			[]error{rlock.ErrNotAcquired, context.DeadlineExceeded}},
 		{"empty name", c.GetLock("").Lock(waiter),
 			"relock: invalid argument: empty lock name",

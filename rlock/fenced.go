@@ -3,6 +3,9 @@ package rlock
 import (
 	"context"
 	"time"
+
+	"github.com/relock-go/relock/handle"
+	"github.com/relock-go/relock/internal/lockcore"
 )
 
 // FencedLock is a Lock whose every new acquisition (not a re-entry) gets a
@@ -13,29 +16,33 @@ import (
 // A lease can run out while its holder is paused (a long GC, a stopped VM)
 // and the holder then acts as if it still held the lock. Pass the token to
 // the resource with every write and have the resource refuse a token older
-// than one it has seen: that, not the lock alone, protects the resource.
+// than one it has seen (package fence has such a register): that, not the
+// lock alone, protects the resource.
 //
-// FencedLock has every method of Lock (Name, Lock, LockLease, TryLock,
-// Unlock, ForceUnlock, IsLocked, IsHeldByOwner, HoldCount, RemainingLease,
-// Do, Done), promoted from the Lock it embeds.
+// FencedLock has every method of Lock (those of the handle.Mutex it
+// embeds), plus the three below.
 type FencedLock struct {
-	lock
+	*handle.Mutex
+	m *lockcore.Mutex
 }
 
-// lock lets FencedLock embed Lock without a field named Lock, which would
-// hide the Lock method.
-type lock = Lock
+// GetFencedLock returns a handle on the fenced lock name: a reentrant lock
+// whose every new acquisition gets a fencing token.
+func (c *Client) GetFencedLock(name string) *FencedLock {
+	m := lockcore.NewMutex(c.core, name, lockcore.Fenced{})
+	return &FencedLock{Mutex: newHandle(m), m: m}
+}
 
 // LockAndGetToken is Lock that returns the hold's token. A re-entry
 // returns the token of the hold it re-enters.
 func (l *FencedLock) LockAndGetToken(ctx context.Context) (int64, error) {
-	token, _, err := l.lock.m.Acquire(ctx, -1, 0)
+	token, _, err := l.m.Acquire(ctx, lockcore.NoLimit, 0)
 	return token, err
 }
 
 // TryLockAndGetToken is TryLock that returns the hold's token.
 func (l *FencedLock) TryLockAndGetToken(ctx context.Context, wait, lease time.Duration) (token int64, ok bool, err error) {
-	return l.lock.m.TryAcquire(ctx, wait, lease)
+	return l.m.TryAcquire(ctx, wait, lease)
 }
 
 // Token is the token of the current hold of the owner in ctx (without one:
@@ -45,4 +52,4 @@ func (l *FencedLock) TryLockAndGetToken(ctx context.Context, wait, lease time.Du
 // built with SendToReplicas may send to a replica: a replica that lags
 // may then answer for an older hold, with an older token (which a fenced
 // resource refuses as stale) or none.
-func (l *FencedLock) Token(ctx context.Context) (int64, error) { return l.lock.m.Token(ctx) }
+func (l *FencedLock) Token(ctx context.Context) (int64, error) { return l.m.Token(ctx) }

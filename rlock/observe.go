@@ -34,7 +34,3 @@ func WithObserver(o Observer) Option {
 func WithLogger(l *slog.Logger) Option {
 	return func(c *lockcore.Config) { c.Logger = l }
 }
-
-// Observer returns the observer of the lock's Client (nil if it has
-// none). MultiLock and RedLock report to it.
-func (l *Lock) Observer() Observer { return l.m.Core().Observer() }

@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/latch"
 	"github.com/relock-go/relock/rwlock"
@@ -11,7 +12,7 @@ import (
 // RReadWriteLock layout): ReadLock is shared, WriteLock exclusive. It does
 // no I/O; a bad name is reported by the handles' methods.
 func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
-	return lockcore.NewReadWriteLock(c.core, name).(*rwlock.ReadWriteLock)
+	return lockcore.Use[func(*lockcore.Core, string) *rwlock.ReadWriteLock]()(c.core, name)
 }
 
 // GetSemaphore returns a handle on the semaphore name (Redisson's
@@ -19,12 +20,18 @@ func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
 // back by their ID. It does no I/O; a bad name is reported by the
 // handle's methods.
 func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
-	return lockcore.NewSemaphore(c.core, name).(*semaphore.Semaphore)
+	return lockcore.Use[func(*lockcore.Core, string) *semaphore.Semaphore]()(c.core, name)
 }
 
 // GetCountDownLatch returns a handle on the count-down latch name
 // (Redisson's RCountDownLatch layout). It does no I/O; a bad name is
 // reported by the handle's methods.
 func (c *Client) GetCountDownLatch(name string) *latch.CountDownLatch {
-	return lockcore.NewCountDownLatch(c.core, name).(*latch.CountDownLatch)
+	return lockcore.Use[func(*lockcore.Core, string) *latch.CountDownLatch]()(c.core, name)
+}
+
+// GetFairLock returns a handle on the fair (FIFO) lock name. It does no
+// I/O; a bad name is reported by the handle's methods.
+func (c *Client) GetFairLock(name string) *fairlock.Lock {
+	return lockcore.Use[func(*lockcore.Core, string) *fairlock.Lock]()(c.core, name)
 }

@@ -2,6 +2,7 @@ package rwlock
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -110,6 +111,15 @@ func (readKind) Abandon(context.Context, lockcore.Request) error { return nil }
 
 func (readKind) WaitChannel(r lockcore.Request) string { return Channel(r.Name) }
 
+// CheckOwner refuses an owner whose read field would be another owner's
+// write field ("x:write" reading is "x" writing).
+func (readKind) CheckOwner(owner string) error { return checkOwner(owner) }
+
+// IsLocked reports whether anyone holds a read level.
+func (readKind) IsLocked(ctx context.Context, c *lockcore.Core, name string) (bool, error) {
+	return locked(ctx, c, name, "read")
+}
+
 // Label names the kind to the observer.
 func (readKind) Label() string { return observe.KindRead }
 
@@ -154,6 +164,15 @@ func (writeKind) Abandon(context.Context, lockcore.Request) error { return nil }
 
 func (writeKind) WaitChannel(r lockcore.Request) string { return Channel(r.Name) }
 
+// CheckOwner refuses the owners the read side refuses: an owner's calls
+// on either side are refused alike.
+func (writeKind) CheckOwner(owner string) error { return checkOwner(owner) }
+
+// IsLocked reports whether the lock is in write mode.
+func (writeKind) IsLocked(ctx context.Context, c *lockcore.Core, name string) (bool, error) {
+	return locked(ctx, c, name, "write")
+}
+
 // LossChannel is where a force-unlock of the lock is published, so that a
 // watched write hold hears of it at once. (A read hold does not listen:
 // every read release is published on the channel too, and with many
@@ -168,4 +187,20 @@ func (writeKind) Label() string { return observe.KindWrite }
 func (writeKind) RenewCall(r lockcore.Request) lockcore.Call {
 	return lockcore.Call{Script: lua.RWWriteRenew, Keys: []string{r.Name},
 		Args: []string{ms(r.LeaseMs), r.Field, keyPrefix(r.Name)}}
+}
+
+// checkOwner refuses an owner whose reader field would be another owner's
+// writer field ("x:write" reading is "x" writing).
+func checkOwner(owner string) error {
+	if strings.HasSuffix(owner, writeSuffix) {
+		return fmt.Errorf("%w: owner %q: an owner of a read-write lock may not end with %q (its read field would be the write field of %q)",
+			ErrInvalidArgument, owner, writeSuffix, strings.TrimSuffix(owner, writeSuffix))
+	}
+	return nil
+}
+
+// locked runs rw_locked.lua for side ("read" or "write").
+func locked(ctx context.Context, c *lockcore.Core, name, side string) (bool, error) {
+	n, err := lua.RWLocked.Exec(ctx, c.RDB, []string{name}, []string{side}).AsInt64()
+	return n == 1, err
 }

@@ -9,17 +9,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
 )
 
-// The errors of every relock kind (the same values as rlock's).
+// The errors of every kind of relock (the values of package relock).
 var (
-	ErrNotAcquired     = lockcore.ErrNotAcquired
-	ErrNotHeld         = lockcore.ErrNotHeld
-	ErrLockLost        = lockcore.ErrLockLost
-	ErrClosed          = lockcore.ErrClosed
-	ErrInvalidArgument = lockcore.ErrInvalidArgument
+	ErrNotAcquired     = relock.ErrNotAcquired
+	ErrNotHeld         = relock.ErrNotHeld
+	ErrLockLost        = relock.ErrLockLost
+	ErrClosed          = relock.ErrClosed
+	ErrInvalidArgument = relock.ErrInvalidArgument
 )
 
 // Waiting: see the package documentation.
@@ -63,7 +64,7 @@ type Semaphore struct {
 }
 
 func init() {
-	lockcore.NewSemaphore = func(c *lockcore.Core, name string) any { return &Semaphore{core: c, name: name} }
+	lockcore.Provide(func(c *lockcore.Core, name string) *Semaphore { return &Semaphore{core: c, name: name} })
 }
 
 // Name is the semaphore's name: the key of its available count.

@@ -33,7 +33,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	if err := m.check(); err != nil {
 		return 0, false, err
 	}
-	owner, named, err := ContextOwner(ctx)
+	owner, named, err := m.contextOwner(ctx)
 	if err != nil {
 		return 0, false, err
 	}

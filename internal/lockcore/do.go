@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // HoldContext returns a context that ends when the current hold of the
@@ -68,16 +69,30 @@ func Lost(cause error) bool {
 // With no owner in ctx, Do acts for a fresh owner and puts it in fn's
 // context, so calls made with that context re-enter.
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	_, err := m.do(ctx, NoLimit, fn)
+	return err
+}
+
+// TryDo is Do that waits for the lock no longer than wait (0: one
+// attempt), and reports whether fn ran.
+func (m *Mutex) TryDo(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (bool, error) {
+	if err := CheckWait(wait); err != nil {
+		return false, err
+	}
+	return m.do(ctx, wait, fn)
+}
+
+func (m *Mutex) do(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (bool, error) {
 	if fn == nil {
-		return invalid("nil function given to Do")
+		return false, invalid("nil function given to Do")
 	}
 	if _, ok := OwnerFrom(ctx); !ok {
 		ctx = WithReservedOwner(ctx, AnonymousOwner())
 	}
-	if _, _, err := m.Acquire(ctx, NoLimit, 0); err != nil {
-		return err
+	if _, ok, err := m.Acquire(ctx, wait, 0); !ok {
+		return false, err
 	}
-	return RunHeld(ctx, m.HoldContext(ctx), fn, m.Unlock, m.name)
+	return true, RunHeld(ctx, m.HoldContext(ctx), fn, m.Unlock, m.name)
 }
 
 // RunHeld is the part of Do that every lock kind shares, once the lock is

@@ -1,27 +1,27 @@
-// Package lockcore holds what every lock kind of relock shares: the error
-// sentinels, owner identity from the context, key and channel names,
-// argument checks, the per-Client state (Core) and the generic reentrant
-// lock (Mutex) with its acquire-wait loop. The public packages rlock and
-// fairlock are thin, documented wrappers around it.
+// Package lockcore holds what every kind of relock shares: the per-Client
+// state (Core), owner identity from the context, argument checks, the
+// wait loop every kind waits through (Wait), the hold records of a
+// Client's owners and their renewal, and the generic reentrant lock
+// (Mutex) that every lock kind is. The public packages are thin,
+// documented faces of it.
 package lockcore
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/relock-go/relock"
 )
 
-// The sentinels every lock kind returns. rlock and fairlock re-export these
-// same values, so errors.Is works across the lock kinds.
+// The sentinels every kind returns, declared in package relock (see
+// there).
 var (
-	ErrNotAcquired     = errors.New("relock: lock not acquired")
-	ErrNotHeld         = errors.New("relock: lock not held by this owner")
-	ErrLockLost        = errors.New("relock: lock lost while held")
-	ErrClosed          = errors.New("relock: client closed")
-	ErrInvalidArgument = errors.New("relock: invalid argument")
-	// ErrReplicaSync: an acquisition that fewer replicas than required
-	// confirmed in time (it was released again).
-	ErrReplicaSync = errors.New("relock: too few replicas confirmed the acquisition")
+	ErrNotAcquired     = relock.ErrNotAcquired
+	ErrNotHeld         = relock.ErrNotHeld
+	ErrLockLost        = relock.ErrLockLost
+	ErrClosed          = relock.ErrClosed
+	ErrInvalidArgument = relock.ErrInvalidArgument
+	ErrReplicaSync     = relock.ErrReplicaSync
 )
 
 // invalid returns an ErrInvalidArgument with detail.

@@ -73,11 +73,29 @@ func (m *Mutex) check() error {
 // ctx, else the owner of the Client's latest anonymous hold of the lock
 // ("" when there is none), which anon reports.
 func (m *Mutex) holder(ctx context.Context) (owner string, anon bool, err error) {
-	owner, ok, err := ContextOwner(ctx)
+	owner, ok, err := m.contextOwner(ctx)
 	if err != nil || ok {
 		return owner, false, err
 	}
 	return m.core.anonOwner(m.anonKey), true, nil
+}
+
+// OwnerChecker is implemented by a Kind that refuses some owners (a
+// read-write lock: an owner whose read field would be another owner's
+// write field); its calls fail with ErrInvalidArgument for them.
+type OwnerChecker interface {
+	CheckOwner(owner string) error
+}
+
+// contextOwner is ContextOwner, with the kind's own check of the owner.
+func (m *Mutex) contextOwner(ctx context.Context) (owner string, ok bool, err error) {
+	owner, ok, err = ContextOwner(ctx)
+	if err == nil && ok {
+		if oc, has := m.kind.(OwnerChecker); has {
+			err = oc.CheckOwner(owner)
+		}
+	}
+	return owner, ok, err
 }
 
 // Lock waits until it holds the lock on the watchdog lease or ctx ends.

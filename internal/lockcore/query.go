@@ -11,16 +11,31 @@ import (
 	"github.com/relock-go/relock/lua"
 )
 
+// LockedChecker is implemented by a Kind that tells whether its lock is
+// held by another call than EXISTS on its key (a side of a read-write
+// lock); it returns Redis' errors as they are.
+type LockedChecker interface {
+	IsLocked(ctx context.Context, c *Core, name string) (bool, error)
+}
+
 // IsLocked reports whether anyone holds the lock.
 func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := m.core.RDB.Do(ctx, m.core.RDB.B().Exists().Key(m.name).Build()).AsInt64()
-	if err != nil {
-		return false, m.core.closedOr(redisError("exists", m.name, err))
+	var locked bool
+	var err error
+	if lc, ok := m.kind.(LockedChecker); ok {
+		locked, err = lc.IsLocked(ctx, m.core, m.name)
+	} else {
+		var n int64
+		n, err = m.core.RDB.Do(ctx, m.core.RDB.B().Exists().Key(m.name).Build()).AsInt64()
+		locked = n == 1
 	}
-	return n == 1, nil
+	if err != nil {
+		return false, m.core.closedOr(redisError("is locked", m.name, err))
+	}
+	return locked, nil
 }
 
 // HoldCount is the hold count of the owner in ctx (or of the Client's

@@ -1,0 +1,138 @@
+// Package handle holds the methods that every lock of relock shares.
+//
+// rlock.Lock, rlock.FencedLock, fairlock.Lock and both sides of an
+// rwlock.ReadWriteLock embed a *Mutex: what differs between them is what
+// their scripts do in Redis, not how they are called. The package rlock
+// explains owners, leases and the watchdog, waiting, and the promise
+// every hold keeps; the package of each kind explains its layout and its
+// rules. Handles are made by a Client (rlock.Client.GetLock and the other
+// getters), never directly.
+package handle
+
+import (
+	"context"
+	"time"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/observe"
+)
+
+// Mutex is a handle on one lock: cheap, safe for concurrent use, doing no
+// I/O until a method is called. Any number of handles may name the same
+// lock: a hold belongs to its owner and its Client, not to a handle.
+//
+// The owner a call acts for is the one in its context (rlock.WithOwner);
+// without one, an acquisition takes the lock for a fresh owner of its own
+// (so a goroutine that locks twice waits for itself), and Unlock and the
+// questions about a hold act on the Client's latest such anonymous hold
+// of the lock.
+type Mutex struct {
+	m *lockcore.Mutex
+	site
+}
+
+// site marks the handle with its Client, for multilock.NewRedLock's check
+// that its locks live on independent servers.
+type site = lockcore.Site
+
+func init() {
+	lockcore.Provide(func(m *lockcore.Mutex) *Mutex { return &Mutex{m: m, site: lockcore.SiteOf(m.Core())} })
+}
+
+// Name is the lock's name: the key of its Redis hash.
+func (h *Mutex) Name() string { return h.m.Name() }
+
+// Lock acquires the lock for the owner in ctx, waiting until it is free or
+// ctx ends, and holds it on the watchdog lease. If the owner already holds
+// it, Lock re-enters it: the hold count goes up by one and the lease is
+// reset. A waiting Lock rides out a Redis outage (it retries every 100ms),
+// so give ctx a deadline to bound it. If Lock returns an error, the owner
+// holds no more than before and nothing of the call is left in Redis; when
+// ctx ended the wait, the error matches ErrNotAcquired and ctx.Err(); when
+// Close did, ErrNotAcquired and ErrClosed.
+func (h *Mutex) Lock(ctx context.Context) error { return h.m.Lock(ctx) }
+
+// LockLease is Lock with a fixed lease: the hold ends lease after it was
+// taken (or re-entered) unless released first, and is never renewed. lease
+// must be at least 1ms.
+func (h *Mutex) LockLease(ctx context.Context, lease time.Duration) error {
+	return h.m.LockLease(ctx, lease)
+}
+
+// TryLock acquires the lock like Lock but gives up after wait (wait 0
+// makes one attempt). lease 0 holds on the watchdog lease, lease > 0 is a
+// fixed lease. It returns (true, nil) when the owner holds the lock,
+// (false, nil) when the wait ended while ctx is live, and (false, err)
+// for errors, a context that ended among them.
+func (h *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	return h.m.TryLock(ctx, wait, lease)
+}
+
+// Unlock releases one hold level of the owner in ctx; the last level frees
+// the lock and wakes a waiter. Release with the context that carries the
+// owner that acquired: an Unlock whose owner holds nothing returns an
+// error matching ErrNotHeld and sends nothing to Redis; when the hold was
+// lost, the error also matches ErrLockLost and says why. Unlock works when
+// ctx has already ended (it runs on a detached context, for up to 5s). If
+// it returns another error (Redis did not answer), the level counts as
+// released all the same: do not call Unlock again for it; the hold then
+// ends in Redis at the latest with its lease.
+func (h *Mutex) Unlock(ctx context.Context) error { return h.m.Unlock(ctx) }
+
+// ForceUnlock deletes the lock whoever holds it and wakes a waiter; it
+// reports whether there was a hold. Holds of this Client on the lock are
+// reported lost. It works when ctx has already ended.
+func (h *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return h.m.ForceUnlock(ctx) }
+
+// IsLocked reports whether any owner holds the lock.
+func (h *Mutex) IsLocked(ctx context.Context) (bool, error) { return h.m.IsLocked(ctx) }
+
+// IsHeldByOwner reports whether the owner in ctx holds the lock.
+func (h *Mutex) IsHeldByOwner(ctx context.Context) (bool, error) { return h.m.IsHeldByOwner(ctx) }
+
+// HoldCount is the hold count of the owner in ctx, as Redis has it; 0 when
+// it holds nothing.
+func (h *Mutex) HoldCount(ctx context.Context) (int, error) { return h.m.HoldCount(ctx) }
+
+// RemainingLease is the time left on the lock's lease, whoever holds it: 0
+// when it is not locked, negative when its key has no expiry.
+func (h *Mutex) RemainingLease(ctx context.Context) (time.Duration, error) {
+	return h.m.RemainingLease(ctx)
+}
+
+// Do acquires the lock like Lock, runs fn, and releases it. fn's context
+// carries the owner (a fresh one when ctx has none, so that calls made
+// with it re-enter) and is cancelled as soon as the hold is known to be
+// lost (context.Cause matches ErrLockLost) or the Client closes
+// (ErrClosed). Do returns fn's error, joined with the loss if there was
+// one. If acquiring fails, fn does not run and Do returns that error. The
+// release runs in a deferred call: if fn panics, the lock is released and
+// the panic goes on. A nil fn is ErrInvalidArgument.
+func (h *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return h.m.Do(ctx, fn)
+}
+
+// TryDo is Do that runs fn only if the lock can be taken within wait (0:
+// at once, one attempt): it reports whether fn ran. When the wait ends
+// without the lock while ctx is live, it returns (false, nil); fn's
+// context, the release and the errors are Do's.
+func (h *Mutex) TryDo(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
+	return h.m.TryDo(ctx, wait, fn)
+}
+
+// Done returns a channel that is closed when the current hold of the owner
+// in ctx ends: by its final Unlock, by loss, or by Close. It is how a user
+// of Lock and Unlock learns that a hold on the watchdog lease was lost. If
+// the owner holds nothing this Client knows of, it is closed already.
+func (h *Mutex) Done(ctx context.Context) <-chan struct{} { return h.m.Done(ctx) }
+
+// HoldContext returns a context that ends when the current hold of the
+// owner in ctx ends, like Done, and says why: context.Cause is
+// context.Canceled after the final Unlock, an error matching ErrLockLost
+// after a loss, ErrClosed after Close, and an error matching ErrNotHeld
+// when the owner held nothing. It carries no values and no deadline.
+func (h *Mutex) HoldContext(ctx context.Context) context.Context { return h.m.HoldContext(ctx) }
+
+// Observer returns the observer of the lock's Client (nil if it has none):
+// MultiLock and RedLock report to it.
+func (h *Mutex) Observer() observe.Observer { return h.m.Core().Observer() }
