@@ -27,12 +27,17 @@ type fanout struct {
 	release bool
 	ask     []bool
 	next    atomic.Int32 // claims the next lock to call
-	res     []result     // res[i]: lock i's answer, written before i is sent on done
-	done    chan int     // the indexes of the locks that answered
-	call    func()       // f.callOne: made once, so that starting a goroutine allocates nothing
-	// Scratch space for the caller: the locks a round took, those the
-	// owner held before, and those whose answer came.
-	took, before, answered []bool
+	// res[i] is lock i's answer, written before answered[i] is set.
+	res      []result
+	answered []atomic.Bool
+	// pending counts the calls not answered yet; the last answer sends
+	// on done, so that the caller wakes once.
+	pending atomic.Int32
+	done    chan struct{}
+	call    func() // f.callOne: made once, so that starting a goroutine allocates nothing
+	// Scratch space for the caller: the locks a round took, and those the
+	// owner held before.
+	took, before []bool
 	// abandoned is set when the caller stopped waiting for a goroutine:
 	// the fanout is then left to it and never reused.
 	abandoned bool
@@ -40,8 +45,8 @@ type fanout struct {
 
 func newFanout(locks []Locker) *fanout {
 	n := len(locks)
-	f := &fanout{locks: locks, ask: make([]bool, n), res: make([]result, n), done: make(chan int, n),
-		took: make([]bool, n), before: make([]bool, n), answered: make([]bool, n)}
+	f := &fanout{locks: locks, ask: make([]bool, n), res: make([]result, n), answered: make([]atomic.Bool, n),
+		done: make(chan struct{}, 1), took: make([]bool, n), before: make([]bool, n)}
 	f.call = f.callOne
 	return f
 }
@@ -66,19 +71,25 @@ func (r *RedLock) putFanout(f *fanout) {
 
 // start calls, on ctx, every lock marked in f.ask: TryLock with lease, or
 // Unlock with release set. With inline set, the calling goroutine makes
-// the last call itself, and start returns once it answered. It returns how
-// many locks were called; their answers arrive on f.done.
-func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, inline bool) int {
+// the last call itself, and start returns once it answered. f.done
+// receives once every call has answered (at once when none was asked).
+func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, inline bool) {
 	f.ctx, f.release, f.lease = ctx, release, lease
 	f.next.Store(0)
 	asked := 0
-	for _, a := range f.ask {
+	for i, a := range f.ask {
+		f.answered[i].Store(false)
 		if a {
 			asked++
 		}
 	}
+	if asked == 0 {
+		f.done <- struct{}{}
+		return
+	}
+	f.pending.Store(int32(asked))
 	goroutines := asked
-	if inline && asked > 0 {
+	if inline {
 		goroutines--
 	}
 	for range goroutines {
@@ -87,7 +98,6 @@ func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, i
 	if goroutines < asked {
 		f.callOne()
 	}
-	return asked
 }
 
 // callOne makes the call on the next lock marked in f.ask.
@@ -103,7 +113,10 @@ func (f *fanout) callOne() {
 		ok, err := l.TryLock(f.ctx, 0, f.lease)
 		f.res[i] = result{i: i, ok: ok && err == nil, err: err}
 	}
-	f.done <- i
+	f.answered[i].Store(true)
+	if f.pending.Add(-1) == 0 {
+		f.done <- struct{}{}
+	}
 }
 
 // askAll marks every lock to be called.

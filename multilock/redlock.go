@@ -319,9 +319,8 @@ func (r *RedLock) round(f *fanout, octx context.Context, lease, timeout time.Dur
 	ictx, cancel := context.WithTimeout(octx, timeout)
 	defer cancel()
 	f.askAll()
-	for range f.start(ictx, false, lease, true) {
-		<-f.done
-	}
+	f.start(ictx, false, lease, true)
+	<-f.done
 	return f.res
 }
 
@@ -360,25 +359,22 @@ var errNoAnswer = errors.New("no answer")
 func (r *RedLock) unlockEach(f *fanout, octx context.Context, limit time.Duration) []result {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(octx), limit)
 	defer cancel()
-	clear(f.answered)
-	asked := f.start(uctx, true, 0, false)
-	res := f.res
 	for i, a := range f.ask {
 		if !a {
-			res[i] = result{i: i, err: errNoAnswer}
+			f.res[i] = result{i: i, err: errNoAnswer}
 		}
 	}
+	f.start(uctx, true, 0, false)
 	// The wait goes on past uctx's end for those that ignore it: rlock
 	// gives a release at least 250ms even on a shorter deadline.
 	var (
 		ended   = uctx.Done()
 		timeout <-chan time.Time
 	)
-	for answered := 0; answered < asked; {
+	for {
 		select {
-		case i := <-f.done:
-			f.answered[i] = true
-			answered++
+		case <-f.done:
+			return f.res
 		case <-ended:
 			ended = nil
 			t := time.NewTimer(max(limit, 250*time.Millisecond) + limit/4 + 50*time.Millisecond - limit)
@@ -388,26 +384,17 @@ func (r *RedLock) unlockEach(f *fanout, octx context.Context, limit time.Duratio
 			return r.abandon(f, limit)
 		}
 	}
-	return res
 }
 
 // abandon is what unlockEach returns when it stops waiting: a copy of the
-// answers that came (read only from the locks whose index arrived on
-// f.done), errNoAnswer for the others. f is left to its goroutines.
+// answers that came (read only from the locks marked answered), and
+// errNoAnswer for the others. f is left to its goroutines.
 func (r *RedLock) abandon(f *fanout, limit time.Duration) []result {
 	f.abandoned = true
-	for drained := false; !drained; {
-		select {
-		case i := <-f.done:
-			f.answered[i] = true
-		default:
-			drained = true
-		}
-	}
 	res := make([]result, len(f.res))
 	for i := range res {
 		switch {
-		case f.answered[i]:
+		case f.answered[i].Load():
 			res[i] = f.res[i]
 		case f.ask[i]:
 			res[i] = result{i: i, err: fmt.Errorf("%w within %v, the release goes on in the background: %w",
