@@ -31,7 +31,8 @@ func writeDocs(path string, rep *report, source, chartsDir string, charts []char
 `+"`./bench.sh`"+` runs the benchmark program (module `+"`bench/`"+`) against redis-server processes it
 starts itself, writes `+"`bench/results/latest.json`"+`, and redraws the charts (`+"`docs/bench/*.svg`"+`)
 and this page from it. `+"`./bench.sh -redraw results/latest.json`"+` redraws them from a results
-file without running anything; `+"`./bench.sh -h`"+` lists the flags.
+file (the path is relative to `+"`bench/`"+`) without running anything; `+"`./bench.sh -h`"+` lists
+the flags.
 
 The timed scenarios alternate the implementations in interleaved rounds, so that a change
 in the machine's load falls on all of them alike: compare the implementations within one

@@ -160,7 +160,7 @@ func mainErr() error {
 		heldFor    = flag.Duration("held-for", 10*time.Second, "how long the watchdog run is measured (4s with -quick)")
 		chartsDir  = flag.String("charts", filepath.Join("..", "docs", "bench"), "draw the SVG charts of the results written to -json into this directory (\"\" for none)")
 		docsPath   = flag.String("docs", filepath.Join("..", "docs", "benchmarks.md"), "write the benchmarks page (tables and charts) of the results written to -json to this file (\"\" for none)")
-		redraw     = flag.String("redraw", "", "run nothing: redraw the charts (-charts) and the page (-docs) from this results file")
+		redraw     = flag.String("redraw", "", "run nothing: redraw the charts (-charts) and the page (-docs) from this results file (bench.sh runs the program in bench/: paths are relative to it)")
 	)
 	flag.Parse()
 	if *redraw != "" {
