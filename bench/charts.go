@@ -131,131 +131,96 @@ func footer(rep *report, source string) []string {
 
 // ---- the panels of each kind of section ----
 
-// byImpl returns the rows that ran (no error before measuring), in their
-// order, and their names.
-func byImpl(rows []*lockRow, keep func(*lockRow) bool) ([]*lockRow, []string) {
-	var out []*lockRow
+// kept returns the rows for which keep holds, in their order, and their
+// names.
+func kept[T any](rows []T, name func(T) string, keep func(T) bool) ([]T, []string) {
+	var out []T
 	var names []string
 	for _, r := range rows {
-		if r != nil && keep(r) {
+		if keep(r) {
 			out = append(out, r)
-			names = append(names, r.Impl)
+			names = append(names, name(r))
 		}
 	}
 	return out, names
 }
 
-func loopPanels(rows []*lockRow) []*plot.Plot {
-	rows, names := byImpl(rows, func(r *lockRow) bool { return r.Ops > 0 })
-	if len(rows) == 0 {
-		return nil
+func lockName(r *lockRow) string { return r.Impl }
+func syncName(r *syncRow) string { return r.Impl }
+
+// pluck is one figure of every row.
+func pluck[T any](rows []T, f func(T) float64) []float64 {
+	out := make([]float64, len(rows))
+	for i, r := range rows {
+		out[i] = f(r)
 	}
-	rate := series{label: fmtRateLabel}
-	p50, p99 := series{label: fmtUsLabel}, series{label: fmtUsLabel, pale: true}
-	for _, r := range rows {
-		rate.values = append(rate.values, r.OpsPerSec)
-		p50.values = append(p50.values, r.P50us)
-		p99.values = append(p99.values, r.P99us)
-	}
-	return []*plot.Plot{
-		barPanel("lock+unlock per second (higher is better)", names, linear, rate),
-		barPanel("latency of lock+unlock: p50, p99 pale (lower is better)", names, logUs, p50, p99),
-	}
+	return out
 }
 
-func contendedPanels(rows []*lockRow) []*plot.Plot {
-	measured, names := byImpl(rows, func(r *lockRow) bool { return r.Ops > 0 })
-	if len(measured) == 0 {
+// rateAndLatency are the two panels of most charts: a rate per row, and
+// two latencies per row (p50 and p99, or read and write) on a log scale.
+func rateAndLatency(rateTitle string, names []string, rate []float64,
+	latTitle string, latNames []string, lat, pale []float64) []*plot.Plot {
+	if len(names) == 0 {
 		return nil
 	}
-	rate := series{label: fmtRateLabel}
-	for _, r := range measured {
-		rate.values = append(rate.values, r.OpsPerSec)
-	}
-	// The hand-off panel has the limit's reference row too.
-	handed, hnames := byImpl(rows, func(r *lockRow) bool { return r.HandoffP50us > 0 })
-	p50, p99 := series{label: fmtUsLabel}, series{label: fmtUsLabel, pale: true}
-	for i, r := range handed {
-		p50.values = append(p50.values, r.HandoffP50us)
-		p99.values = append(p99.values, r.HandoffP99us)
-		if r.Reference {
-			hnames[i] = r.Impl + " (2 round trips)"
-		}
-	}
-	panels := []*plot.Plot{barPanel("acquisitions per second (higher is better)", names, linear, rate)}
-	if len(handed) > 0 {
-		panels = append(panels, barPanel("hand-off latency: p50, p99 pale (lower is better)", hnames, logUs, p50, p99))
+	panels := []*plot.Plot{barPanel(rateTitle, names, linear, series{values: rate, label: fmtRateLabel})}
+	if len(latNames) > 0 {
+		panels = append(panels, barPanel(latTitle, latNames, logUs,
+			series{values: lat, label: fmtUsLabel}, series{values: pale, label: fmtUsLabel, pale: true}))
 	}
 	return panels
 }
 
+func loopPanels(rows []*lockRow) []*plot.Plot {
+	rows, names := kept(rows, lockName, func(r *lockRow) bool { return r != nil && r.Ops > 0 })
+	return rateAndLatency("lock+unlock per second (higher is better)", names, pluck(rows, func(r *lockRow) float64 { return r.OpsPerSec }),
+		"latency of lock+unlock: p50, p99 pale (lower is better)", names,
+		pluck(rows, func(r *lockRow) float64 { return r.P50us }), pluck(rows, func(r *lockRow) float64 { return r.P99us }))
+}
+
+func contendedPanels(rows []*lockRow) []*plot.Plot {
+	measured, names := kept(rows, lockName, func(r *lockRow) bool { return r != nil && r.Ops > 0 })
+	// The hand-off panel has the limit's reference row too.
+	handed, hnames := kept(rows, lockName, func(r *lockRow) bool { return r != nil && r.HandoffP50us > 0 })
+	for i, r := range handed {
+		if r.Reference {
+			hnames[i] = r.Impl + " (2 round trips)"
+		}
+	}
+	return rateAndLatency("acquisitions per second (higher is better)", names, pluck(measured, func(r *lockRow) float64 { return r.OpsPerSec }),
+		"hand-off latency: p50, p99 pale (lower is better)", hnames,
+		pluck(handed, func(r *lockRow) float64 { return r.HandoffP50us }), pluck(handed, func(r *lockRow) float64 { return r.HandoffP99us }))
+}
+
 func redlockPanels(rows []*lockRow) []*plot.Plot {
-	rows, names := byImpl(rows, func(r *lockRow) bool { return r.Ops > 0 })
+	rows, names := kept(rows, lockName, func(r *lockRow) bool { return r != nil && r.Ops > 0 })
 	if len(rows) == 0 {
 		return nil
 	}
-	p50, p99 := series{label: fmtUsLabel}, series{label: fmtUsLabel, pale: true}
-	cpu := series{label: fmtUsLabel}
-	allocs := series{label: func(v float64) string { return fmt.Sprintf("%.0f", v) }}
-	for _, r := range rows {
-		p50.values = append(p50.values, r.P50us)
-		p99.values = append(p99.values, r.P99us)
-		cpu.values = append(cpu.values, r.ClientCPUus)
-		allocs.values = append(allocs.values, r.AllocsPerOp)
-	}
 	return []*plot.Plot{
-		barPanel("latency of lock+unlock: p50, p99 pale", names, logUs, p50, p99),
-		barPanel("client CPU per lock+unlock (µs)", names, linear, cpu),
-		barPanel("allocations per lock+unlock", names, linear, allocs),
+		barPanel("latency of lock+unlock: p50, p99 pale", names, logUs,
+			series{values: pluck(rows, func(r *lockRow) float64 { return r.P50us }), label: fmtUsLabel},
+			series{values: pluck(rows, func(r *lockRow) float64 { return r.P99us }), label: fmtUsLabel, pale: true}),
+		barPanel("client CPU per lock+unlock (µs)", names, linear,
+			series{values: pluck(rows, func(r *lockRow) float64 { return r.ClientCPUus }), label: fmtUsLabel}),
+		barPanel("allocations per lock+unlock", names, linear,
+			series{values: pluck(rows, func(r *lockRow) float64 { return r.AllocsPerOp }), label: func(v float64) string { return fmt.Sprintf("%.0f", v) }}),
 	}
-}
-
-func syncNames(rows []*syncRow) ([]*syncRow, []string) {
-	var out []*syncRow
-	var names []string
-	for _, r := range rows {
-		if r != nil && r.Ops > 0 {
-			out = append(out, r)
-			names = append(names, r.Impl)
-		}
-	}
-	return out, names
 }
 
 func rwPanels(rows []*syncRow) []*plot.Plot {
-	rows, names := syncNames(rows)
-	if len(rows) == 0 {
-		return nil
-	}
-	rate := series{label: fmtRateLabel}
-	read, write := series{label: fmtUsLabel}, series{label: fmtUsLabel, pale: true}
-	for _, r := range rows {
-		rate.values = append(rate.values, r.OpsPerSec)
-		read.values = append(read.values, r.ReadP50us)
-		write.values = append(write.values, r.WriteP50us)
-	}
-	return []*plot.Plot{
-		barPanel("operations per second (higher is better)", names, linear, rate),
-		barPanel("p50 wait for a hold: read, write pale", names, logUs, read, write),
-	}
+	rows, names := kept(rows, syncName, func(r *syncRow) bool { return r != nil && r.Ops > 0 })
+	return rateAndLatency("operations per second (higher is better)", names, pluck(rows, func(r *syncRow) float64 { return r.OpsPerSec }),
+		"p50 wait for a hold: read, write pale", names,
+		pluck(rows, func(r *syncRow) float64 { return r.ReadP50us }), pluck(rows, func(r *syncRow) float64 { return r.WriteP50us }))
 }
 
 func permitsPanels(rows []*syncRow) []*plot.Plot {
-	rows, names := syncNames(rows)
-	if len(rows) == 0 {
-		return nil
-	}
-	rate := series{label: fmtRateLabel}
-	p50, p99 := series{label: fmtUsLabel}, series{label: fmtUsLabel, pale: true}
-	for _, r := range rows {
-		rate.values = append(rate.values, r.OpsPerSec)
-		p50.values = append(p50.values, r.HandoffP50us)
-		p99.values = append(p99.values, r.HandoffP99us)
-	}
-	return []*plot.Plot{
-		barPanel("hand-offs per second (higher is better)", names, linear, rate),
-		barPanel("hand-off latency: p50, p99 pale", names, logUs, p50, p99),
-	}
+	rows, names := kept(rows, syncName, func(r *syncRow) bool { return r != nil && r.Ops > 0 })
+	return rateAndLatency("hand-offs per second (higher is better)", names, pluck(rows, func(r *syncRow) float64 { return r.OpsPerSec }),
+		"hand-off latency: p50, p99 pale", names,
+		pluck(rows, func(r *syncRow) float64 { return r.HandoffP50us }), pluck(rows, func(r *syncRow) float64 { return r.HandoffP99us }))
 }
 
 // scalingPanels draw, for each implementation in scenarios 3, 4a and 4b,
