@@ -18,16 +18,21 @@ import (
 // together; the "single" case is one of its locks alone, taken and
 // released the same way, for the share of one underlying lock. The "do"
 // case is Do, whose hold is watched: each lock's Client then listens for
-// a force-unlock of it, and hears every release.
+// a force-unlock of it, and hears every release. Each case has lock names
+// of its own, so that none pays for what another left subscribed.
 func BenchmarkRedLock(b *testing.B) {
 	for _, n := range []int{3, 5} {
-		var locks []multilock.Locker
-		name := fmt.Sprintf("relock-bench:redlock:%d", n)
+		var clients []*rlock.Client
 		for range n {
-			c := relocktest.ClientOn(b, redistest.Start(b))
-			locks = append(locks, c.GetLock(name))
+			clients = append(clients, relocktest.ClientOn(b, redistest.Start(b)))
 		}
-		rl := multilock.NewRedLock(locks...)
+		locks := func(name string) []multilock.Locker {
+			ls := make([]multilock.Locker, n)
+			for i, c := range clients {
+				ls[i] = c.GetLock(name)
+			}
+			return ls
+		}
 		owners := []struct {
 			desc string
 			ctx  context.Context
@@ -36,10 +41,12 @@ func BenchmarkRedLock(b *testing.B) {
 			{"owner", rlock.WithOwner(context.Background(), "bench")},
 		}
 		for _, o := range owners {
+			name := func(op string) string { return fmt.Sprintf("relock-bench:redlock:%s:%d:%s", op, n, o.desc) }
 			b.Run(fmt.Sprintf("lock/servers=%d/%s", n, o.desc), func(b *testing.B) {
-				benchLockUnlock(b, o.ctx, rl)
+				benchLockUnlock(b, o.ctx, multilock.NewRedLock(locks(name("lock"))...))
 			})
 			b.Run(fmt.Sprintf("do/servers=%d/%s", n, o.desc), func(b *testing.B) {
+				rl := multilock.NewRedLock(locks(name("do"))...)
 				b.ReportAllocs()
 				for b.Loop() {
 					if err := rl.Do(o.ctx, func(context.Context) error { return nil }); err != nil {
@@ -49,7 +56,7 @@ func BenchmarkRedLock(b *testing.B) {
 			})
 			if n == 3 {
 				b.Run(fmt.Sprintf("single/%s", o.desc), func(b *testing.B) {
-					benchLockUnlock(b, o.ctx, locks[0])
+					benchLockUnlock(b, o.ctx, locks(name("single"))[0])
 				})
 			}
 		}
