@@ -16,8 +16,8 @@ type result struct {
 // fanout calls some of a RedLock's locks at once, one goroutine each, and
 // collects their answers. A RedLock keeps its fanouts in a pool: one is
 // used by one call at a time, and it goes back to the pool only once every
-// goroutine it started has answered, so an acquisition and a release cost
-// no allocation of their own beyond the contexts they pass on.
+// goroutine it started has answered, so that fanning out allocates
+// nothing once the pool has one.
 type fanout struct {
 	locks []Locker
 	// What the goroutines do, set before they start: TryLock(ctx, 0,
