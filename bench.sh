@@ -5,13 +5,19 @@
 # no-op script's round trips, against redis-server processes it starts
 # itself. Every table gives the commands the clients sent, the calls the
 # server ran (inside scripts too) and the server's CPU per operation.
+# After a run it writes bench/results/latest.json, draws the charts of
+# those results into docs/bench/*.svg and writes docs/benchmarks.md.
 # Installs redis-server first when it is missing. Flags go to the program:
 #   ./bench.sh -quick                  # under a minute
 #   ./bench.sh -scenarios contention -cpuprofile /tmp/cpu.out
 #   ./bench.sh -scenarios clients16,waiters100 -peers relock,minimal
+#   ./bench.sh -redraw results/latest.json  # charts and page only, no run
 #   ./bench.sh -h                      # every flag
 set -euo pipefail
 cd "$(dirname "$0")"
-source scripts/ensure-redis.sh
+case " $* " in
+*" -redraw "* | *" -redraw="* | *" --redraw "* | *" --redraw="*) ;; # runs nothing
+*) source scripts/ensure-redis.sh ;;
+esac
 cd bench
 exec go run . "$@"

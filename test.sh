@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: go vet, a gofmt check, and every test under the
-# race detector, in the root module and then in the integration and
-# relockotel modules (integration/ and relockotel/, modules of their own).
+# race detector, in the root module and then in the integration, relockotel
+# and bench modules (modules of their own).
 # Installs redis-server first when it is missing; the tests start their
 # own servers on free loopback ports.
 set -euo pipefail
@@ -27,3 +27,7 @@ echo "== go test -race (integration)"
 (cd integration && go test -race -timeout 15m -p 1 "$@" ./...)
 echo "== go test -race (relockotel)"
 (cd relockotel && go test -race -timeout 15m -p 1 "$@" ./...)
+# The benchmark program's own tests (its charts, its wire counting) need no
+# server; its benchmarks run with ./bench.sh.
+echo "== go test -race (bench)"
+(cd bench && go test -race -timeout 5m -p 1 "$@" ./...)

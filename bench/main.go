@@ -5,6 +5,10 @@
 // table per scenario on stdout and writes every figure to a JSON file.
 //
 //	go run . [-quick] [-duration 5s] [-scenarios a,b] [-peers a,b] [-json path] [-cpuprofile path]
+//	go run . -redraw results/latest.json   # charts and docs page only, from a results file
+//
+// After a run it draws the charts of the results into ../docs/bench and
+// writes ../docs/benchmarks.md (see -charts and -docs).
 package main
 
 import (
@@ -154,8 +158,14 @@ func mainErr() error {
 		manyLocks  = flag.Int("locks", 10000, "waiters on as many locks")
 		held       = flag.Int("held", 100000, "locks held on the watchdog (10,000 with -quick)")
 		heldFor    = flag.Duration("held-for", 10*time.Second, "how long the watchdog run is measured (4s with -quick)")
+		chartsDir  = flag.String("charts", filepath.Join("..", "docs", "bench"), "draw the SVG charts of the results written to -json into this directory (\"\" for none)")
+		docsPath   = flag.String("docs", filepath.Join("..", "docs", "benchmarks.md"), "write the benchmarks page (tables and charts) of the results written to -json to this file (\"\" for none)")
+		redraw     = flag.String("redraw", "", "run nothing: redraw the charts (-charts) and the page (-docs) from this results file (bench.sh runs the program in bench/: paths are relative to it)")
 	)
 	flag.Parse()
+	if *redraw != "" {
+		return drawResults(*redraw, *chartsDir, *docsPath)
+	}
 	set := make(map[string]bool)
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
@@ -254,8 +264,78 @@ func mainErr() error {
 			return err
 		}
 		r.logf("results written to %s", *jsonPath)
+		if err := drawResults(*jsonPath, *chartsDir, *docsPath); err != nil {
+			return err
+		}
 	}
 	return ctx.Err()
+}
+
+// drawResults draws the charts of the results file path into chartsDir
+// and writes the benchmarks page to docsPath (either "" for none).
+func drawResults(path, chartsDir, docsPath string) error {
+	if chartsDir == "" && docsPath == "" {
+		return nil
+	}
+	rep, err := readJSON(path)
+	if err != nil {
+		return err
+	}
+	source := repoPath(path)
+	var charts []chart
+	if chartsDir != "" {
+		if charts, err = writeCharts(rep, source, chartsDir); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: %d charts drawn in %s\n", len(charts), chartsDir)
+	}
+	if docsPath != "" {
+		dir := chartsDir
+		if dir != "" {
+			if rel, err := filepath.Rel(filepath.Dir(docsPath), chartsDir); err == nil {
+				dir = rel
+			}
+		}
+		if err := writeDocs(docsPath, rep, source, dir, charts); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s written from %s\n", docsPath, source)
+	}
+	return nil
+}
+
+// readJSON reads a results file that writeJSON wrote.
+func readJSON(path string) (*report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, nil
+}
+
+// repoPath is path relative to the repository's root (the directory of
+// bench.sh), as the charts and the page cite it; path itself when it is
+// not in the repository.
+func repoPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "bench.sh")); err == nil {
+			if rel, err := filepath.Rel(dir, abs); err == nil {
+				return filepath.ToSlash(rel)
+			}
+			return path
+		}
+		if filepath.Dir(dir) == dir {
+			return path
+		}
+	}
 }
 
 // writeHeapProfile writes a heap profile to r.memprofile, if set; the

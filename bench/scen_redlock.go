@@ -23,7 +23,7 @@ func (r *run) redlock(ctx context.Context) *section {
 	s := &section{
 		ID:      "redlock",
 		Title:   fmt.Sprintf("5d. RedLock over %d local servers vs a single lock: lock+unlock, 1 goroutine, %v", n, r.cfg.Duration),
-		Columns: append([]string{"impl", "ops/s", "p50", "p99", "vs single"}, loopColumns[5:]...),
+		Columns: redlockColumns,
 	}
 	res := &redlockResult{Servers: n}
 	s.Results = res

@@ -115,7 +115,7 @@ func (r *run) waitersOneLock(ctx context.Context) *section {
 	s := &section{
 		ID:      "waiters",
 		Title:   fmt.Sprintf("5a. relock: %s goroutine waiters on one lock, one Client", fmtInt(int64(n))),
-		Columns: []string{"measure", "value", "target"},
+		Columns: measureColumns,
 	}
 	res := &waitersResult{Waiters: n}
 	s.Results = res
@@ -205,25 +205,7 @@ func (r *run) waitersOneLock(ctx context.Context) *section {
 	res.Errors = errs.n.Load()
 	res.FirstError = errs.first
 
-	waiting := "yes"
-	if !res.AllWaiting {
-		waiting = "NO (timed out waiting for 2 attempts each)"
-	}
-	s.Rows = [][]string{
-		{"all waiting (2 attempts each) after", fmt.Sprintf("%.2fs", res.SetupSeconds) + ", " + waiting, ""},
-		{"subscribed channels (PUBSUB CHANNELS)", strconv.Itoa(res.SubscribedChannels), "1"},
-		{"subscribers of the lock's channel (PUBSUB NUMSUB)", strconv.FormatInt(res.ChannelSubscribers, 10), "1"},
-		{"the Client's connections (CLIENT LIST name=)", fmt.Sprintf("%d (%d subscribed)", res.ClientConnections, res.SubscribedConns), "<= 2"},
-		{"hand-offs", fmtInt(res.Handoffs), ""},
-		{"hand-offs/s", fmtRate(res.HandoffsPerSec), ""},
-		{"hand-off p50 / p99", fmtDur(usDur(res.HandoffP50us)) + " / " + fmtDur(usDur(res.HandoffP99us)), ""},
-		{"acquire scripts per hand-off (client count)", fmt.Sprintf("%.2f", res.AcquiresPerHandoff), "< 3"},
-		{"acquire scripts per hand-off (server EVALSHA - unlocks)", fmt.Sprintf("%.2f", res.ServerScriptsPerHand), "< 3"},
-		{"redis calls per hand-off (inside scripts too)", fmt.Sprintf("%.2f", res.ServerCallsPerHand), ""},
-		{"redis CPU per hand-off (INFO cpu)", fmtCPU(res.ServerCPUusPerHand), ""},
-		{"mutual-exclusion violations", fmtInt(res.Violations), "0"},
-		{"errors", fmt.Sprint(res.Errors), "0"},
-	}
+	s.Rows = waitersTable(res)
 	if res.FirstError != "" {
 		s.Notes = append(s.Notes, "first error: "+res.FirstError)
 	}
@@ -264,7 +246,7 @@ func (r *run) waitersManyLocks(ctx context.Context) *section {
 	s := &section{
 		ID:      "waiters10k",
 		Title:   fmt.Sprintf("5b. relock: %s goroutine waiters on %s distinct locks, one Client", fmtInt(int64(n)), fmtInt(int64(n))),
-		Columns: []string{"measure", "value", "target"},
+		Columns: measureColumns,
 	}
 	res := &manyLocksResult{Waiters: n}
 	s.Results = res
@@ -343,22 +325,7 @@ func (r *run) waitersManyLocks(ctx context.Context) *section {
 	time.Sleep(100 * time.Millisecond)
 	res.ChannelsAfterCancel, _ = r.srv.channels(ctx, "redisson_lock__channel:{bench:many:*")
 
-	waiting := "yes"
-	if !res.AllWaiting {
-		waiting = "NO (timed out waiting for 2 attempts each)"
-	}
-	s.Rows = [][]string{
-		{"all waiting (2 attempts each) after", fmt.Sprintf("%.2fs", res.SetupSeconds) + ", " + waiting, ""},
-		{"memory per waiter, heap+stack", fmtBytes(res.PerWaiterBytes), ""},
-		{"memory per waiter, heap only", fmtBytes(res.PerWaiterHeapBytes), ""},
-		{"idle goroutine baseline, heap+stack (heap)", fmtBytes(res.IdleGoroutineBytes) + " (" + fmtBytes(res.IdleGoroutineHeap) + ")", ""},
-		{"library's share per waiter (difference), heap+stack", fmtBytes(res.LibraryPerWaiter), "< 2 KiB"},
-		{"library's share per waiter (difference), heap only", fmtBytes(res.LibraryHeapPerWait), ""},
-		{"subscribed channels", fmtInt(int64(res.SubscribedChannels)), fmtInt(int64(n))},
-		{"the Client's connections (subscribed)", fmt.Sprintf("%d (%d)", res.ClientConnections, res.SubscribedConns), "1 subscription connection"},
-		{"cancel every wait", fmt.Sprintf("%.2fs", res.CancelSeconds), ""},
-		{"errors", fmt.Sprint(res.Errors), "0"},
-	}
+	s.Rows = manyLocksTable(res)
 	if res.FirstError != "" {
 		s.Notes = append(s.Notes, "first error: "+res.FirstError)
 	}
@@ -407,16 +374,19 @@ type watchdogResult struct {
 	RenewalsPerSec    float64 `json:"renewals_per_sec"`
 	ExpectedRenewals  float64 `json:"expected_renewals_per_sec"`
 	PipelinesPerSec   float64 `json:"pipelines_per_sec"`
-	DoCallsPerSec     float64 `json:"do_calls_per_sec"`
-	RoundTripsPerSec  float64 `json:"round_trips_per_sec"`
-	ServerCmdsPerSec  float64 `json:"server_commands_per_sec"`
-	ServerEvalPerSec  float64 `json:"server_evalsha_per_sec"`
-	ScriptLoadPerSec  float64 `json:"server_script_load_per_sec"`
-	Lost              int64   `json:"lost"`
-	MinRemainingMs    int64   `json:"min_remaining_lease_ms_of_sample"`
-	CloseSeconds      float64 `json:"close_seconds"`
-	Errors            int64   `json:"errors"`
-	FirstError        string  `json:"first_error,omitempty"`
+	// CommandsPerPipeline is the commands of a DoMulti call (0 in results
+	// written before it was recorded).
+	CommandsPerPipeline float64 `json:"commands_per_pipeline,omitempty"`
+	DoCallsPerSec       float64 `json:"do_calls_per_sec"`
+	RoundTripsPerSec    float64 `json:"round_trips_per_sec"`
+	ServerCmdsPerSec    float64 `json:"server_commands_per_sec"`
+	ServerEvalPerSec    float64 `json:"server_evalsha_per_sec"`
+	ScriptLoadPerSec    float64 `json:"server_script_load_per_sec"`
+	Lost                int64   `json:"lost"`
+	MinRemainingMs      int64   `json:"min_remaining_lease_ms_of_sample"`
+	CloseSeconds        float64 `json:"close_seconds"`
+	Errors              int64   `json:"errors"`
+	FirstError          string  `json:"first_error,omitempty"`
 }
 
 // watchdog takes r.cfg.Held locks on the watchdog lease and keeps them
@@ -427,7 +397,7 @@ func (r *run) watchdog(ctx context.Context) *section {
 		ID: "watchdog",
 		Title: fmt.Sprintf("5c. relock: %s locks held on the watchdog (WithWatchdogTimeout(%v): renewal every %v), measured %v",
 			fmtInt(int64(n)), timeout, timeout/3, r.cfg.HeldFor),
-		Columns: []string{"measure", "value", "target"},
+		Columns: measureColumns,
 	}
 	res := &watchdogResult{Locks: n, WatchdogTimeoutMs: timeout.Milliseconds()}
 	s.Results = res
@@ -457,10 +427,9 @@ func (r *run) watchdog(ctx context.Context) *section {
 	m0 := memNow()
 	start := time.Now()
 	var wg sync.WaitGroup
-	const workers = 64
-	for w := range workers {
+	for w := range watchdogWorkers {
 		wg.Go(func() {
-			for i := w; i < n; i += workers {
+			for i := w; i < n; i += watchdogWorkers {
 				if err := handles[i].Lock(ctx); err != nil {
 					errs.add(err)
 				}
@@ -503,24 +472,10 @@ func (r *run) watchdog(ctx context.Context) *section {
 	res.Errors = errs.n.Load()
 	res.FirstError = errs.first
 
-	perPipe := 0.0
 	if dc.DoMulti > 0 {
-		perPipe = float64(dc.MultiCmds) / float64(dc.DoMulti)
+		res.CommandsPerPipeline = float64(dc.MultiCmds) / float64(dc.DoMulti)
 	}
-	s.Rows = [][]string{
-		{"acquire all", fmt.Sprintf("%.2fs (%s locks/s, %d goroutines)", res.AcquireSeconds, fmtRate(float64(n)/res.AcquireSeconds), workers), ""},
-		{"memory per held lock, heap+stack (heap)", fmtBytes(res.PerLockBytes) + " (" + fmtBytes(res.PerLockHeapBytes) + ")", "< 1 KiB"},
-		{"process CPU (user+sys / wall)", fmt.Sprintf("%.1f%% of one core", 100*res.CPUShare), ""},
-		{"redis-server CPU", fmt.Sprintf("%.1f%% of one core", 100*res.RedisCPUShare), ""},
-		{"renewals/s (scripts in pipelines)", fmtRate(res.RenewalsPerSec), fmt.Sprintf("%s (locks / renewal interval)", fmtRate(res.ExpectedRenewals))},
-		{"pipelines/s (DoMulti), scripts per pipeline", fmt.Sprintf("%s, %.0f", fmtRate(res.PipelinesPerSec), perPipe), ""},
-		{"round trips/s (Do + DoMulti calls)", fmtRate(res.RoundTripsPerSec), "far fewer than renewals/s"},
-		{"server: commands/s, EVALSHA/s, SCRIPT LOAD/s", fmt.Sprintf("%s, %s, %s", fmtRate(res.ServerCmdsPerSec), fmtRate(res.ServerEvalPerSec), fmtRate(res.ScriptLoadPerSec)), ""},
-		{"holds lost", fmtInt(res.Lost), "0"},
-		{"min remaining lease of 100 sampled locks", fmtDur(time.Duration(res.MinRemainingMs) * time.Millisecond), "> 0"},
-		{"Close with every lock held", fmt.Sprintf("%.2fs", res.CloseSeconds), ""},
-		{"errors", fmt.Sprint(res.Errors), "0"},
-	}
+	s.Rows = watchdogTable(res)
 	if res.FirstError != "" {
 		s.Notes = append(s.Notes, "first error: "+res.FirstError)
 	}

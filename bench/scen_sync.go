@@ -73,7 +73,7 @@ func (r *run) rwMixes(ctx context.Context) *section {
 	s := &section{
 		ID:      "rwlock",
 		Title:   fmt.Sprintf("6a. relock read-write lock: %d goroutines of one client on one name, each hold %v, %v each", g, hold, d),
-		Columns: []string{"impl", "reads", "ops/s", "read p50", "read p99", "write p50", "write p99", "errors"},
+		Columns: rwColumns,
 	}
 	c, err := openSyncClient(r.srv.Addr)
 	if err != nil {
@@ -109,15 +109,7 @@ func (r *run) rwMixes(ctx context.Context) *section {
 		r.logf("rwlock: %s: %.0f ops/s", run.impl, row.OpsPerSec)
 	}
 	s.Results = rows
-	for _, row := range rows {
-		reads := "-"
-		if row.ReadShare > 0 {
-			reads = fmt.Sprintf("%.0f%%", row.ReadShare*100)
-		}
-		s.Rows = append(s.Rows, []string{row.Impl, reads, fmtRate(row.OpsPerSec),
-			fmtDur(usDur(row.ReadP50us)), fmtDur(usDur(row.ReadP99us)),
-			fmtDur(usDur(row.WriteP50us)), fmtDur(usDur(row.WriteP99us)), syncErrText(row)})
-	}
+	s.Rows = rwTable(rows)
 	s.Notes = append(s.Notes,
 		"an op is Lock, the hold, Unlock; latencies are of the Lock call (its wait included)",
 		"every goroutine has an owner of its own; the plain lock's ops are all exclusive (its latencies are under write)",
@@ -189,7 +181,7 @@ func (r *run) permitHandoff(ctx context.Context) *section {
 	s := &section{
 		ID:      "permits",
 		Title:   fmt.Sprintf("6b. relock semaphore: a permit of one handed between %d clients, one goroutine each, %v each", n, d),
-		Columns: []string{"impl", "hand-offs/s", "hand-off p50", "hand-off p99", "errors"},
+		Columns: permitsColumns,
 	}
 	var clients []*rlock.Client
 	for range n {
@@ -234,10 +226,7 @@ func (r *run) permitHandoff(ctx context.Context) *section {
 		r.logf("permits: %s: hand-off p50 %v", impl, fmtDur(usDur(row.HandoffP50us)))
 	}
 	s.Results = rows
-	for _, row := range rows {
-		s.Rows = append(s.Rows, []string{row.Impl, fmtRate(row.OpsPerSec), fmtDur(usDur(row.HandoffP50us)),
-			fmtDur(usDur(row.HandoffP99us)), syncErrText(row)})
-	}
+	s.Rows = permitsTable(rows)
 	s.Notes = append(s.Notes,
 		"each goroutine takes the permit (lease 0: the watchdog's) or the lock, gives it back at once, and asks again: every acquisition is a hand-off",
 		"hand-off latency: from just before the holder's Release (Unlock) to another client's Acquire (Lock) returning; a goroutine that takes back what it gave is not counted",

@@ -37,10 +37,11 @@
 //
 // # RedLock
 //
-// A round asks every lock at once, from one goroutine per lock, each
-// attempt bounded by a per-instance timeout (a tenth of the lease, between
-// 5ms and 50ms, or WithInstanceTimeout), so a slow or dead master costs a
-// round that timeout. The round waits for every attempt, so none outlives
+// A round asks every lock at once (the calling goroutine asks one, a
+// goroutine each the others), every attempt bounded by a per-instance
+// timeout (a tenth of the lease, between 5ms and 50ms, or
+// WithInstanceTimeout), so a slow or dead master costs a round that
+// timeout. The round waits for every attempt, so none outlives
 // it (an attempt cut off in flight takes back what it may have won). It
 // wins when Quorum locks (len/2+1) were taken and the validity, the lease
 // minus the round's duration minus a drift of 1% of the lease plus 2ms, is
@@ -61,7 +62,15 @@
 // channels (the Watchable interface, which *rlock.Lock implements): as soon
 // as fewer than a majority are held, the hold is lost, RedLock.Done closes
 // and Do's context is cancelled with cause ErrLockLost. A MultiLock on the
-// watchdog lease is lost as soon as any one of its locks is.
+// watchdog lease is lost as soon as any one of its locks is. The watching
+// starts with the first Done, HoldContext or Do of the hold (at once when
+// there is an observer, so that it hears of a loss when it happens), and
+// sees the losses from before at once; a hold that nobody watched learns
+// of its loss at its final Unlock, from what its locks answer, and that
+// Unlock then reports ErrLockLost all the same. Watching a lock of relock
+// makes its Client listen for a force-unlock of it, which costs a
+// subscription and a message per release: an acquisition and release that
+// nobody watches cost none of that.
 //
 // # Observing
 //

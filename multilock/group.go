@@ -2,6 +2,7 @@ package multilock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -15,10 +16,13 @@ import (
 //
 // A hold's life is a context, as in rlock (see lockcore.RunHeld): it ends
 // at the final Unlock, or as soon as too few of its locks are left held.
-// While a hold taken on the watchdog lease lasts, it watches each lock it
-// took through the lock's own hold context (context.AfterFunc: no
-// goroutine), or, for a Locker that only offers Done, with one goroutine
-// that the record owns and its final Unlock stops and waits for.
+// A hold taken on the watchdog lease is watched: each lock it took through
+// the lock's own hold context (context.AfterFunc: no goroutine), or, for a
+// Locker that only offers Done, with one goroutine that the record owns and
+// its final Unlock stops and waits for. The watches start when someone
+// needs them: at the first HoldContext, Done or Do of the hold, or at once
+// when there is an observer to tell of a loss. A hold nobody watched learns
+// of a loss at its final Unlock, from what its locks answer.
 type group struct {
 	kind   string // "multilock" or "redlock", for messages
 	name   string
@@ -26,6 +30,11 @@ type group struct {
 	names  []string
 	err    error // a construction error, returned by every method
 	needed int   // how many locks must stay held
+
+	// watchMu orders the starts of watches (a grant that watches, a first
+	// HoldContext), so that a hold is never watched twice at once. It is
+	// taken before mu.
+	watchMu sync.Mutex
 
 	mu    sync.Mutex
 	anon  string // owner of the current anonymous hold, "" if none
@@ -40,9 +49,18 @@ type hold struct {
 	count int    // acquisitions not yet matched by an Unlock
 	held  []bool // locks taken by this hold and not seen to end
 	live  int    // locks in held
-	life  context.Context
-	end   context.CancelCauseFunc
-	// watches[i] is the watch on lock i (nil when it is not watched).
+	// life is the hold's life, made when first needed (nil until then).
+	life context.Context
+	end  context.CancelCauseFunc
+	// watchdog is set once a level was taken on the watchdog lease: the
+	// locks are then to be watched (from watched on), and a final Unlock
+	// of a hold never watched checks its locks' answers for a loss.
+	watchdog bool
+	watched  bool
+	// releasing is set by a final Unlock: no watch starts any more.
+	releasing bool
+	// watches[i] is the watch on lock i (nil when it is not watched; the
+	// slice is nil until the first watch).
 	watches []*watch
 	wg      sync.WaitGroup // watch goroutines of Lockers without HoldContext
 	obs     holdObs        // for the observer (observe.go)
@@ -112,77 +130,125 @@ func (g *group) notHeld(owner string) error {
 	return fmt.Errorf("%w: %s %q by owner %q", ErrNotHeld, g.kind, g.name, owner)
 }
 
-// taken returns which locks the owner's hold has taken and not seen end,
-// or nil when this value has no record of a hold of the owner.
-func (g *group) taken(owner string) []bool {
+// takenInto reports whether this value has a record of a hold of owner,
+// and copies into dst (len(g.locks) long) which locks it has taken and not
+// seen end.
+func (g *group) takenInto(owner string, dst []bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	h := g.holds[owner]
 	if h == nil {
-		return nil
+		return false
 	}
-	return append([]bool(nil), h.held...)
+	copy(dst, h.held)
+	return true
+}
+
+// lifeLocked returns h's life, making it if needed. g.mu is held.
+func (g *group) lifeLocked(h *hold) context.Context {
+	if h.life == nil {
+		h.life, h.end = context.WithCancelCause(context.Background())
+	}
+	return h.life
 }
 
 // grant records an acquisition by owner that took the locks marked in
-// took. With watching set (a hold on the watchdog lease), each taken lock
-// that can tell when its hold ends is watched. octx carries the owner.
+// took (grant keeps no reference to it). With watching set (a hold on the
+// watchdog lease), each taken lock that can tell when its hold ends is
+// watched, now if the hold is watched already or an observer waits for
+// its loss, else from the first HoldContext on. octx carries the owner.
 func (g *group) grant(octx context.Context, owner string, anon bool, took []bool, watching bool) {
+	if !watching {
+		g.mu.Lock()
+		g.recordLocked(owner, anon, took)
+		g.mu.Unlock()
+		return
+	}
+	g.watchMu.Lock()
+	defer g.watchMu.Unlock()
+	g.mu.Lock()
+	h := g.holds[owner]
+	if g.obs == nil && (h == nil || !h.watched) {
+		h = g.recordLocked(owner, anon, took)
+		h.watchdog = true
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
 	// The locks' hold contexts are asked for outside g.mu: that takes
 	// the locks' own locks.
-	var lives []context.Context
-	var dones []<-chan struct{}
-	if watching {
-		lives = make([]context.Context, len(took))
-		dones = make([]<-chan struct{}, len(took))
-		for i, ok := range took {
-			switch l := g.locks[i].(type) {
-			case holdContexter:
-				if ok {
-					lives[i] = l.HoldContext(octx)
-				}
-			case Watchable:
-				if ok {
-					dones[i] = l.Done(octx)
-				}
-			}
-		}
-	}
+	lives, dones := g.lockLives(octx, took)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	h = g.recordLocked(owner, anon, took)
+	h.watchdog = true
+	g.watchLocked(h, took, lives, dones)
+}
+
+// recordLocked counts an acquisition by owner that took the locks marked
+// in took, making the record if needed, and returns it. g.mu is held.
+func (g *group) recordLocked(owner string, anon bool, took []bool) *hold {
 	if anon {
 		g.anon = owner
 	}
 	h := g.holds[owner]
 	if h == nil {
-		n := len(g.locks)
-		h = &hold{held: make([]bool, n), watches: make([]*watch, n)}
-		h.life, h.end = context.WithCancelCause(context.Background())
+		h = &hold{held: make([]bool, len(g.locks))}
 		g.holds[owner] = h
 		g.holdStartLocked(h, owner)
 	}
 	h.count++
 	for i, ok := range took {
-		if !ok {
-			continue
-		}
-		if !h.held[i] {
+		if ok && !h.held[i] {
 			h.held[i] = true
 			h.live++
 		}
-		if h.life.Err() != nil {
-			continue // lost already: nothing more to watch
+	}
+	return h
+}
+
+// lockLives returns, for each lock marked in which, what tells when the
+// owner's hold of it ends: its hold context (lives[i]) or, for a Locker
+// that offers only Done, its Done channel (dones[i]). octx carries the
+// owner.
+func (g *group) lockLives(octx context.Context, which []bool) (lives []context.Context, dones []<-chan struct{}) {
+	lives = make([]context.Context, len(which))
+	dones = make([]<-chan struct{}, len(which))
+	for i, ok := range which {
+		if !ok {
+			continue
+		}
+		switch l := g.locks[i].(type) {
+		case holdContexter:
+			lives[i] = l.HoldContext(octx)
+		case Watchable:
+			dones[i] = l.Done(octx)
+		}
+	}
+	return lives, dones
+}
+
+// watchLocked marks h watched and starts a watch on each lock i marked in
+// which that is still held and has lives[i] or dones[i]. g.mu is held.
+func (g *group) watchLocked(h *hold, which []bool, lives []context.Context, dones []<-chan struct{}) {
+	h.watched = true
+	if g.lifeLocked(h).Err() != nil {
+		return // lost already: nothing more to watch
+	}
+	for i, ok := range which {
+		if !ok || !h.held[i] {
+			continue
 		}
 		switch {
-		case lives != nil && lives[i] != nil:
+		case lives[i] != nil:
 			life := lives[i]
-			g.watchLocked(h, i, func(w *watch) {
+			g.watchOneLocked(h, i, func(w *watch) {
 				stop := context.AfterFunc(life, func() { g.ended(h, i, w) })
 				w.stop = func() { stop() }
 			})
-		case dones != nil && dones[i] != nil:
+		case dones[i] != nil:
 			done := dones[i]
-			g.watchLocked(h, i, func(w *watch) {
+			g.watchOneLocked(h, i, func(w *watch) {
 				quit := make(chan struct{})
 				h.wg.Go(func() {
 					select {
@@ -200,17 +266,40 @@ func (g *group) grant(octx context.Context, owner string, anon bool, took []bool
 // watch is the watch on one lock of a hold.
 type watch struct{ stop func() }
 
-// watchLocked starts a watch on lock i of h, replacing the one it had (a
-// re-entry watches the lock's current hold, which may be a new one). start
-// arranges for g.ended to be called with w when the lock's hold ends, and
-// sets w.stop. g.mu is held.
-func (g *group) watchLocked(h *hold, i int, start func(w *watch)) {
+// watchOneLocked starts a watch on lock i of h, replacing the one it had
+// (a re-entry watches the lock's current hold, which may be a new one).
+// start arranges for g.ended to be called with w when the lock's hold
+// ends, and sets w.stop. g.mu is held.
+func (g *group) watchOneLocked(h *hold, i int, start func(w *watch)) {
+	if h.watches == nil {
+		h.watches = make([]*watch, len(g.locks))
+	}
 	if old := h.watches[i]; old != nil {
 		old.stop()
 	}
 	w := &watch{}
 	start(w)
 	h.watches[i] = w
+}
+
+// startWatching starts the watches of owner's hold h, taken on the
+// watchdog lease and not watched yet. octx carries the owner.
+func (g *group) startWatching(octx context.Context, owner string, h *hold) {
+	g.watchMu.Lock()
+	defer g.watchMu.Unlock()
+	g.mu.Lock()
+	if g.holds[owner] != h || h.watched || h.releasing {
+		g.mu.Unlock()
+		return
+	}
+	which := append([]bool(nil), h.held...)
+	g.mu.Unlock()
+	lives, dones := g.lockLives(octx, which)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.holds[owner] == h && !h.watched && !h.releasing {
+		g.watchLocked(h, which, lives, dones)
+	}
 }
 
 // ended is called when the hold of lock i of h, watched by w, ended. A
@@ -226,11 +315,18 @@ func (g *group) ended(h *hold, i int, w *watch) {
 	h.held[i] = false
 	h.live--
 	if h.live < g.needed && h.life.Err() == nil {
-		h.end(fmt.Errorf("%w: %s %q: %d of %d locks left held, %d needed (lost %d %q)",
-			ErrLockLost, g.kind, g.name, h.live, len(g.locks), g.needed, i, g.names[i]))
-		g.holdEndLocked(h, observe.OutcomeLost, context.Cause(h.life))
-		g.unwatchLocked(h)
+		g.loseLocked(h, i)
 	}
+}
+
+// loseLocked ends h as lost, lock i being the last one seen to go. g.mu
+// is held.
+func (g *group) loseLocked(h *hold, i int) {
+	g.lifeLocked(h)
+	h.end(fmt.Errorf("%w: %s %q: %d of %d locks left held, %d needed (lost %d %q)",
+		ErrLockLost, g.kind, g.name, h.live, len(g.locks), g.needed, i, g.names[i]))
+	g.holdEndLocked(h, observe.OutcomeLost, context.Cause(h.life))
+	g.unwatchLocked(h)
 }
 
 // unwatchLocked stops every watch of h. A watch goroutine may still be
@@ -253,6 +349,7 @@ func (g *group) beginRelease(owner string) *hold {
 	h := g.holds[owner]
 	final := h != nil && h.count <= 1
 	if final {
+		h.releasing = true
 		g.unwatchLocked(h)
 	}
 	g.mu.Unlock()
@@ -262,10 +359,21 @@ func (g *group) beginRelease(owner string) *hold {
 	return h
 }
 
+// gone reports whether err, a lock's answer to a release, says that the
+// owner's hold of it had already ended: not held, lost, or its client
+// closed.
+func gone(err error) bool {
+	return errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) || errors.Is(err, lockcore.ErrClosed)
+}
+
 // endRelease records an Unlock by owner. At the last level the record
 // goes, and the hold ends; it returns the cause of a loss that ended the
-// hold before, so that the final Unlock reports it.
-func (g *group) endRelease(owner string, h *hold) error {
+// hold before, so that the final Unlock reports it. released(i) is what
+// lock i answered to this release: for a hold on the watchdog lease that
+// was never watched, the hold counts as lost when the locks whose answer
+// says that their hold had ended leave fewer than g.needed held (the
+// locks' losses that watching would have seen).
+func (g *group) endRelease(owner string, h *hold, released func(i int) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if h == nil || g.holds[owner] != h {
@@ -273,35 +381,69 @@ func (g *group) endRelease(owner string, h *hold) error {
 	}
 	h.count--
 	if h.count > 0 {
+		h.releasing = false
 		return nil
 	}
 	delete(g.holds, owner)
 	if g.anon == owner {
 		g.anon = ""
 	}
-	if err := h.life.Err(); err != nil {
+	if h.life != nil && h.life.Err() != nil {
 		return context.Cause(h.life)
 	}
+	if h.watchdog && !h.watched {
+		last := -1
+		for i, ok := range h.held {
+			if ok && watchable(g.locks[i]) && gone(released(i)) {
+				h.held[i] = false
+				h.live--
+				last = i
+			}
+		}
+		if last >= 0 && h.live < g.needed {
+			g.loseLocked(h, last)
+			return context.Cause(h.life)
+		}
+	}
 	g.holdEndLocked(h, observe.OutcomeReleased, nil)
-	h.end(nil)
+	if h.life != nil {
+		h.end(nil)
+	}
 	return nil
 }
 
+// watchable reports whether a hold can watch l.
+func watchable(l Locker) bool {
+	switch l.(type) {
+	case holdContexter, Watchable:
+		return true
+	}
+	return false
+}
+
 // holdContext is HoldContext for both kinds: the life of the owner's hold.
+// The first call for a hold on the watchdog lease starts its watches.
 func (g *group) holdContext(ctx context.Context) context.Context {
 	if g.err != nil {
 		return notHeldContext
 	}
-	_, owner, err := g.holder(ctx)
-	if err == nil && owner != "" {
-		g.mu.Lock()
-		h := g.holds[owner]
-		g.mu.Unlock()
-		if h != nil {
-			return h.life
-		}
+	octx, owner, err := g.holder(ctx)
+	if err != nil || owner == "" {
+		return notHeldContext
 	}
-	return notHeldContext
+	g.mu.Lock()
+	h := g.holds[owner]
+	if h == nil {
+		g.mu.Unlock()
+		return notHeldContext
+	}
+	life := g.lifeLocked(h)
+	start := h.watchdog && !h.watched && !h.releasing
+	g.mu.Unlock()
+	if start {
+		g.startWatching(octx, owner, h)
+	}
+	return life
 }
 
 // notHeldContext is the hold context of an owner that holds nothing.

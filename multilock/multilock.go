@@ -165,7 +165,7 @@ func (m *MultiLock) acquire(ctx context.Context, wait, lease time.Duration) (ok 
 		}
 		// The first lock's lease ran out while the last was being
 		// taken: the set was never held as a whole.
-		if err := m.release(octx, len(m.order), true); err != nil {
+		if err := m.release(octx, len(m.order), true, nil); err != nil {
 			return false, err
 		}
 		if wait == 0 || (wait > 0 && !time.Now().Before(deadline)) {
@@ -214,7 +214,7 @@ func (m *MultiLock) takeAll(octx context.Context, wait time.Duration, deadline t
 		}
 		// With a fixed lease, a lock taken early may have expired while a
 		// later one was awaited.
-		if rerr := m.release(octx, k, lease > 0); rerr != nil {
+		if rerr := m.release(octx, k, lease > 0, nil); rerr != nil {
 			errs = append(errs, rerr)
 		}
 		return false, lockcore.JoinList(errs...)
@@ -225,12 +225,16 @@ func (m *MultiLock) takeAll(octx context.Context, wait time.Duration, deadline t
 // release unlocks the first n locks of the order, in reverse, on every
 // one whatever the others answered, and joins the errors. With expired
 // set (a set whose fixed leases may have run out), ErrNotHeld is expected
-// and ignored.
-func (m *MultiLock) release(octx context.Context, n int, expired bool) error {
+// and ignored. When answers is not nil, answers[i] is set to what lock i
+// answered.
+func (m *MultiLock) release(octx context.Context, n int, expired bool, answers []error) error {
 	var errs []error
 	for k := n - 1; k >= 0; k-- {
 		i := m.order[k]
 		err := m.g.locks[i].Unlock(octx)
+		if answers != nil {
+			answers[i] = err
+		}
 		if err != nil && !(expired && errors.Is(err, ErrNotHeld)) {
 			errs = append(errs, m.g.nodeError(i, err))
 		}
@@ -260,8 +264,9 @@ func (m *MultiLock) Unlock(ctx context.Context) (err error) {
 		return m.g.notHeld("")
 	}
 	h := m.g.beginRelease(owner)
-	rerr := m.release(octx, len(m.order), false)
-	cause := m.g.endRelease(owner, h)
+	answers := make([]error, len(m.g.locks))
+	rerr := m.release(octx, len(m.order), false, answers)
+	cause := m.g.endRelease(owner, h, func(i int) error { return answers[i] })
 	return lockcore.Join(cause, rerr)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/relock-go/relock/internal/backoff"
@@ -34,8 +35,9 @@ const (
 // A RedLock does no I/O until a method is called and is safe for concurrent
 // use.
 type RedLock struct {
-	g   *group
-	cfg config
+	g       *group
+	cfg     config
+	fanouts sync.Pool // of *fanout (fanout.go)
 }
 
 type config struct {
@@ -237,13 +239,6 @@ func (r *RedLock) instanceTimeout(lease time.Duration) time.Duration {
 	return min(max(lease/10, minInstanceTimeout), maxInstanceTimeout)
 }
 
-// result is one lock's answer in a round.
-type result struct {
-	i   int
-	ok  bool
-	err error
-}
-
 func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bool, err error) {
 	if err := r.check(0, 0, false); err != nil {
 		return false, err
@@ -267,27 +262,29 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bo
 	if wait > 0 {
 		deadline = time.Now().Add(wait)
 	}
-	before := r.g.taken(owner)
+	f := r.getFanout()
+	defer func() { r.putFanout(f) }()
+	held := r.g.takenInto(owner, f.before)
 	for {
 		start := time.Now()
-		res := r.round(octx, lease, timeout)
-		took := make([]bool, len(res))
+		res := r.round(f, octx, lease, timeout)
 		n := 0
-		for _, x := range res {
+		for i, x := range res {
+			f.took[i] = x.ok
 			if x.ok {
-				took[x.i] = true
 				n++
 			}
 		}
 		if n >= r.g.needed && validity(valid, start) > 0 {
-			r.g.grant(octx, owner, anon, took, lease == 0)
+			r.g.grant(octx, owner, anon, f.took, lease == 0)
 			return true, nil
 		}
-		r.undo(octx, res, before, timeout)
+		// The round's answers are read before the undo, which reuses f.
+		permanent, failed := r.failures(res)
+		f = r.undo(f, octx, held, timeout)
 		if err := ctx.Err(); err != nil {
 			return false, notAcquired(err)
 		}
-		permanent, failed := r.failures(res)
 		if wait == 0 || permanent {
 			return false, failed
 		}
@@ -314,82 +311,96 @@ func (r *RedLock) pause() time.Duration {
 	return backoff.Policy{Min: r.cfg.retryDelay, Jitter: true}.Delay(1)
 }
 
-// round tries every lock once, in parallel, each attempt bounded by
-// timeout. It returns when every attempt has answered; the attempts end by
-// themselves at their timeout (the locks' TryLock honours the context's
-// deadline), and the channel is buffered so that no sender ever blocks.
-func (r *RedLock) round(octx context.Context, lease, timeout time.Duration) []result {
-	n := len(r.g.locks)
-	ch := make(chan result, n)
-	for i, l := range r.g.locks {
-		go func() {
-			ictx, cancel := context.WithTimeout(octx, timeout)
-			defer cancel()
-			ok, err := l.TryLock(ictx, 0, lease)
-			ch <- result{i: i, ok: ok && err == nil, err: err}
-		}()
-	}
-	res := make([]result, n)
-	for range n {
-		x := <-ch
-		res[x.i] = x
-	}
-	return res
+// round tries every lock once, in parallel, on f, all attempts bounded by
+// one context that ends after timeout (the locks' TryLock honours the
+// context's deadline). It returns when every attempt has answered, so none
+// outlives the round; the answers are f.res, valid until f is reused.
+func (r *RedLock) round(f *fanout, octx context.Context, lease, timeout time.Duration) []result {
+	ictx, cancel := context.WithTimeout(octx, timeout)
+	defer cancel()
+	f.askAll()
+	f.start(ictx, false, lease, true)
+	<-f.done
+	return f.res
 }
 
 // undo releases what a failed round may have taken: it unlocks every lock
-// except those the owner held before (before[i]) whose attempt did not
-// report success, all in parallel, and waits for the answers for at most
-// timeout. Errors are expected here (ErrNotHeld where nothing was taken,
-// failures from the masters that failed the attempt) and ignored: a lock
-// that stays taken expires by its lease.
-func (r *RedLock) undo(octx context.Context, res []result, before []bool, timeout time.Duration) {
-	r.unlockEach(octx, func(i int) bool { return res[i].ok || before == nil || !before[i] }, timeout)
+// except those the owner held before (held, then f.before[i]) whose
+// attempt did not report success (f.took[i]), all in parallel, and waits
+// for the answers for at most timeout. Errors are expected here
+// (ErrNotHeld where nothing was taken, failures from the masters that
+// failed the attempt) and ignored: a lock that stays taken expires by its
+// lease. It returns the fanout to go on with: f, or a new one when an
+// Unlock did not answer in time.
+func (r *RedLock) undo(f *fanout, octx context.Context, held bool, timeout time.Duration) *fanout {
+	for i := range f.ask {
+		f.ask[i] = f.took[i] || !held || !f.before[i]
+	}
+	r.unlockEach(f, octx, timeout)
+	if f.abandoned {
+		g := r.getFanout()
+		copy(g.before, f.before)
+		return g
+	}
+	return f
 }
 
 // errNoAnswer stands for the answer of an Unlock still in flight when
 // unlockEach stopped waiting.
 var errNoAnswer = errors.New("no answer")
 
-// unlockEach unlocks, in parallel, each lock i for which which(i) holds,
-// on a context that ends after limit (rlock bounds a release by a live
-// context's deadline), and collects the answers. A Locker that ignores its
-// context is waited for a little longer only: its Unlock is then left to
-// finish by itself, its answer going into the buffered channel. Locks not
-// asked and locks that did not answer have errNoAnswer (joined with
-// context.DeadlineExceeded) in the result.
-func (r *RedLock) unlockEach(octx context.Context, which func(i int) bool, limit time.Duration) []result {
-	n := len(r.g.locks)
-	ch := make(chan result, n)
+// unlockEach unlocks, in parallel, each lock marked in f.ask, on a context
+// that ends after limit (rlock bounds a release by a live context's
+// deadline), and collects the answers. A Locker that ignores its context
+// is waited for a little longer only: its Unlock is then left to finish by
+// itself, f is abandoned to it, and the answers are in a slice of their
+// own. Locks not asked and locks that did not answer have errNoAnswer
+// (joined with context.DeadlineExceeded) in the result.
+func (r *RedLock) unlockEach(f *fanout, octx context.Context, limit time.Duration) []result {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(octx), limit)
 	defer cancel()
-	asked := 0
-	for i, l := range r.g.locks {
-		if !which(i) {
-			continue
+	for i, a := range f.ask {
+		if !a {
+			f.res[i] = result{i: i, err: errNoAnswer}
 		}
-		asked++
-		go func() { ch <- result{i: i, ok: true, err: l.Unlock(uctx)} }()
 	}
-	res := make([]result, n)
-	for i := range res {
-		res[i] = result{i: i, err: errNoAnswer}
-	}
-	// rlock gives a release at least 250ms even on a shorter deadline.
-	t := time.NewTimer(max(limit, 250*time.Millisecond) + limit/4 + 50*time.Millisecond)
-	defer t.Stop()
-	for range asked {
+	f.start(uctx, true, 0, false)
+	// The wait goes on past uctx's end for those that ignore it: rlock
+	// gives a release at least 250ms even on a shorter deadline.
+	var (
+		ended   = uctx.Done()
+		timeout <-chan time.Time
+	)
+	for {
 		select {
-		case x := <-ch:
-			res[x.i] = x
-		case <-t.C:
-			for i, x := range res {
-				if !x.ok && which(i) {
-					res[i].err = fmt.Errorf("%w within %v, the release goes on in the background: %w",
-						errNoAnswer, limit, context.DeadlineExceeded)
-				}
-			}
-			return res
+		case <-f.done:
+			return f.res
+		case <-ended:
+			ended = nil
+			t := time.NewTimer(max(limit, 250*time.Millisecond) + limit/4 + 50*time.Millisecond - limit)
+			defer t.Stop()
+			timeout = t.C
+		case <-timeout:
+			return r.abandon(f, limit)
+		}
+	}
+}
+
+// abandon is what unlockEach returns when it stops waiting: a copy of the
+// answers that came (read only from the locks marked answered), and
+// errNoAnswer for the others. f is left to its goroutines.
+func (r *RedLock) abandon(f *fanout, limit time.Duration) []result {
+	f.abandoned = true
+	res := make([]result, len(f.res))
+	for i := range res {
+		switch {
+		case f.answered[i].Load():
+			res[i] = f.res[i]
+		case f.ask[i]:
+			res[i] = result{i: i, err: fmt.Errorf("%w within %v, the release goes on in the background: %w",
+				errNoAnswer, limit, context.DeadlineExceeded)}
+		default:
+			res[i] = result{i: i, err: errNoAnswer}
 		}
 	}
 	return res
@@ -447,10 +458,13 @@ func (r *RedLock) Unlock(ctx context.Context) (err error) {
 	if owner == "" {
 		return r.g.notHeld("")
 	}
-	took := r.g.taken(owner)
+	f := r.getFanout()
+	defer func() { r.putFanout(f) }()
+	held := r.g.takenInto(owner, f.took)
 	h := r.g.beginRelease(owner)
-	res := r.unlockEach(octx, func(int) bool { return true }, r.unlockWait())
-	cause := r.g.endRelease(owner, h)
+	f.askAll()
+	res := r.unlockEach(f, octx, r.unlockWait())
+	cause := r.g.endRelease(owner, h, func(i int) error { return res[i].err })
 	released, answered := 0, 0
 	var errs []error
 	for _, x := range res {
@@ -461,7 +475,7 @@ func (r *RedLock) Unlock(ctx context.Context) (err error) {
 		case x.err == nil:
 			released++
 		case errors.Is(x.err, ErrNotHeld):
-		case took == nil || took[x.i]:
+		case !held || f.took[x.i]:
 			errs = append(errs, r.g.nodeError(x.i, x.err))
 		}
 	}
