@@ -11,6 +11,7 @@ import (
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/observe"
+	"github.com/relock-go/relock/pubsub"
 )
 
 // The errors of every kind of relock (the values of package relock).
@@ -31,7 +32,18 @@ type CountDownLatch struct {
 
 func init() {
 	lockcore.Provide(func(c *lockcore.Core, name string) *CountDownLatch { return &CountDownLatch{core: c, name: name} })
+	// "0", the opening, lets every waiter go on; "1" (a count set) wakes
+	// nobody.
+	lockcore.RegisterWakePolicy(lockcore.CountDownLatchChannelPrefix, func(payload string) pubsub.Wake {
+		if payload == openMessage {
+			return pubsub.WakeAll
+		}
+		return pubsub.Ignore
+	})
 }
+
+// openMessage is published when the count reaches 0.
+const openMessage = "0"
 
 // Name is the latch's name: the key of its count.
 func (l *CountDownLatch) Name() string { return l.name }

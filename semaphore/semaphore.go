@@ -12,6 +12,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/pubsub"
 )
 
 // The errors of every kind of relock (the values of package relock).
@@ -65,6 +66,9 @@ type Semaphore struct {
 
 func init() {
 	lockcore.Provide(func(c *lockcore.Core, name string) *Semaphore { return &Semaphore{core: c, name: name} })
+	// Each message (permits came free) wakes one waiter of each Client;
+	// a waiter passes it on while permits are left (see Waiting).
+	lockcore.RegisterWakePolicy(lockcore.SemaphoreChannelPrefix+":", func(string) pubsub.Wake { return pubsub.WakeOne })
 }
 
 // Name is the semaphore's name: the key of its available count.

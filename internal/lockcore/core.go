@@ -3,10 +3,8 @@ package lockcore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/watchdog"
@@ -181,23 +178,6 @@ func CheckConfig(cfg Config) error {
 	return nil
 }
 
-// wakePolicy: an unlock message wakes one local waiter, any other message
-// (Redisson's read-lock release) wakes all of them.
-func wakePolicy(channel, payload string) pubsub.Wake {
-	switch {
-	case strings.HasPrefix(channel, SemaphoreChannelPrefix+":"):
-		return pubsub.WakeOne
-	case strings.HasPrefix(channel, CountDownLatchChannelPrefix):
-		if payload == UnlockMessage {
-			return pubsub.WakeAll
-		}
-		return pubsub.Ignore
-	case payload == UnlockMessage:
-		return pubsub.WakeOne
-	}
-	return pubsub.WakeAll
-}
-
 // OnClose registers fn to run at Close, once the holds have ended and
 // before the watchdog stops: for kinds built outside this package to end
 // what they keep (a semaphore's permits). After Close, fn runs at once.
@@ -304,83 +284,6 @@ func (c *Core) CheckOpen() error {
 	}
 }
 
-// Call is one script call: the script, its keys and its arguments.
-type Call struct {
-	Script *lua.Script
-	Keys   []string
-	Args   []string
-}
-
-// Renewable is what the values given to Core.Watchdog.Add are: each says
-// how to renew itself for lease. Its call must reply 1 when it renewed,
-// and 0 when what it renews is gone (the lease is then lost); it must be
-// safe to send twice.
-type Renewable interface {
-	RenewCall(lease time.Duration) Call
-}
-
-// renew is the watchdog's RenewFunc: each lease's renewal call (see
-// Renewable), pipelined in one round trip as EVALSHA (rueidis' ExecMulti
-// would send SCRIPT LOAD first every time); a server that lost its
-// scripts gets them loaded once per script, through ExecMulti.
-func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
-	if c.renewHook != nil {
-		return c.renewHook(ctx, leases)
-	}
-	calls := make([]Call, len(leases))
-	cmds := make(rueidis.Commands, len(leases))
-	for i, l := range leases {
-		calls[i] = l.Value().(Renewable).RenewCall(l.Duration())
-		cmds[i] = c.RDB.B().Evalsha().Sha1(calls[i].Script.SHA1).Numkeys(int64(len(calls[i].Keys))).
-			Key(calls[i].Keys...).Arg(calls[i].Args...).Build()
-	}
-	results := c.RDB.DoMulti(ctx, cmds...)
-	for _, r := range results {
-		if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
-			results = c.renewLoading(ctx, calls)
-			break
-		}
-	}
-	errs := make([]error, len(leases))
-	for i, r := range results {
-		n, err := r.AsInt64()
-		switch {
-		case err != nil:
-			errs[i] = err
-		case n == 0:
-			errs[i] = watchdog.ErrNotHeld
-		}
-	}
-	return errs
-}
-
-// renewLoading makes calls through ExecMulti, which loads each script
-// first: one ExecMulti per script, the replies put back in calls' order.
-func (c *Core) renewLoading(ctx context.Context, calls []Call) []rueidis.RedisResult {
-	results := make([]rueidis.RedisResult, len(calls))
-	done := make([]bool, len(calls))
-	for i, call := range calls {
-		if done[i] {
-			continue
-		}
-		var (
-			idx   []int
-			execs []rueidis.LuaExec
-		)
-		for j := i; j < len(calls); j++ {
-			if !done[j] && calls[j].Script == call.Script {
-				done[j] = true
-				idx = append(idx, j)
-				execs = append(execs, rueidis.LuaExec{Keys: calls[j].Keys, Args: calls[j].Args})
-			}
-		}
-		for k, r := range call.Script.ExecMulti(ctx, c.RDB, execs...) {
-			results[idx[k]] = r
-		}
-	}
-	return results
-}
-
 // detached returns a context for a release that must happen even when ctx
 // has ended: it keeps ctx's values and drops its cancellation. It is
 // bounded by releaseTimeout, or by ctx's deadline when ctx is still live
@@ -413,32 +316,4 @@ func (c *Core) closedOr(err error) error {
 		return Join(err, ErrClosed)
 	}
 	return err
-}
-
-// RunAcquire runs an acquire script. With replica sync on, it pipelines
-// the script with WAIT on one connection (WAIT counts the acknowledgements
-// of that connection's writes) and returns, beside the script's reply, an
-// error matching ErrReplicaSync when fewer replicas confirmed in time.
-func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []string) (rueidis.RedisResult, error) {
-	if c.replicas == 0 {
-		return s.Exec(ctx, c.RDB, keys, args), nil
-	}
-	wait := func() rueidis.Completed {
-		return c.RDB.B().Wait().Numreplicas(int64(c.replicas)).Timeout(c.replicaTimeout.Milliseconds()).Build()
-	}
-	res := c.RDB.DoMulti(ctx,
-		c.RDB.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
-	if re, ok := rueidis.IsRedisErr(res[0].Error()); ok && re.IsNoScript() {
-		// The script did not run: send its body.
-		res = c.RDB.DoMulti(ctx,
-			c.RDB.B().Eval().Script(s.Body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
-	}
-	acked, err := res[1].AsInt64()
-	switch {
-	case err != nil:
-		return res[0], fmt.Errorf("%w: WAIT: %w", ErrReplicaSync, err)
-	case acked < int64(c.replicas):
-		return res[0], fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrReplicaSync, acked, c.replicas, c.replicaTimeout)
-	}
-	return res[0], nil
 }

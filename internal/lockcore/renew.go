@@ -1,0 +1,88 @@
+package lockcore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/watchdog"
+)
+
+// Call is one script call: the script, its keys and its arguments.
+type Call struct {
+	Script *lua.Script
+	Keys   []string
+	Args   []string
+}
+
+// Renewable is what the values given to Core.Watchdog.Add are: each says
+// how to renew itself for lease. Its call must reply 1 when it renewed,
+// and 0 when what it renews is gone (the lease is then lost); it must be
+// safe to send twice.
+type Renewable interface {
+	RenewCall(lease time.Duration) Call
+}
+
+// renew is the watchdog's RenewFunc: each lease's renewal call (see
+// Renewable), pipelined in one round trip as EVALSHA (rueidis' ExecMulti
+// would send SCRIPT LOAD first every time); a server that lost its
+// scripts gets them loaded once per script, through ExecMulti.
+func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
+	if c.renewHook != nil {
+		return c.renewHook(ctx, leases)
+	}
+	calls := make([]Call, len(leases))
+	cmds := make(rueidis.Commands, len(leases))
+	for i, l := range leases {
+		calls[i] = l.Value().(Renewable).RenewCall(l.Duration())
+		cmds[i] = c.RDB.B().Evalsha().Sha1(calls[i].Script.SHA1).Numkeys(int64(len(calls[i].Keys))).
+			Key(calls[i].Keys...).Arg(calls[i].Args...).Build()
+	}
+	results := c.RDB.DoMulti(ctx, cmds...)
+	for _, r := range results {
+		if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
+			results = c.renewLoading(ctx, calls)
+			break
+		}
+	}
+	errs := make([]error, len(leases))
+	for i, r := range results {
+		n, err := r.AsInt64()
+		switch {
+		case err != nil:
+			errs[i] = err
+		case n == 0:
+			errs[i] = watchdog.ErrNotHeld
+		}
+	}
+	return errs
+}
+
+// renewLoading makes calls through ExecMulti, which loads each script
+// first: one ExecMulti per script, the replies put back in calls' order.
+func (c *Core) renewLoading(ctx context.Context, calls []Call) []rueidis.RedisResult {
+	results := make([]rueidis.RedisResult, len(calls))
+	done := make([]bool, len(calls))
+	for i, call := range calls {
+		if done[i] {
+			continue
+		}
+		var (
+			idx   []int
+			execs []rueidis.LuaExec
+		)
+		for j := i; j < len(calls); j++ {
+			if !done[j] && calls[j].Script == call.Script {
+				done[j] = true
+				idx = append(idx, j)
+				execs = append(execs, rueidis.LuaExec{Keys: calls[j].Keys, Args: calls[j].Args})
+			}
+		}
+		for k, r := range call.Script.ExecMulti(ctx, c.RDB, execs...) {
+			results[idx[k]] = r
+		}
+	}
+	return results
+}
