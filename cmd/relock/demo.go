@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redisproc"
 )
@@ -388,7 +389,7 @@ func (d *demo) waitWorkers() {
 func (d *demo) readRedis() *lockState {
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
-	st, err := readLockState(ctx, d.rdb, d.name)
+	st, err := readLock(ctx, d.rdb, d.name)
 	if err != nil {
 		return nil
 	}
@@ -400,8 +401,11 @@ func (d *demo) readRedis() *lockState {
 func (d *demo) cleanup() string {
 	ctx, cancel := shortContext()
 	defer cancel()
-	k, dk := keysOf(d.name), keysForDemo(d.name)
-	keys := []string{k.Lock, k.Queue, k.Timeout, k.Token, dk.inside, dk.lastRelease}
+	dk := keysForDemo(d.name)
+	keys := []string{dk.inside, dk.lastRelease}
+	for _, k := range layout.KeysOf(d.name, layout.KindLock, layout.KindFenced, layout.KindFair) {
+		keys = append(keys, k.Name)
+	}
 	err := d.rdb.Do(ctx, d.rdb.B().Del().Key(keys...).Build()).Error()
 	msg := "cleanup: workers stopped, the demo's keys deleted"
 	if err != nil {
