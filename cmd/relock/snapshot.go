@@ -62,16 +62,6 @@ func (s *snapshot) present(roles ...layout.Role) bool {
 	return false
 }
 
-// empty reports whether no key of the snapshot exists.
-func (s *snapshot) empty() bool {
-	for _, k := range s.keys {
-		if k.Type != "none" {
-			return false
-		}
-	}
-	return true
-}
-
 // readSnapshot reads keys of the lock name, with the server's clock, in
 // one MULTI/EXEC. A key of another type than its layout's is read as
 // type and TTL only.
