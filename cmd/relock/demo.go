@@ -33,11 +33,12 @@ The demo uses the Redis server the connection flags name if it answers
 within half a second. If nothing answers there at all, it starts a
 throwaway redis-server of its own (it must be installed: 'apt-get install
 -y redis-server', or run ./demo.sh, which installs it); a server that
-refuses the password or the TLS handshake is an error (exit 69). It then starts N worker processes (this binary, re-run as
-'relock demo-worker'). Each one loops: Lock (watchdog lease), work for
-5-30ms, Unlock, spend 1-10ms elsewhere. Inside the lock each worker
-increments a shared "inside" counter in Redis and decrements it on
-leaving: any value but 1 means two workers were inside at once.
+refuses the password or the TLS handshake is an error (exit 69). It then
+starts N worker processes (this binary, re-run as 'relock demo-worker').
+Each one loops: Lock (watchdog lease), work for 5-30ms, Unlock, spend
+1-10ms elsewhere. Inside the lock each worker increments a shared "inside"
+counter in Redis and decrements it on leaving: any value but 1 means two
+workers were inside at once.
 
 On a terminal the demo redraws a small table every 100ms: each worker's
 state, who holds the lock according to Redis, the fair queue (with

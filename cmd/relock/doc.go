@@ -84,9 +84,10 @@
 // terminal back; when relock is continued (fg), it gives the terminal back
 // to COMMAND and continues it. A stopped relock renews nothing: a stop
 // longer than the lease loses the lock. (Without a controlling terminal,
-// relock keeps running, and holding the lock, while COMMAND is stopped.) A signal that comes while relock still waits for the lock ends
-// the wait: COMMAND does not run and relock exits 128+N. On Linux COMMAND
-// gets SIGTERM if relock itself dies, even by SIGKILL.
+// relock keeps running, and holding the lock, while COMMAND is stopped.)
+// A signal that comes while relock still waits for the lock ends the
+// wait: COMMAND does not run and relock exits 128+N. On Linux COMMAND gets
+// SIGTERM if relock itself dies, even by SIGKILL.
 //
 // If the lock is lost while COMMAND runs, relock says so on stderr, sends
 // COMMAND's group SIGTERM, then SIGKILL after --grace (10s by default),
