@@ -156,6 +156,10 @@ func TestScanLayouts(t *testing.T) {
 		return n == 1, err
 	})
 
+	// relock's wake-one registry: listed with its lock, never a lock alone.
+	do(t, srv, "ZADD", "relock_wakers:{orders:42}", strconv.FormatInt(now+3000, 10), otherClient)
+	do(t, srv, "ZADD", "relock_wakers:{lonely}", strconv.FormatInt(now+3000, 10), otherClient)
+
 	// Other layouts: ignored.
 	do(t, srv, "HSET", "user:1", "name", "ann", "age", "40")
 	do(t, srv, "HSET", "stats", otherClient+":x", "not a number")
@@ -191,6 +195,7 @@ func TestScanLayouts(t *testing.T) {
 	}
 	assert.True(t, e.TTLMs > 0 && e.TTLMs <= 30000, "orders:42 ttl_ms %d, want the watchdog's lease", e.TTLMs)
 	assert.Contains(t, e.Keys, "redisson_unlock_latch:{orders:42}:0123456789abcdef0123456789abcdef", "orders:42 keys lack its unlock latch")
+	assert.Contains(t, e.Keys, "relock_wakers:{orders:42}", "orders:42 keys lack its wake-one registry")
 
 	e = got["ledger"]
 	assert.Equal(t, ptr(int64(1)), e.FencingCounter, "ledger: fencing counter")
