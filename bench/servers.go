@@ -125,9 +125,6 @@ func (s *server) stop() {
 	}
 }
 
-// pid is the server's process ID.
-func (s *server) pid() int { return s.cmd.Process.Pid }
-
 // do runs one admin command.
 func (s *server) do(ctx context.Context, args ...string) rueidis.RedisResult {
 	return s.admin.Do(ctx, s.admin.B().Arbitrary(args...).Build())

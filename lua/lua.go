@@ -167,9 +167,11 @@ var (
 	// grow).
 	FencedAcquire = script(fencedAcquire, false)
 	// FencedToken reads the token of the caller's current hold, as a
-	// read-only script (EVALSHA_RO); FencedTokenPrimary is the same script
-	// sent as EVALSHA, for servers older than Redis 7.
-	FencedToken        = readOnly(fencedToken)
+	// read-only script (EVALSHA_RO, which a client that sends reads to
+	// replicas may send there).
+	FencedToken = readOnly(fencedToken)
+	// FencedTokenPrimary is FencedToken sent as EVALSHA, for servers
+	// older than Redis 7, which have no EVALSHA_RO.
 	FencedTokenPrimary = script(fencedToken, true)
 	// FenceWrite writes a fenced register if the token is not stale. Not
 	// resent: a resent write could land after a newer one.

@@ -2,7 +2,6 @@ package multilock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -166,15 +165,4 @@ func drift(lease time.Duration) time.Duration {
 // upper bound on the time since any lease was set on a server.
 func validity(lease time.Duration, start time.Time) time.Duration {
 	return lease - time.Since(start) - drift(lease)
-}
-
-// joinNew joins err and cause unless err already matches cause.
-func joinNew(err, cause error) error {
-	if err == nil {
-		return cause
-	}
-	if errors.Is(err, cause) {
-		return err
-	}
-	return lockcore.Join(err, cause)
 }

@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
@@ -57,42 +61,55 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// TestFencedTokenBeforeRedis7: the token is read with a read-only script
-// (EVALSHA_RO, so that a client that sends reads to replicas may); a
-// server that does not know EVALSHA_RO (before Redis 7) gets EVALSHA, from
-// its first refusal on.
-func TestFencedTokenBeforeRedis7(t *testing.T) {
-	raw := relocktest.Raw(t)
+// TestFencedTokenReadOnly: a token is read with a read-only script
+// (EVALSHA_RO, so that a client that sends reads to replicas may) on a
+// server that has the command; on one without it (before Redis 7) the
+// first refusal makes the Client send EVALSHA from then on. Each server
+// is asked what it supports, and checked for what applies to it: the
+// package's server, whatever its version, and one whose EVALSHA_RO is
+// renamed away, so that both ways run on every version.
+func TestFencedTokenReadOnly(t *testing.T) {
+	t.Run("package server", func(t *testing.T) { checkFencedToken(t, redistest.Shared(t)) })
+	t.Run("server without EVALSHA_RO", func(t *testing.T) {
+		checkFencedToken(t, redistest.Start(t, "--rename-command", "EVALSHA_RO", ""))
+	})
+}
+
+func checkFencedToken(t *testing.T, srv *redistest.Server) {
+	raw := srv.Client(t)
+	hasReadOnly := relocktest.Knows(t, raw, "EVALSHA_RO")
+	t.Logf("the server knows EVALSHA_RO: %v", hasReadOnly)
 	f := relocktest.NewFaulty(raw)
 	c, err := rlock.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	l := c.GetFencedLock(relocktest.Name(t))
 	ctx := rlock.WithOwner(t.Context(), "a")
 	token, err := l.LockAndGetToken(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Unlock(ctx) })
 	readOnly := func(args []string) bool { return strings.HasSuffix(strings.ToUpper(args[0]), "_RO") }
-	seen := f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Run: true, Keep: true, Match: readOnly})
-	if got, err := l.Token(ctx); got != token || err != nil {
-		t.Fatalf("Token = %d, %v, want %d", got, err, token)
+
+	sent := f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Run: true, Keep: true, Match: readOnly})
+	for range 3 {
+		got, err := l.Token(ctx)
+		require.NoError(t, err, "Token")
+		require.Equal(t, token, got, "Token")
 	}
-	if seen.Hits() != 1 {
-		t.Fatalf("%d read-only scripts sent, want 1", seen.Hits())
+	if !hasReadOnly {
+		assert.EqualValues(t, 1, sent.Hits(), "EVALSHA_RO sent to a server without it: once, then EVALSHA")
+		return
 	}
+	assert.EqualValues(t, 3, sent.Hits(), "read-only scripts sent for 3 tokens")
+
+	// The same server refusing EVALSHA_RO, as one before Redis 7 would.
 	f.Clear()
 	refused := f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Match: readOnly,
 		Reply: relocktest.ErrorReply(t, raw, "ERR unknown command 'EVALSHA_RO', with args beginning with: ")})
 	for range 2 {
-		if got, err := l.Token(ctx); got != token || err != nil {
-			t.Fatalf("Token on a server without EVALSHA_RO = %d, %v, want %d", got, err, token)
-		}
+		got, err := l.Token(ctx)
+		require.NoError(t, err, "Token on a server without EVALSHA_RO")
+		require.Equal(t, token, got, "Token on a server without EVALSHA_RO")
 	}
-	if refused.Hits() != 1 {
-		t.Errorf("EVALSHA_RO sent %d times to a server that refused it, want once", refused.Hits())
-	}
-	_ = l.Unlock(ctx)
+	assert.EqualValues(t, 1, refused.Hits(), "EVALSHA_RO sent to a server that refused it: once")
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -14,9 +17,7 @@ import (
 func TestOnCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	c, err := rlock.NewClient(cl.ClientOption())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	addr := cl.Nodes[0].Addr
 
@@ -26,9 +27,7 @@ func TestOnCluster(t *testing.T) {
 	for i := 0; len(seen) < len(cl.Nodes) && i < 1000; i++ {
 		name := fmt.Sprintf("cluster-%d", i)
 		node, err := cl.NodeFor(t.Context(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !seen[node.Addr] {
 			seen[node.Addr] = true
 			names = append(names, name)
@@ -41,17 +40,15 @@ func TestOnCluster(t *testing.T) {
 			wantCode(t, relock(t, "run", "--redis", addr, name, "--", "true"), 0)
 			holder := rlock.WithOwner(t.Context(), "holder")
 			l := c.GetFairLock(name)
-			if err := l.Lock(holder); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Lock(holder))
 			st := status(t, addr, name)
-			if len(st.Holders) != 1 || st.Holders[0].Field != c.ID()+":holder" {
-				t.Errorf("holders = %+v, want %s:holder", st.Holders, c.ID())
+			if assert.Len(t, st.Holders, 1, "holders") {
+				assert.Equal(t, c.ID()+":holder", st.Holders[0].Field, "holder")
 			}
 			wantCode(t, relock(t, "unlock", "--force", "--redis", addr, name), 0)
-			if locked, err := l.IsLocked(t.Context()); err != nil || locked {
-				t.Errorf("IsLocked after unlock --force = %v, %v", locked, err)
-			}
+			locked, err := l.IsLocked(t.Context())
+			require.NoError(t, err)
+			assert.False(t, locked, "IsLocked after unlock --force")
 		})
 	}
 
@@ -60,16 +57,13 @@ func TestOnCluster(t *testing.T) {
 		seeds := strings.Join(cl.Addrs(), ",")
 		r := relock(t, "--redis", seeds, "run", names[0], "--", "echo", "ran")
 		wantCode(t, r, 0)
-		if r.stdout != "ran\n" {
-			t.Errorf("stdout = %q, want %q", r.stdout, "ran\n")
-		}
+		assert.Equal(t, "ran\n", r.stdout, "stdout")
 	})
 
 	t.Run("demo", func(t *testing.T) {
 		r := relock(t, "demo", "--duration", "1s", "--workers", "2", "--redis", addr)
 		wantCode(t, r, 0)
-		if !strings.Contains(r.stdout, "violations: 0") || strings.Contains(r.stdout, "failed") {
-			t.Errorf("demo output:\n%s", r.stdout)
-		}
+		assert.Contains(t, r.stdout, "violations: 0", "demo output")
+		assert.NotContains(t, r.stdout, "failed", "demo output")
 	})
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -48,14 +50,13 @@ func TestParseAddr(t *testing.T) {
 		{"[2001:db8::7]:7001", "[2001:db8::7]:7001"},
 	} {
 		got, err := parseAddr(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("parseAddr(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		if assert.NoError(t, err, "parseAddr(%q)", tc.in) {
+			assert.Equal(t, tc.want, got, "parseAddr(%q)", tc.in)
 		}
 	}
 	for _, in := range []string{":6379", "host:", "host:0", "host:65536", "host:x", "[::1", "[::1]x", "[redis]:1", "2001:db8::zz"} {
-		if got, err := parseAddr(in); err == nil {
-			t.Errorf("parseAddr(%q) = %q, want an error", in, got)
-		}
+		got, err := parseAddr(in)
+		assert.Error(t, err, "parseAddr(%q) = %q, want an error", in, got)
 	}
 }
 
@@ -98,29 +99,22 @@ func TestResolveForms(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg, _, err := resolveEnv(tc.flags, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			o := tg.opt
-			if !slices.Equal(o.InitAddress, tc.addrs) {
-				t.Errorf("InitAddress = %q, want %q", o.InitAddress, tc.addrs)
+			assert.Equal(t, tc.addrs, o.InitAddress, "InitAddress")
+			assert.Equal(t, tc.user, o.Username, "user")
+			assert.Equal(t, tc.pw, o.Password, "password")
+			assert.Equal(t, tc.db, o.SelectDB, "database")
+			assert.Equal(t, tc.masterSet, o.Sentinel.MasterSet, "master set")
+			assert.Equal(t, tc.tls, o.TLSConfig != nil, "TLS")
+			if tc.tls && tc.flags.sni == "" {
+				assert.Empty(t, o.TLSConfig.ServerName, "ServerName: want it left to the dialer")
 			}
-			if o.Username != tc.user || o.Password != tc.pw || o.SelectDB != tc.db || o.Sentinel.MasterSet != tc.masterSet {
-				t.Errorf("user %q password %q db %d master set %q; want %q %q %d %q",
-					o.Username, o.Password, o.SelectDB, o.Sentinel.MasterSet, tc.user, tc.pw, tc.db, tc.masterSet)
+			if tc.where != "" {
+				assert.Equal(t, tc.where, tg.where, "where")
 			}
-			if got := o.TLSConfig != nil; got != tc.tls {
-				t.Errorf("TLS = %v, want %v", got, tc.tls)
-			}
-			if tc.tls && tc.flags.sni == "" && o.TLSConfig.ServerName != "" {
-				t.Errorf("ServerName = %q, want it left to the dialer", o.TLSConfig.ServerName)
-			}
-			if tc.where != "" && tg.where != tc.where {
-				t.Errorf("where = %q, want %q", tg.where, tc.where)
-			}
-			if !o.DisableCache || o.Dialer.Timeout <= 0 {
-				t.Errorf("DisableCache %v, dial timeout %v", o.DisableCache, o.Dialer.Timeout)
-			}
+			assert.True(t, o.DisableCache, "DisableCache")
+			assert.Positive(t, o.Dialer.Timeout, "dial timeout")
 		})
 	}
 }
@@ -141,14 +135,10 @@ func TestResolvePasswordSources(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg, r, err := resolveEnv(connFlags{redis: tc.redis}, tc.env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tg.opt.Password != tc.want {
-				t.Errorf("password = %q, want %q", tg.opt.Password, tc.want)
-			}
-			if tc.want != "" && strings.Contains(r.mask("x "+tc.want+" y"), tc.want) {
-				t.Errorf("the password %q is not masked", tc.want)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, tg.opt.Password, "password")
+			if tc.want != "" {
+				assert.NotContains(t, r.mask("x "+tc.want+" y"), tc.want, "the password is not masked")
 			}
 		})
 	}
@@ -156,9 +146,7 @@ func TestResolvePasswordSources(t *testing.T) {
 
 func TestResolveErrors(t *testing.T) {
 	ca := filepath.Join(t.TempDir(), "not-a-cert.pem")
-	if err := os.WriteFile(ca, []byte("hello"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(ca, []byte("hello"), 0o600))
 	for _, tc := range []struct {
 		name  string
 		flags connFlags
@@ -178,16 +166,10 @@ func TestResolveErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, r, err := resolveEnv(tc.flags, nil)
-			if err == nil {
-				t.Fatalf("no error, want one about %q", tc.want)
-			}
+			require.Error(t, err, "want an error about %q", tc.want)
 			msg := r.mask(err.Error())
-			if !strings.Contains(msg, tc.want) {
-				t.Errorf("error %q does not mention %q", msg, tc.want)
-			}
-			if strings.Contains(msg, testPassword) {
-				t.Errorf("error %q shows the password", msg)
-			}
+			assert.Contains(t, msg, tc.want, "error")
+			assert.NotContains(t, msg, testPassword, "the error shows the password")
 		})
 	}
 }
@@ -202,9 +184,7 @@ func TestRedactorMasks(t *testing.T) {
 	} {
 		got := r.mask(in)
 		for _, secret := range []string{testPassword2, "p%40ss%3Aw0rd-Kz", "anything"} {
-			if strings.Contains(got, secret) {
-				t.Errorf("mask(%q) = %q, shows %q", in, got, secret)
-			}
+			assert.NotContains(t, got, secret, "mask(%q)", in)
 		}
 	}
 }
@@ -213,9 +193,8 @@ func TestRedactorMasks(t *testing.T) {
 func wantNoSecret(t *testing.T, r result) {
 	t.Helper()
 	for _, s := range []string{testPassword, testPassword2, "p%40ss", wrongPassword, userPassword} {
-		if strings.Contains(r.stdout, s) || strings.Contains(r.stderr, s) {
-			t.Errorf("output shows the secret %q\nstdout:\n%s\nstderr:\n%s", s, r.stdout, r.stderr)
-		}
+		assert.NotContains(t, r.stdout, s, "stdout shows a secret")
+		assert.NotContains(t, r.stderr, s, "stderr shows a secret")
 	}
 }
 
@@ -223,13 +202,9 @@ func wantNoSecret(t *testing.T, r result) {
 // of want.
 func wantOneLine(t *testing.T, r result, want ...string) {
 	t.Helper()
-	if strings.Count(r.stderr, "\n") != 1 || !strings.HasSuffix(r.stderr, "\n") {
-		t.Errorf("stderr is not one line:\n%s", r.stderr)
-	}
+	assert.True(t, strings.Count(r.stderr, "\n") == 1 && strings.HasSuffix(r.stderr, "\n"), "stderr is not one line:\n%s", r.stderr)
 	for _, w := range want {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("stderr does not mention %q:\n%s", w, r.stderr)
-		}
+		assert.Contains(t, r.stderr, w, "stderr")
 	}
 }
 
@@ -239,13 +214,11 @@ func startAuthServer(t *testing.T) *redistest.Server {
 	t.Helper()
 	srv := redistest.Start(t)
 	ctx := t.Context()
-	if _, err := srv.Do(ctx, "ACL", "SETUSER", "alice", "on", ">"+userPassword, "~*", "&*", "+@all"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := srv.Do(ctx, "ACL", "SETUSER", "alice", "on", ">"+userPassword, "~*", "&*", "+@all")
+	require.NoError(t, err)
 	// Last: the helper's own connections have no password.
-	if _, err := srv.Do(ctx, "CONFIG", "SET", "requirepass", testPassword); err != nil {
-		t.Fatal(err)
-	}
+	_, err = srv.Do(ctx, "CONFIG", "SET", "requirepass", testPassword)
+	require.NoError(t, err)
 	return srv
 }
 
@@ -255,9 +228,7 @@ func authClient(t *testing.T, srv *redistest.Server, db int) *rlock.Client {
 	opt := srv.ClientOption()
 	opt.Password, opt.SelectDB = testPassword, db
 	c, err := rlock.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -269,18 +240,26 @@ func TestConnectPassword(t *testing.T) {
 		name string
 		env  []string
 		args []string
-		want int
-		says []string // on stderr, for a failure
+		want int      // exitNoSuchLock: connected, and found nothing under the name
+		says []string // on stderr
 	}{
-		{name: "URL", args: []string{"--redis", "redis://:" + testPassword + "@" + srv.Addr}},
-		{name: "URL with default user", args: []string{"--redis", "redis://default:" + testPassword + "@" + srv.Addr + "/0"}},
-		{name: "RELOCK_PASSWORD", env: []string{"RELOCK_PASSWORD=" + testPassword}, args: []string{"--redis", srv.Addr}},
-		{name: "REDISCLI_AUTH", env: []string{"REDISCLI_AUTH=" + testPassword}, args: []string{"--redis", srv.Addr}},
-		{name: "RELOCK_REDIS URL", env: []string{"RELOCK_REDIS=redis://:" + testPassword + "@" + srv.Addr}},
+		{name: "URL", args: []string{"--redis", "redis://:" + testPassword + "@" + srv.Addr},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
+		{name: "URL with default user", args: []string{"--redis", "redis://default:" + testPassword + "@" + srv.Addr + "/0"},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
+		{name: "RELOCK_PASSWORD", env: []string{"RELOCK_PASSWORD=" + testPassword}, args: []string{"--redis", srv.Addr},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
+		{name: "REDISCLI_AUTH", env: []string{"REDISCLI_AUTH=" + testPassword}, args: []string{"--redis", srv.Addr},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
+		{name: "RELOCK_REDIS URL", env: []string{"RELOCK_REDIS=redis://:" + testPassword + "@" + srv.Addr},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
 		{name: "URL before RELOCK_PASSWORD", env: []string{"RELOCK_PASSWORD=" + wrongPassword},
-			args: []string{"--redis", "redis://:" + testPassword + "@" + srv.Addr}},
-		{name: "user flag", env: []string{"RELOCK_PASSWORD=" + userPassword}, args: []string{"--user", "alice", "--redis", srv.Addr}},
-		{name: "user in URL", args: []string{"--redis", "redis://alice:" + userPassword + "@" + srv.Addr}},
+			args: []string{"--redis", "redis://:" + testPassword + "@" + srv.Addr},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
+		{name: "user flag", env: []string{"RELOCK_PASSWORD=" + userPassword}, args: []string{"--user", "alice", "--redis", srv.Addr},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
+		{name: "user in URL", args: []string{"--redis", "redis://alice:" + userPassword + "@" + srv.Addr},
+			want: exitNoSuchLock, says: []string{"no such lock"}},
 		{name: "no password", args: []string{"--redis", srv.Addr}, want: exitUnavailable,
 			says: []string{"NOAUTH", srv.Addr, "RELOCK_PASSWORD"}},
 		{name: "wrong password", env: []string{"RELOCK_PASSWORD=" + wrongPassword}, args: []string{"--redis", srv.Addr},
@@ -301,27 +280,21 @@ func TestConnectPassword(t *testing.T) {
 			r := relockEnv(t, tc.env, append(tc.args, "status", name)...)
 			wantCode(t, r, tc.want)
 			wantNoSecret(t, r)
-			if tc.want != exitOK {
-				t.Log(strings.TrimSpace(r.stderr))
-				wantOneLine(t, r, tc.says...)
-			} else if !strings.Contains(r.stdout, "free") {
-				t.Errorf("status output:\n%s", r.stdout)
-			}
+			t.Log(strings.TrimSpace(r.stderr))
+			wantOneLine(t, r, tc.says...)
 		})
 	}
 
 	t.Run("unlock", func(t *testing.T) {
 		name := relocktest.Name(t)
 		c := authClient(t, srv, 0)
-		if err := c.GetLock(name).Lock(rlock.WithOwner(t.Context(), "holder")); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.GetLock(name).Lock(rlock.WithOwner(t.Context(), "holder")))
 		r := relockEnv(t, []string{"REDISCLI_AUTH=" + testPassword}, "unlock", "--force", "--redis", srv.Addr, name)
 		wantCode(t, r, 0)
 		wantNoSecret(t, r)
-		if locked, err := c.GetLock(name).IsLocked(t.Context()); err != nil || locked {
-			t.Errorf("IsLocked after unlock --force = %v, %v", locked, err)
-		}
+		locked, err := c.GetLock(name).IsLocked(t.Context())
+		require.NoError(t, err)
+		assert.False(t, locked, "IsLocked after unlock --force")
 	})
 
 	// run, with the flags after the subcommand, on database 5.
@@ -331,14 +304,14 @@ func TestConnectPassword(t *testing.T) {
 		dir := t.TempDir()
 		ready, proceed := filepath.Join(dir, "ready"), fifo(t, dir)
 		p := startRelockWith(t, procOptions{env: []string{"REDISCLI_AUTH=" + testPassword}},
-			"run", "--redis", "redis://"+srv.Addr+"/5", name, "--", "sh", "-c", `: > "$0"; read x < "$1"`, ready, proceed)
-		waitFile(t, ready, p)
-		if locked, err := c5.GetLock(name).IsLocked(t.Context()); err != nil || !locked {
-			t.Errorf("IsLocked on db 5 = %v, %v; want true", locked, err)
-		}
-		if locked, err := c0.GetLock(name).IsLocked(t.Context()); err != nil || locked {
-			t.Errorf("IsLocked on db 0 = %v, %v; want false", locked, err)
-		}
+			"run", "--redis", "redis://"+srv.Addr+"/5", name, "--", "sh", "-c", `echo ready > "$0"; read x < "$1"`, ready, proceed)
+		waitReady(t, ready, p)
+		locked, err := c5.GetLock(name).IsLocked(t.Context())
+		require.NoError(t, err)
+		assert.True(t, locked, "IsLocked on db 5")
+		locked, err = c0.GetLock(name).IsLocked(t.Context())
+		require.NoError(t, err)
+		assert.False(t, locked, "IsLocked on db 0")
 		release(t, proceed)
 		r := p.wait(10 * time.Second)
 		wantCode(t, r, 0)
@@ -351,9 +324,7 @@ func TestConnectPassword(t *testing.T) {
 func fifo(t *testing.T, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "fifo")
-	if err := mkfifo(path); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, mkfifo(path))
 	return path
 }
 
@@ -361,28 +332,21 @@ func fifo(t *testing.T, dir string) string {
 func release(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
-	if _, err := f.WriteString("go\n"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.WriteString("go\n")
+	require.NoError(t, err)
 }
 
 func TestConnectUnixSocket(t *testing.T) {
 	dir, err := os.MkdirTemp("", "rl") // short: socket paths are limited to about 100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "redis.sock")
 	redistest.Start(t, "--unixsocket", sock, "--unixsocketperm", "700")
 	r := relock(t, "run", "--redis", "unix://"+sock, "unix-lock", "--", "echo", "ran")
 	wantCode(t, r, 0)
-	if r.stdout != "ran\n" {
-		t.Errorf("stdout = %q", r.stdout)
-	}
+	assert.Equal(t, "ran\n", r.stdout, "stdout")
 }
 
 func TestConnectSentinel(t *testing.T) {
@@ -396,20 +360,14 @@ func TestConnectSentinel(t *testing.T) {
 	r := relock(t, "run", "--redis", url, name, "--", "true")
 	wantCode(t, r, 0)
 	holder, err := rlock.NewClient(st.ClientOption())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = holder.Close() })
 	l := holder.GetLock(name)
-	if err := l.Lock(rlock.WithOwner(t.Context(), "holder")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(rlock.WithOwner(t.Context(), "holder")))
 	t.Cleanup(func() { _, _ = l.ForceUnlock(context.Background()) })
 	r = relock(t, "--redis", url, "status", name)
 	wantCode(t, r, 0)
-	if !strings.Contains(r.stdout, holder.ID()+":holder") {
-		t.Errorf("status through the sentinels does not show the holder:\n%s", r.stdout)
-	}
+	assert.Contains(t, r.stdout, holder.ID()+":holder", "status through the sentinels does not show the holder")
 }
 
 // tlsFiles are the PEM files of a test CA, a server certificate for the
@@ -440,13 +398,9 @@ func makeTLSFiles(t *testing.T) tlsFiles {
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	writePEM(t, f.ca, "CERTIFICATE", caDER)
 
 	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, dns []string, certPath, keyPath string) {
@@ -461,14 +415,10 @@ func makeTLSFiles(t *testing.T) tlsFiles {
 			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		writePEM(t, certPath, "CERTIFICATE", der)
 		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		writePEM(t, keyPath, "PRIVATE KEY", keyDER)
 	}
 	issue(2, "localhost", x509.ExtKeyUsageServerAuth, []string{"localhost", "redis.test"}, f.serverCert, f.serverKey)
@@ -479,17 +429,13 @@ func makeTLSFiles(t *testing.T) tlsFiles {
 func newKey(t *testing.T) *ecdsa.PrivateKey {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return key
 }
 
 func writePEM(t *testing.T, path, kind string, der []byte) {
 	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600))
 }
 
 // startTLSServer starts a redis-server with a plain port (for the test's
@@ -509,16 +455,14 @@ func startTLSServer(t *testing.T, f tlsFiles, authClients string) (srv *redistes
 			return srv, tlsPort
 		}
 	}
-	t.Fatalf("start redis-server with TLS: %v", err)
+	require.NoError(t, err, "start redis-server with TLS")
 	return nil, ""
 }
 
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
@@ -533,15 +477,11 @@ func TestConnectTLS(t *testing.T) {
 		DisableCache: true,
 		TLSConfig:    &tls.Config{RootCAs: certPool(t, f.ca), ServerName: "redis.test"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = holder.Close() })
 	name := "tls-lock"
 	l := holder.GetLock(name)
-	if err := l.Lock(rlock.WithOwner(t.Context(), "holder")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(rlock.WithOwner(t.Context(), "holder")))
 	t.Cleanup(func() { _ = l.Unlock(rlock.WithOwner(context.Background(), "holder")) })
 
 	for _, tc := range []struct {
@@ -577,9 +517,7 @@ func TestConnectTLS(t *testing.T) {
 				wantOneLine(t, r, tc.says...)
 				return
 			}
-			if !strings.Contains(r.stdout, holder.ID()+":holder") {
-				t.Errorf("status over TLS does not show the holder:\n%s", r.stdout)
-			}
+			assert.Contains(t, r.stdout, holder.ID()+":holder", "status over TLS does not show the holder")
 		})
 	}
 }
@@ -587,9 +525,7 @@ func TestConnectTLS(t *testing.T) {
 func certPool(t *testing.T, path string) *x509.CertPool {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(b)
 	return pool
@@ -603,9 +539,7 @@ func TestConnectTLSClientCert(t *testing.T) {
 	r := relock(t, "--tls", "--cacert", f.ca, "--redis", addr,
 		"run", "--cert", f.clientCert, "--key", f.clientKey, "client-cert-lock", "--", "echo", "ran")
 	wantCode(t, r, 0)
-	if r.stdout != "ran\n" {
-		t.Errorf("stdout = %q", r.stdout)
-	}
+	assert.Equal(t, "ran\n", r.stdout, "stdout")
 
 	r = relock(t, "--tls", "--cacert", f.ca, "--redis", addr, "status", "client-cert-lock")
 	wantCode(t, r, exitUnavailable)
@@ -617,9 +551,9 @@ func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		r := relock(t, args...)
 		wantCode(t, r, 0)
-		if !strings.HasPrefix(r.stdout, "relock ") || !strings.Contains(r.stdout, "go1.") ||
-			!strings.Contains(r.stdout, "github.com/relock-go/relock") || strings.Count(r.stdout, "\n") != 1 {
-			t.Errorf("relock %s printed %q", args[0], r.stdout)
-		}
+		assert.True(t, strings.HasPrefix(r.stdout, "relock "), "relock %s printed %q", args[0], r.stdout)
+		assert.Contains(t, r.stdout, "go1.", "relock %s", args[0])
+		assert.Contains(t, r.stdout, "github.com/relock-go/relock", "relock %s", args[0])
+		assert.Equal(t, 1, strings.Count(r.stdout, "\n"), "lines printed by relock %s: %q", args[0], r.stdout)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redisproc"
 )
@@ -32,11 +33,12 @@ The demo uses the Redis server the connection flags name if it answers
 within half a second. If nothing answers there at all, it starts a
 throwaway redis-server of its own (it must be installed: 'apt-get install
 -y redis-server', or run ./demo.sh, which installs it); a server that
-refuses the password or the TLS handshake is an error (exit 69). It then starts N worker processes (this binary, re-run as
-'relock demo-worker'). Each one loops: Lock (watchdog lease), work for
-5-30ms, Unlock, spend 1-10ms elsewhere. Inside the lock each worker
-increments a shared "inside" counter in Redis and decrements it on
-leaving: any value but 1 means two workers were inside at once.
+refuses the password or the TLS handshake is an error (exit 69). It then
+starts N worker processes (this binary, re-run as 'relock demo-worker').
+Each one loops: Lock (watchdog lease), work for 5-30ms, Unlock, spend
+1-10ms elsewhere. Inside the lock each worker increments a shared "inside"
+counter in Redis and decrements it on leaving: any value but 1 means two
+workers were inside at once.
 
 On a terminal the demo redraws a small table every 100ms: each worker's
 state, who holds the lock according to Redis, the fair queue (with
@@ -388,7 +390,7 @@ func (d *demo) waitWorkers() {
 func (d *demo) readRedis() *lockState {
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
-	st, err := readLockState(ctx, d.rdb, d.name)
+	st, err := readLock(ctx, d.rdb, d.name)
 	if err != nil {
 		return nil
 	}
@@ -400,8 +402,11 @@ func (d *demo) readRedis() *lockState {
 func (d *demo) cleanup() string {
 	ctx, cancel := shortContext()
 	defer cancel()
-	k, dk := keysOf(d.name), keysForDemo(d.name)
-	keys := []string{k.Lock, k.Queue, k.Timeout, k.Token, dk.inside, dk.lastRelease}
+	dk := keysForDemo(d.name)
+	keys := []string{dk.inside, dk.lastRelease}
+	for _, k := range layout.KeysOf(d.name, layout.KindLock, layout.KindFenced, layout.KindFair) {
+		keys = append(keys, k.Name)
+	}
 	err := d.rdb.Do(ctx, d.rdb.B().Del().Key(keys...).Build()).Error()
 	msg := "cleanup: workers stopped, the demo's keys deleted"
 	if err != nil {

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"regexp"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDemo runs the demo against a redis-server it starts itself (nothing
@@ -18,23 +19,14 @@ func TestDemo(t *testing.T) {
 		"violations: 0",
 		"redis-server stopped",
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "output")
 	}
 	// Every worker got the lock, and it changed hands.
 	for _, w := range []string{"w1", "w2", "w3", "w4"} {
-		m := regexp.MustCompile(`(?m)^  ` + w + `\s+(\d+)\s`).FindStringSubmatch(r.stdout)
-		if m == nil || m[1] == "0" {
-			t.Errorf("worker %s: no acquisitions in the summary:\n%s", w, r.stdout)
-		}
+		assert.Regexp(t, `(?m)^  `+w+`\s+[1-9]\d*\s`, r.stdout, "worker %s: no acquisitions in the summary", w)
 	}
-	if !regexp.MustCompile(`hand-offs: [1-9]\d* to another worker`).MatchString(r.stdout) {
-		t.Errorf("no hand-offs in the summary:\n%s", r.stdout)
-	}
-	if r.stderr != "" {
-		t.Errorf("stderr:\n%s", r.stderr)
-	}
+	assert.Regexp(t, `hand-offs: [1-9]\d* to another worker`, r.stdout, "no hand-offs in the summary")
+	assert.Empty(t, r.stderr, "stderr")
 }
 
 // TestDemoFairOnServer runs the demo with a fair lock on a server that
@@ -44,18 +36,12 @@ func TestDemoFairOnServer(t *testing.T) {
 	r := startRelock(t, "demo", "--duration", "2s", "--workers", "3", "--fair", "--redis", srv.Addr).wait(45 * time.Second)
 	wantCode(t, r, 0)
 	for _, want := range []string{"using the Redis server at " + srv.Addr, "summary: fair lock, 3 worker processes", "violations: 0"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "output")
 	}
 	rdb := srv.Client(t)
 	keys, err := rdb.Do(t.Context(), rdb.B().Keys().Pattern("*relock-demo:*").Build()).AsStrSlice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) > 0 {
-		t.Errorf("the demo left keys behind: %v", keys)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, keys, "the demo left keys behind")
 }
 
 // TestDemoWithoutRedisServer: no Redis answers and redis-server is not
@@ -65,9 +51,7 @@ func TestDemoWithoutRedisServer(t *testing.T) {
 	r := relock(t, "demo", "--duration", "1s", "--redis", "127.0.0.1:1")
 	wantCode(t, r, exitUnavailable)
 	for _, want := range []string{"redis-server is not in PATH", "apt-get install -y redis-server", "./demo.sh"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
-		}
+		assert.Contains(t, r.stderr, want, "stderr")
 	}
 }
 
@@ -81,9 +65,7 @@ func TestDemoWithPassword(t *testing.T) {
 	wantCode(t, r, 0)
 	wantNoSecret(t, r)
 	for _, want := range []string{"using the Redis server at redis://:xxxxx@" + srv.Addr, "violations: 0"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "output")
 	}
 
 	r = relock(t, "demo", "--duration", "1s", "--redis", srv.Addr)

@@ -147,17 +147,6 @@ func (st *demoState) finish(end time.Time) {
 
 func (st *demoState) violations() int { return st.counterViolations + st.overlaps }
 
-// holders are the workers that hold the lock according to their events.
-func (st *demoState) holders() []*workerState {
-	var hs []*workerState
-	for _, w := range st.workers {
-		if w.state == "holding" {
-			hs = append(hs, w)
-		}
-	}
-	return hs
-}
-
 // percentile is the nearest-rank p-th percentile (0 < p <= 1) of ds.
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {

@@ -8,7 +8,7 @@
 // Usage:
 //
 //	relock [CONNECTION FLAGS] run [-n|--no-wait] [--wait DUR] [--fair] [--fenced] [--watchdog LEASE] [--grace DUR] NAME [--] COMMAND [ARG...]
-//	relock [CONNECTION FLAGS] status [--json] NAME
+//	relock [CONNECTION FLAGS] status [--json] [--kind KIND] NAME
 //	relock [CONNECTION FLAGS] unlock --force NAME
 //	relock [CONNECTION FLAGS] scan [--match PATTERN] [--json]
 //	relock [CONNECTION FLAGS] demo [--workers N] [--duration DUR] [--fair] [--plain]
@@ -84,9 +84,10 @@
 // terminal back; when relock is continued (fg), it gives the terminal back
 // to COMMAND and continues it. A stopped relock renews nothing: a stop
 // longer than the lease loses the lock. (Without a controlling terminal,
-// relock keeps running, and holding the lock, while COMMAND is stopped.) A signal that comes while relock still waits for the lock ends
-// the wait: COMMAND does not run and relock exits 128+N. On Linux COMMAND
-// gets SIGTERM if relock itself dies, even by SIGKILL.
+// relock keeps running, and holding the lock, while COMMAND is stopped.)
+// A signal that comes while relock still waits for the lock ends the
+// wait: COMMAND does not run and relock exits 128+N. On Linux COMMAND gets
+// SIGTERM if relock itself dies, even by SIGKILL.
 //
 // If the lock is lost while COMMAND runs, relock says so on stderr, sends
 // COMMAND's group SIGTERM, then SIGKILL after --grace (10s by default),
@@ -95,15 +96,25 @@
 //
 // # status
 //
-// status reads the lock NAME in one MULTI/EXEC and prints its holders
-// (hash field and hold count), its remaining lease, a fair lock's queue
-// (position, field, and the deadline by which each waiter must refresh
-// its place, as time left on the server's clock) and the fencing counter.
-// --json prints one object with stable field names: name, locked,
-// lease_remaining_ms, holders[] {field, client_id, owner, hold_count},
-// queue[] {position, field, client_id, owner, deadline_ms, remaining_ms},
-// fencing_counter, server_time_ms, keys {lock, queue, timeout, token,
-// channel}.
+// status reads everything Redis holds under NAME in one MULTI/EXEC and
+// tells from the keys what NAME is (or takes --kind's word for it): a
+// lock, fenced lock or fair lock, a read-write lock, a semaphore or a
+// count-down latch. It prints only the sections NAME's kind has: for a
+// lock, its holders (hash field and hold count) and remaining lease; for
+// a fair lock also its queue (position, field, and the deadline by which
+// each waiter must refresh its place, as time left on the server's
+// clock); for a fenced lock also its fencing counter. A fair lock is told
+// by its queue and a fenced lock by its counter, so a fair lock nobody
+// waits for shows as a lock. --json prints one object with stable field
+// names; for a lock: name, kind, locked, lease_remaining_ms, holders[]
+// {field, client_id, owner, hold_count}, queue[] {position, field,
+// client_id, owner, deadline_ms, remaining_ms}, fencing_counter,
+// server_time_ms, keys {lock, queue, timeout, token, channel}
+// ('relock status --help' lists the other kinds' fields).
+//
+// When no key of any kind is under NAME, status prints "no such lock" on
+// stderr and exits 4. A free lock that is neither fenced nor fair keeps
+// no key, and neither does an open latch: those look the same.
 //
 // # unlock
 //
@@ -127,10 +138,12 @@
 // with all their keys. A fair lock nobody waits for looks like a
 // reentrant lock, and a count-down latch (or a semaphore with no permit
 // out) like any integer key: scan finds those only while someone waits on
-// them. --json prints one object per line with the stable fields name,
-// kind, ttl_ms (-1: none), holders[] {field, client_id, owner,
-// hold_count, role, lease_ms}, leaked, leaks[], keys[], node, and, by
-// kind, mode, queue[], fencing_counter, permits_available, count.
+// them. keys[] lists every key of a lock, relock's own (a lock's wake-one
+// registry, a semaphore's queue) with Redisson's. --json prints one
+// object per line with the stable fields name, kind, ttl_ms (-1: none),
+// holders[] {field, client_id, owner, hold_count, role, lease_ms},
+// leaked, leaks[], keys[], node, and, by kind, mode, queue[],
+// fencing_counter, permits_available, count.
 //
 // # demo
 //
@@ -160,9 +173,10 @@
 // # Exit codes
 //
 //	0      success (run: COMMAND exited 0)
-//	1      other failure (status, unlock: the key is not a lock;
-//	       scan: a leak was flagged; demo: a violation, or a worker
-//	       failed)
+//	1      other failure (status, unlock: the key is not a lock, or not
+//	       the --kind asked for; scan: a leak was flagged; demo: a
+//	       violation, or a worker failed)
+//	4      status: no such lock, nothing at all under NAME
 //	64     bad command line (EX_USAGE), including a bad address or URL and
 //	       an unreadable certificate file; unlock without --force
 //	69     Redis could not be reached, refused the password or the user,

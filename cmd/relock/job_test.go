@@ -17,18 +17,26 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/relocktest"
 )
 
-// countINT is a command that counts the SIGINTs it gets: it creates $0
-// when ready, and on SIGTERM writes the count to $1 and exits 0. Its sleep
-// is in its process group too: it must not end the command early.
+// countINT is a command that counts the SIGINTs it gets: the count goes
+// to $1 at each SIGINT; SIGTERM ends it, and it writes "final N" to $1 and
+// exits 0. Its sleep runs in its process group too, ignoring SIGINT (a
+// background job of a script does), so that only the SIGTERM passed on to
+// the group ends it. The sleep writes the ready line to $0 itself, so
+// that it runs, SIGINT ignored, before the test sends any signal. The
+// final line is written after the wait, not by the SIGTERM trap: dash may
+// skip a trap for a signal that comes just after another trap ran.
 const countINT = `n=0
-trap 'n=$((n+1))' INT
-trap 'echo $n > "$1"; kill $s 2>/dev/null; exit 0' TERM
-sleep 60 & s=$!
-: > "$0"
-while kill -0 $s 2>/dev/null; do wait $s; done`
+trap 'n=$((n+1)); echo $n > "$1"' INT
+trap 'kill $s 2>/dev/null' TERM
+sh -c 'echo ready > "$0"; exec sleep 60' "$0" & s=$!
+while kill -0 $s 2>/dev/null; do wait $s; done
+echo "final $n" > "$1"`
 
 // TestRunSignalToProcessGroup sends SIGINT to relock's process group, as a
 // supervisor or a shell without job control would: the command must get
@@ -39,21 +47,16 @@ func TestRunSignalToProcessGroup(t *testing.T) {
 	dir := t.TempDir()
 	ready, count := filepath.Join(dir, "ready"), filepath.Join(dir, "count")
 	p := startRelockWith(t, procOptions{setpgid: true}, "run", "--redis", srv.Addr, name, "--", "sh", "-c", countINT, ready, count)
-	waitFile(t, ready, p)
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	// SIGTERM after it, to relock's PID: relock passes signals on in the
-	// order it got them, and the shell runs its traps in signal order, so
-	// the count written on SIGTERM includes every SIGINT.
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ready, p)
+	require.NoError(t, syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT))
+	assert.Equal(t, "1", strings.TrimSpace(waitReady(t, count, p)), "SIGINTs the command got")
+	// SIGTERM once the SIGINT has come through: relock passes signals on
+	// as it gets them, but two that reach it at once may come out in
+	// either order.
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	r := p.wait(10 * time.Second)
 	wantCode(t, r, 0)
-	if b, err := os.ReadFile(count); err != nil || strings.TrimSpace(string(b)) != "1" {
-		t.Errorf("the command got SIGINT %q times (%v), want once\nstderr:\n%s", strings.TrimSpace(string(b)), err, r.stderr)
-	}
+	wantMarker(t, count, "final 1", "the command's SIGINT count when it ended")
 }
 
 // pty is the master side of a pseudo-terminal whose output the test
@@ -72,21 +75,13 @@ func openPTY(t *testing.T) *pty {
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
+	t.Cleanup(func() { master.Close() })
 	var unlock int32
-	if err := ioctl(master, syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
-		master.Close()
-		t.Fatal(err)
-	}
+	require.NoError(t, ioctl(master, syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)))
 	var n uint32
-	if err := ioctl(master, syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
-		master.Close()
-		t.Fatal(err)
-	}
+	require.NoError(t, ioctl(master, syscall.TIOCGPTN, unsafe.Pointer(&n)))
 	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		master.Close()
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := &pty{master: master, slave: slave, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -136,18 +131,15 @@ func (p *pty) output() string {
 // type writes s as if typed at the terminal.
 func (p *pty) typeIn(t *testing.T, s string) {
 	t.Helper()
-	if _, err := io.WriteString(p.master, s); err != nil {
-		t.Fatal(err)
-	}
+	_, err := io.WriteString(p.master, s)
+	require.NoError(t, err)
 }
 
 // foreground is the terminal's foreground process group.
 func (p *pty) foreground(t *testing.T) int {
 	t.Helper()
 	var pgrp int32
-	if err := ioctl(p.master, syscall.TIOCGPGRP, unsafe.Pointer(&pgrp)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ioctl(p.master, syscall.TIOCGPGRP, unsafe.Pointer(&pgrp)))
 	return int(pgrp)
 }
 
@@ -160,9 +152,7 @@ func startOnTerminal(t *testing.T, p *pty, script string, args ...string) (cmd *
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.slave, p.slave, p.slave
 	cmd.Env = append(os.Environ(), "RELOCK_REDIS=", "RELOCK_PASSWORD=", "REDISCLI_AUTH=", "GORACE=atexit_sleep_ms=0 exitcode=66")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -184,16 +174,19 @@ func TestRunOnTerminal(t *testing.T) {
 	name := relocktest.Name(t)
 	dir := t.TempDir()
 	ready, count, line, after := filepath.Join(dir, "ready"), filepath.Join(dir, "count"), filepath.Join(dir, "line"), filepath.Join(dir, "after")
-	// The command: writes relock's PID to $0 when ready, reads a line into
-	// $2, counts SIGINTs into $1, and ends on SIGTERM.
+	// The command: reads a line into $2, then counts SIGINTs into $1 as
+	// countINT does; its sleep writes relock's PID to $0 when it runs.
+	// Each file gets one line, by a builtin: a shell that is starting a
+	// program in the foreground when a signal comes may lose the signal
+	// (dash forks with vfork), so the command starts none once it is ready.
 	command := `n=0
 trap 'n=$((n+1)); echo $n > "$1"' INT
-trap 'echo "final $n" > "$1"; kill $s 2>/dev/null; exit 0' TERM
-echo $PPID > "$0"
+trap 'kill $s 2>/dev/null' TERM
+sh -c 'echo "$1" > "$0"; exec sleep 60' "$0" $PPID & s=$!
 read l
 echo "$l" > "$2"
-sleep 60 & s=$!
-while kill -0 $s 2>/dev/null; do wait $s; done`
+while kill -0 $s 2>/dev/null; do wait $s; done
+echo "final $n" > "$1"`
 	// The shell: runs relock, then reads a line from the terminal, which
 	// only works if relock gave the terminal back.
 	shell := `"$0" run --redis "$1" "$2" -- sh -c "$3" "$4" "$5" "$6"
@@ -202,75 +195,44 @@ read a
 echo "$a" > "$7"`
 	p := openPTY(t)
 	_, exited := startOnTerminal(t, p, shell, srv.Addr, name, command, ready, count, line, after)
-	waitForFile(t, ready, exited, p)
-	b, _ := os.ReadFile(ready)
-	relockPID, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("relock's PID: %q", b)
-	}
-	if fg := p.foreground(t); fg == getpgid(t, relockPID) {
-		t.Errorf("the terminal's foreground group is relock's (%d), want the command's", fg)
-	}
+	onTerminal := func() string { return "terminal output:\n" + p.output() }
+	pid := waitFile(t, ready, exited, onTerminal)
+	relockPID, err := strconv.Atoi(strings.TrimSpace(pid))
+	require.NoError(t, err, "relock's PID")
+	assert.NotEqual(t, getpgid(t, relockPID), p.foreground(t), "the terminal's foreground group is relock's, want the command's")
 
 	// Ctrl-Z: the command stops, then relock stops itself.
 	p.typeIn(t, "\x1a")
-	relocktest.Eventually(t, 10*time.Second, "relock to stop", func() bool { return processState(relockPID) == 'T' })
+	waitUntil(t, 10*time.Second, "relock to stop", func() (bool, error) { return processState(relockPID) == 'T', nil })
 	// As a shell's fg or bg would: continue relock, which continues the
 	// command.
-	if err := syscall.Kill(relockPID, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(relockPID, syscall.SIGCONT))
 	p.typeIn(t, "typed line\n")
-	waitForFile(t, line, exited, p)
-	if b, _ := os.ReadFile(line); strings.TrimSpace(string(b)) != "typed line" {
-		t.Errorf("the command read %q from the terminal", b)
-	}
+	assert.Equal(t, "typed line", strings.TrimSpace(waitFile(t, line, exited, onTerminal)), "the line the command read from the terminal")
 
 	p.typeIn(t, "\x03")
-	waitForFile(t, count, exited, p)
-	if err := syscall.Kill(relockPID, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	assert.Equal(t, "1", strings.TrimSpace(waitFile(t, count, exited, onTerminal)), "SIGINTs the command got")
+	require.NoError(t, syscall.Kill(relockPID, syscall.SIGTERM))
 	p.typeIn(t, "after relock\n")
 	select {
 	case <-exited:
 	case <-time.After(15 * time.Second):
-		t.Fatalf("the shell did not end; terminal output:\n%s", p.output())
+		require.Failf(t, "the shell did not end", "terminal output:\n%s", p.output())
 	}
 	out := p.drain()
-	if !strings.Contains(out, "relock exited 0") {
-		t.Errorf("relock did not exit 0; terminal output:\n%s", out)
-	}
-	if b, err := os.ReadFile(count); err != nil || strings.TrimSpace(string(b)) != "final 1" {
-		t.Errorf("the command's SIGINT count: %q (%v), want \"final 1\" (Ctrl-C reaches it once)\nterminal output:\n%s", b, err, out)
-	}
-	if b, err := os.ReadFile(after); err != nil || strings.TrimSpace(string(b)) != "after relock" {
-		t.Errorf("the shell read %q (%v) after relock: relock did not give the terminal back\nterminal output:\n%s", b, err, out)
-	}
-}
-
-// waitForFile is waitFile for a process started by startOnTerminal.
-func waitForFile(t *testing.T, path string, exited <-chan struct{}, p *pty) {
-	t.Helper()
-	relocktest.Eventually(t, 15*time.Second, path+" to appear", func() bool {
-		if _, err := os.Stat(path); err == nil {
-			return true
-		}
-		select {
-		case <-exited:
-			t.Fatalf("relock ended before %s appeared; terminal output:\n%s", path, p.output())
-		default:
-		}
-		return false
-	})
+	assert.Contains(t, out, "relock exited 0", "terminal output")
+	b, err := os.ReadFile(count)
+	require.NoError(t, err)
+	assert.Equal(t, "final 1", strings.TrimSpace(string(b)), "the command's SIGINT count (Ctrl-C reaches it once)\nterminal output:\n%s", out)
+	b, err = os.ReadFile(after)
+	require.NoError(t, err, "the shell read nothing after relock: relock did not give the terminal back\nterminal output:\n%s", out)
+	assert.Equal(t, "after relock", strings.TrimSpace(string(b)), "what the shell read after relock\nterminal output:\n%s", out)
 }
 
 func getpgid(t *testing.T, pid int) int {
 	t.Helper()
 	pgid, err := syscall.Getpgid(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return pgid
 }
 

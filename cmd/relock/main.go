@@ -15,6 +15,7 @@ import (
 const (
 	exitOK          = 0
 	exitFailure     = 1   // any other failure (demo: a worker failed or a violation was seen)
+	exitNoSuchLock  = 4   // status: nothing at all is under the name
 	exitUsage       = 64  // EX_USAGE: bad command line
 	exitUnavailable = 69  // EX_UNAVAILABLE: Redis could not be reached, refused the password, failed TLS, or answered with an error
 	exitLockLost    = 70  // EX_SOFTWARE: run lost the lock while COMMAND ran, and stopped COMMAND
@@ -123,10 +124,10 @@ func (cl *cli) usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'relock COMMAND --help' for a command's flags.\n")
 	b.WriteString(connectionHelp)
-	b.WriteString("\nExit codes: 0 ok, 1 failure, 64 usage, 69 Redis unavailable (unreachable, wrong\n" +
-		"password, TLS failure), 70 lock lost (run), 75 --wait ran out (run), 126/127\n" +
-		"COMMAND cannot run / not found, 128+N signal N; run otherwise exits with\n" +
-		"COMMAND's code.\n")
+	b.WriteString("\nExit codes: 0 ok, 1 failure, 4 no such lock (status), 64 usage, 69 Redis\n" +
+		"unavailable (unreachable, wrong password, TLS failure), 70 lock lost (run),\n" +
+		"75 --wait ran out (run), 126/127 COMMAND cannot run / not found, 128+N\n" +
+		"signal N; run otherwise exits with COMMAND's code.\n")
 	io.WriteString(w, b.String())
 }
 

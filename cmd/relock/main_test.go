@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/internal/relocktest"
 )
 
 // raceEnabled is set (by race_test.go) when the tests run with -race; the
@@ -86,13 +87,9 @@ func startRelockWith(t *testing.T, o procOptions, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	stdout, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stderr, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd := exec.Command(relockBin, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A -race binary sleeps 1s at exit unless told not to; a race it finds
@@ -103,9 +100,7 @@ func startRelockWith(t *testing.T, o procOptions, args ...string) *proc {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
 	p := &proc{t: t, cmd: cmd, stdout: stdout, stderr: stderr, started: time.Now(), done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start relock: %v", err)
-	}
+	require.NoError(t, cmd.Start(), "start relock")
 	go func() {
 		_ = cmd.Wait()
 		close(p.done)
@@ -128,7 +123,8 @@ func (p *proc) wait(timeout time.Duration) result {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		out, errOut := p.output()
-		p.t.Fatalf("relock %s still running after %v\nstdout:\n%s\nstderr:\n%s", strings.Join(p.cmd.Args[1:], " "), timeout, out, errOut)
+		require.Failf(p.t, "relock still running", "relock %s still running after %v\nstdout:\n%s\nstderr:\n%s",
+			strings.Join(p.cmd.Args[1:], " "), timeout, out, errOut)
 	}
 	r := result{took: time.Since(p.started)}
 	r.stdout, r.stderr = p.output()
@@ -146,6 +142,12 @@ func (p *proc) output() (stdout, stderr string) {
 	return string(a), string(b)
 }
 
+// describe is p's output so far, for a failure message.
+func (p *proc) describe() string {
+	out, errOut := p.output()
+	return fmt.Sprintf("stdout:\n%s\nstderr:\n%s", out, errOut)
+}
+
 // relock runs relock with args to its end (at most 30s).
 func relock(t *testing.T, args ...string) result {
 	t.Helper()
@@ -158,30 +160,71 @@ func relockEnv(t *testing.T, env []string, args ...string) result {
 	return startRelockWith(t, procOptions{env: env}, args...).wait(30 * time.Second)
 }
 
-// wantCode fails t unless r ended with code.
+// wantCode fails t now unless r ended with code.
 func wantCode(t *testing.T, r result, code int) {
 	t.Helper()
-	if r.code != code {
-		t.Fatalf("exit code = %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
-	}
+	require.Equal(t, code, r.code, "exit code\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 }
 
 // mkfifo makes a named pipe.
 func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }
 
-// waitFile waits until path exists: a child's sign that it runs.
-func waitFile(t *testing.T, path string, p *proc) {
+// pollEvery is how often waitUntil asks again.
+const pollEvery = 5 * time.Millisecond
+
+// waitUntil asks cond, on the test's goroutine, until it reports done,
+// and fails t now when cond returns an error (what it waits for can no
+// longer happen) or timeout passes; a timeout's message ends with what
+// detail returns, if given. It is the one polling helper of the
+// package's tests: conditions report, they never fail t themselves.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (done bool, err error), detail ...func() string) {
 	t.Helper()
-	relocktest.Eventually(t, 15*time.Second, path+" to appear", func() bool {
-		if _, err := os.Stat(path); err == nil {
-			return true
+	deadline := time.Now().Add(timeout)
+	for {
+		done, err := cond()
+		require.NoError(t, err, "waiting for %s", what)
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("timed out after %v waiting for %s", timeout, what)
+			for _, d := range detail {
+				msg += "\n" + d()
+			}
+			require.Fail(t, msg)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// waitFile waits until a child's marker file at path holds a complete
+// line and returns its content; ended closes when the child is gone (then
+// the wait fails, with describe's output). A child makes the file (its
+// shell's redirection) before it writes to it: a file that exists may
+// still be empty, so only the line's end says it is whole. Children write
+// markers with shell builtins (echo, printf), one write each, after the
+// state they mark.
+func waitFile(t *testing.T, path string, ended <-chan struct{}, describe func() string) string {
+	t.Helper()
+	var content string
+	waitUntil(t, 15*time.Second, "a line in "+path, func() (bool, error) {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			content = string(b)
+			return true, nil
 		}
 		select {
-		case <-p.done:
-			out, errOut := p.output()
-			t.Fatalf("relock ended before %s appeared\nstdout:\n%s\nstderr:\n%s", path, out, errOut)
+		case <-ended:
+			return false, fmt.Errorf("the child ended before it wrote %s\n%s", path, describe())
 		default:
 		}
-		return false
-	})
+		return false, nil
+	}, describe)
+	return content
+}
+
+// waitReady is waitFile for a relock process.
+func waitReady(t *testing.T, path string, p *proc) string {
+	t.Helper()
+	return waitFile(t, path, p.done, p.describe)
 }

@@ -55,8 +55,9 @@ from the terminal. When COMMAND stops (Ctrl-Z), relock stops too, so the
 shell gets the terminal back; 'fg' resumes both. A stopped relock renews
 nothing: after --watchdog the lock is lost, and on 'fg' relock stops COMMAND
 and exits 70. (Without a controlling terminal, relock keeps running, and
-holding the lock, while COMMAND is stopped.) A signal that arrives while relock still waits for the lock
-ends the wait: COMMAND does not run and relock exits 128+N. On Linux,
+holding the lock, while COMMAND is stopped.) A signal that arrives while
+relock still waits for the lock ends the wait: COMMAND does not run and
+relock exits 128+N. On Linux,
 COMMAND gets SIGTERM if relock itself dies (even by SIGKILL).
 
 Exit codes:

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -35,12 +38,8 @@ func TestRunExitsWithCommandCode(t *testing.T) {
 			r := relock(t, append([]string{"run", "--redis", srv.Addr, name, "--"}, tc.command...)...)
 			wantCode(t, r, tc.want)
 			locked, err := c.GetLock(name).IsLocked(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if locked {
-				t.Errorf("lock %q still held after relock ended", name)
-			}
+			require.NoError(t, err)
+			assert.False(t, locked, "lock %q still held after relock ended", name)
 		})
 	}
 }
@@ -50,9 +49,7 @@ func TestRunFlagsAfterName(t *testing.T) {
 	name := relocktest.Name(t)
 	r := relock(t, "run", name, "--redis", srv.Addr, "--wait", "1s", "sh", "-c", "echo ran")
 	wantCode(t, r, 0)
-	if got, want := r.stdout, "ran\n"; got != want {
-		t.Errorf("stdout = %q, want %q", got, want)
-	}
+	assert.Equal(t, "ran\n", r.stdout, "stdout")
 }
 
 // TestRunNoOverlap runs several relock run of one name at once; each
@@ -73,28 +70,21 @@ func TestRunNoOverlap(t *testing.T) {
 	}
 
 	data, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if got, want := len(lines), 2*runs; got != want {
-		t.Fatalf("log has %d lines, want %d:\n%s", got, want, data)
-	}
+	require.Len(t, lines, 2*runs, "log:\n%s", data)
 	type span struct{ start, end int64 }
 	var spans []span
 	for i := 0; i < len(lines); i += 2 {
 		s, errS := parseStamp(lines[i], "start")
 		e, errE := parseStamp(lines[i+1], "end")
-		if errS != nil || errE != nil {
-			t.Fatalf("log is not start/end pairs in turn (commands overlapped?):\n%s", data)
-		}
+		require.NoError(t, errors.Join(errS, errE), "log is not start/end pairs in turn (commands overlapped?):\n%s", data)
 		spans = append(spans, span{s, e})
 	}
 	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
 	for i := 1; i < len(spans); i++ {
-		if spans[i].start < spans[i-1].end {
-			t.Errorf("command %d started %v before command %d ended", i, time.Duration(spans[i-1].end-spans[i].start), i-1)
-		}
+		assert.GreaterOrEqual(t, spans[i].start, spans[i-1].end, "command %d started %v before command %d ended",
+			i, time.Duration(spans[i-1].end-spans[i].start), i-1)
 	}
 }
 
@@ -112,9 +102,7 @@ func TestRunWaitEndsWithTempFail(t *testing.T) {
 	name := relocktest.Name(t)
 	holder := rlock.WithOwner(t.Context(), "holder")
 	l := c.GetLock(name)
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(holder))
 	t.Cleanup(func() { _ = l.Unlock(holder) })
 	marker := filepath.Join(t.TempDir(), "ran")
 
@@ -122,15 +110,11 @@ func TestRunWaitEndsWithTempFail(t *testing.T) {
 		t.Run("wait="+wait, func(t *testing.T) {
 			r := relock(t, "run", "--redis", srv.Addr, "--wait", wait, name, "--", "touch", marker)
 			wantCode(t, r, exitTempFail)
-			if wait == "200ms" && r.took < 200*time.Millisecond {
-				t.Errorf("relock gave up after %v, want at least 200ms", r.took)
+			if wait == "200ms" {
+				assert.GreaterOrEqual(t, r.took, 200*time.Millisecond, "relock gave up too soon")
 			}
-			if _, err := os.Stat(marker); err == nil {
-				t.Errorf("the command ran although the lock was held")
-			}
-			if !strings.Contains(r.stderr, "held by another owner") {
-				t.Errorf("stderr = %q, want it to say the lock is held", r.stderr)
-			}
+			assert.NoFileExists(t, marker, "the command ran although the lock was held")
+			assert.Contains(t, r.stderr, "held by another owner", "stderr")
 		})
 	}
 }
@@ -144,27 +128,19 @@ func TestRunSIGTERMReleases(t *testing.T) {
 	name := relocktest.Name(t)
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
-	script := `trap 'echo TERM > "$1"; kill $s; exit 7' TERM; sleep 30 & s=$!; : > "$0"; wait $s`
+	script := `trap 'echo TERM > "$1"; kill $s; exit 7' TERM; sleep 30 & s=$!; echo ready > "$0"; wait $s`
 	p := startRelock(t, "run", "--redis", srv.Addr, name, "--", "sh", "-c", script, ready, got)
-	waitFile(t, ready, p)
-	if locked, err := c.GetLock(name).IsLocked(t.Context()); err != nil || !locked {
-		t.Fatalf("IsLocked while the command runs = %v, %v; want true", locked, err)
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ready, p)
+	locked, err := c.GetLock(name).IsLocked(t.Context())
+	require.NoError(t, err)
+	require.True(t, locked, "IsLocked while the command runs")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	r := p.wait(10 * time.Second)
 	wantCode(t, r, 7)
-	locked, err := c.GetLock(name).IsLocked(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if locked {
-		t.Errorf("lock still held right after relock exited")
-	}
-	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "TERM" {
-		t.Errorf("the command did not get SIGTERM (marker: %q, %v)", b, err)
-	}
+	locked, err = c.GetLock(name).IsLocked(t.Context())
+	require.NoError(t, err)
+	assert.False(t, locked, "lock still held right after relock exited")
+	wantMarker(t, got, "TERM", "the command's SIGTERM marker")
 }
 
 // TestRunSignalWhileWaiting interrupts relock while it waits: the command
@@ -175,26 +151,20 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 	name := relocktest.Name(t)
 	holder := rlock.WithOwner(t.Context(), "holder")
 	l := c.GetLock(name)
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(holder))
 	t.Cleanup(func() { _ = l.Unlock(holder) })
 	marker := filepath.Join(t.TempDir(), "ran")
 	p := startRelock(t, "run", "--redis", srv.Addr, name, "--", "touch", marker)
 
 	// relock waits once it has subscribed to the lock's channel.
 	rdb := relocktest.Raw(t)
-	relocktest.Eventually(t, 15*time.Second, "relock to subscribe", func() bool {
-		m, err := rdb.Do(t.Context(), rdb.B().PubsubNumsub().Channel(lockcore.Channel(name)).Build()).AsIntMap()
-		return err == nil && m[lockcore.Channel(name)] > 0
+	waitUntil(t, 15*time.Second, "relock to subscribe", func() (bool, error) {
+		m, err := rdb.Do(t.Context(), rdb.B().PubsubNumsub().Channel(layout.Channel(name)).Build()).AsIntMap()
+		return m[layout.Channel(name)] > 0, err
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
 	wantCode(t, p.wait(10*time.Second), 128+int(syscall.SIGINT))
-	if _, err := os.Stat(marker); err == nil {
-		t.Errorf("the command ran although relock was interrupted while waiting")
-	}
+	assert.NoFileExists(t, marker, "the command ran although relock was interrupted while waiting")
 }
 
 // TestRunLockLost deletes the lock while the command runs: relock stops
@@ -205,20 +175,17 @@ func TestRunLockLost(t *testing.T) {
 	name := relocktest.Name(t)
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
-	script := `trap 'echo TERM > "$1"; kill $s; exit 0' TERM; sleep 30 & s=$!; : > "$0"; wait $s`
+	script := `trap 'echo TERM > "$1"; kill $s; exit 0' TERM; sleep 30 & s=$!; echo ready > "$0"; wait $s`
 	p := startRelock(t, "run", "--redis", srv.Addr, "--watchdog", "300ms", name, "--", "sh", "-c", script, ready, got)
-	waitFile(t, ready, p)
-	if held, err := c.GetLock(name).ForceUnlock(t.Context()); err != nil || !held {
-		t.Fatalf("ForceUnlock = %v, %v; want true", held, err)
-	}
+	waitReady(t, ready, p)
+	held, err := c.GetLock(name).ForceUnlock(t.Context())
+	require.NoError(t, err)
+	require.True(t, held, "ForceUnlock")
 	r := p.wait(10 * time.Second)
 	wantCode(t, r, exitLockLost)
-	if !strings.Contains(r.stderr, "lost") || !strings.Contains(r.stderr, "SIGTERM") {
-		t.Errorf("stderr does not tell of the loss and the SIGTERM:\n%s", r.stderr)
-	}
-	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "TERM" {
-		t.Errorf("the command did not get SIGTERM (marker: %q, %v)", b, err)
-	}
+	assert.Contains(t, r.stderr, "lost", "stderr does not tell of the loss")
+	assert.Contains(t, r.stderr, "SIGTERM", "stderr does not tell of the SIGTERM")
+	wantMarker(t, got, "TERM", "the command's SIGTERM marker")
 }
 
 // TestRunLockLostKill: a command that ignores SIGTERM is killed after
@@ -228,25 +195,20 @@ func TestRunLockLostKill(t *testing.T) {
 	c := relocktest.Client(t)
 	name := relocktest.Name(t)
 	ready := filepath.Join(t.TempDir(), "ready")
-	script := `trap '' TERM; : > "$0"; exec sleep 30`
+	script := `trap '' TERM; echo ready > "$0"; exec sleep 30`
 	p := startRelock(t, "run", "--redis", srv.Addr, "--watchdog", "300ms", "--grace", "200ms", name, "--", "sh", "-c", script, ready)
-	waitFile(t, ready, p)
-	if _, err := c.GetLock(name).ForceUnlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ready, p)
+	_, err := c.GetLock(name).ForceUnlock(t.Context())
+	require.NoError(t, err)
 	r := p.wait(10 * time.Second)
 	wantCode(t, r, exitLockLost)
-	if !strings.Contains(r.stderr, "SIGKILL") {
-		t.Errorf("stderr does not tell of the SIGKILL:\n%s", r.stderr)
-	}
+	assert.Contains(t, r.stderr, "SIGKILL", "stderr does not tell of the SIGKILL")
 }
 
 func TestRunRedisUnavailable(t *testing.T) {
 	r := relock(t, "run", "--redis", "127.0.0.1:1", "some-lock", "--", "true")
 	wantCode(t, r, exitUnavailable)
-	if !strings.Contains(r.stderr, "127.0.0.1:1") {
-		t.Errorf("stderr = %q, want it to name the address", r.stderr)
-	}
+	assert.Contains(t, r.stderr, "127.0.0.1:1", "stderr does not name the address")
 }
 
 func TestUsage(t *testing.T) {
@@ -282,11 +244,9 @@ func TestUsage(t *testing.T) {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			r := relock(t, tc.args...)
 			wantCode(t, r, tc.want)
-			if !strings.Contains(r.stdout, tc.stdout) {
-				t.Errorf("stdout does not contain %q:\n%s", tc.stdout, r.stdout)
-			}
-			if tc.want == exitUsage && r.stderr == "" {
-				t.Errorf("nothing on stderr for a usage error")
+			assert.Contains(t, r.stdout, tc.stdout, "stdout")
+			if tc.want == exitUsage {
+				assert.NotEmpty(t, r.stderr, "nothing on stderr for a usage error")
 			}
 		})
 	}
@@ -297,9 +257,8 @@ func TestUsage(t *testing.T) {
 func TestErrorPrefixedOnce(t *testing.T) {
 	r := relock(t, "run", "", "--", "true")
 	wantCode(t, r, exitUsage)
-	if first, _, _ := strings.Cut(r.stderr, "\n"); first != "relock: invalid argument: empty lock name" {
-		t.Errorf("first line of stderr = %q, want %q", first, "relock: invalid argument: empty lock name")
-	}
+	first, _, _ := strings.Cut(r.stderr, "\n")
+	assert.Equal(t, "relock: invalid argument: empty lock name", first, "first line of stderr")
 }
 
 // TestRunEnvironment checks RELOCK_NAME and RELOCK_OWNER (the hash field
@@ -311,31 +270,20 @@ func TestRunEnvironment(t *testing.T) {
 	name := relocktest.Name(t)
 	dir := t.TempDir()
 	out, ready, proceed := filepath.Join(dir, "env"), filepath.Join(dir, "ready"), fifo(t, dir)
-	script := `printf '%s\n%s\n%s\n' "$RELOCK_NAME" "$RELOCK_OWNER" "${RELOCK_TOKEN-unset}" > "$0"; : > "$1"; read x < "$2"`
+	script := `printf '%s\n%s\n%s\n' "$RELOCK_NAME" "$RELOCK_OWNER" "${RELOCK_TOKEN-unset}" > "$0"; echo ready > "$1"; read x < "$2"`
 	p := startRelockWith(t, procOptions{env: []string{"RELOCK_TOKEN=17", "RELOCK_NAME=outer"}},
 		"run", "--redis", srv.Addr, name, "--", "sh", "-c", script, out, ready, proceed)
-	waitFile(t, ready, p)
+	waitReady(t, ready, p)
 	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("the command printed %q", b)
-	}
-	if lines[0] != name {
-		t.Errorf("RELOCK_NAME = %q, want %q", lines[0], name)
-	}
+	require.Len(t, lines, 3, "the command printed %q", b)
+	assert.Equal(t, name, lines[0], "RELOCK_NAME")
 	host, _ := os.Hostname()
-	if want := fmt.Sprintf(":run:%s:%d", host, p.cmd.Process.Pid); !strings.HasSuffix(lines[1], want) {
-		t.Errorf("RELOCK_OWNER = %q, want <clientID>%s", lines[1], want)
-	}
-	if fields := relocktest.HGetAll(t, rdb, name); len(fields) != 1 || fields[lines[1]] != "1" {
-		t.Errorf("lock hash = %v, want only the field RELOCK_OWNER %q, hold count 1", fields, lines[1])
-	}
-	if lines[2] != "unset" {
-		t.Errorf("RELOCK_TOKEN = %q without --fenced, want it unset", lines[2])
-	}
+	assert.True(t, strings.HasSuffix(lines[1], fmt.Sprintf(":run:%s:%d", host, p.cmd.Process.Pid)),
+		"RELOCK_OWNER = %q, want <clientID>:run:%s:%d", lines[1], host, p.cmd.Process.Pid)
+	assert.Equal(t, map[string]string{lines[1]: "1"}, relocktest.HGetAll(t, rdb, name), "lock hash: only the field RELOCK_OWNER, hold count 1")
+	assert.Equal(t, "unset", lines[2], "RELOCK_TOKEN without --fenced")
 	release(t, proceed)
 	wantCode(t, p.wait(10*time.Second), 0)
 }
@@ -351,14 +299,11 @@ func TestRunFencedToken(t *testing.T) {
 		r := relock(t, "run", "--fenced", "--redis", srv.Addr, name, "--", "sh", "-c", `echo "$RELOCK_TOKEN"`)
 		wantCode(t, r, 0)
 		n, err := strconv.ParseInt(strings.TrimSpace(r.stdout), 10, 64)
-		if err != nil {
-			t.Fatalf("RELOCK_TOKEN = %q: %v", r.stdout, err)
-		}
+		require.NoError(t, err, "RELOCK_TOKEN = %q", r.stdout)
 		tokens = append(tokens, n)
 	}
-	if tokens[0] < 1 || tokens[1] <= tokens[0] {
-		t.Errorf("tokens = %v, want positive and strictly increasing", tokens)
-	}
+	assert.Positive(t, tokens[0], "first token")
+	assert.Greater(t, tokens[1], tokens[0], "tokens must increase")
 }
 
 // TestRunNoWait: -n and --no-wait try once and exit 75 when the lock is
@@ -369,18 +314,14 @@ func TestRunNoWait(t *testing.T) {
 	name := relocktest.Name(t)
 	holder := rlock.WithOwner(t.Context(), "holder")
 	l := c.GetLock(name)
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(holder))
 	t.Cleanup(func() { _ = l.Unlock(holder) })
 	marker := filepath.Join(t.TempDir(), "ran")
 	for _, flag := range []string{"-n", "--no-wait"} {
 		t.Run(flag, func(t *testing.T) {
 			r := relock(t, "run", flag, "--redis", srv.Addr, name, "--", "touch", marker)
 			wantCode(t, r, exitTempFail)
-			if _, err := os.Stat(marker); err == nil {
-				t.Errorf("the command ran although the lock was held")
-			}
+			assert.NoFileExists(t, marker, "the command ran although the lock was held")
 		})
 	}
 }
@@ -395,26 +336,20 @@ func TestRunLockDeletedNoticed(t *testing.T) {
 	name := relocktest.Name(t)
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
-	script := `trap 'echo TERM > "$1"; kill $s; exit 0' TERM; sleep 30 & s=$!; : > "$0"; wait $s`
+	script := `trap 'echo TERM > "$1"; kill $s; exit 0' TERM; sleep 30 & s=$!; echo ready > "$0"; wait $s`
 	p := startRelock(t, "run", "--redis", srv.Addr, name, "--", "sh", "-c", script, ready, got)
-	waitFile(t, ready, p)
+	waitReady(t, ready, p)
 	deleted := time.Now()
-	if n, err := rdb.Do(t.Context(), rdb.B().Del().Key(name).Build()).AsInt64(); err != nil || n != 1 {
-		t.Fatalf("DEL = %d, %v; want 1", n, err)
-	}
+	n, err := rdb.Do(t.Context(), rdb.B().Del().Key(name).Build()).AsInt64()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "keys DEL removed")
 	r := p.wait(10 * time.Second)
 	took := time.Since(deleted)
 	wantCode(t, r, exitLockLost)
 	t.Logf("relock exited %v after the DEL", took)
-	if took >= time.Second {
-		t.Errorf("relock exited %v after the DEL, want under 1s\nstderr:\n%s", took, r.stderr)
-	}
-	if !strings.Contains(r.stderr, "lost") {
-		t.Errorf("stderr does not tell of the loss:\n%s", r.stderr)
-	}
-	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "TERM" {
-		t.Errorf("the command did not get SIGTERM (marker: %q, %v)", b, err)
-	}
+	assert.Less(t, took, time.Second, "relock's exit after the DEL\nstderr:\n%s", r.stderr)
+	assert.Contains(t, r.stderr, "lost", "stderr does not tell of the loss")
+	wantMarker(t, got, "TERM", "the command's SIGTERM marker")
 }
 
 // TestRunLockGoneAtRelease deletes the lock while the command runs, on a
@@ -426,17 +361,22 @@ func TestRunLockGoneAtRelease(t *testing.T) {
 	name := relocktest.Name(t)
 	dir := t.TempDir()
 	ready, proceed := filepath.Join(dir, "ready"), fifo(t, dir)
-	p := startRelock(t, "run", "--redis", srv.Addr, "--watchdog", "60s", name, "--", "sh", "-c", `: > "$0"; read x < "$1"`, ready, proceed)
-	waitFile(t, ready, p)
-	if err := rdb.Do(t.Context(), rdb.B().Del().Key(name).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	p := startRelock(t, "run", "--redis", srv.Addr, "--watchdog", "60s", name, "--", "sh", "-c", `echo ready > "$0"; read x < "$1"`, ready, proceed)
+	waitReady(t, ready, p)
+	require.NoError(t, rdb.Do(t.Context(), rdb.B().Del().Key(name).Build()).Error())
 	release(t, proceed)
 	r := p.wait(10 * time.Second)
 	wantCode(t, r, exitLockLost)
 	for _, want := range []string{"already gone", "found at release", "exit status 0"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
-		}
+		assert.Contains(t, r.stderr, want, "stderr")
+	}
+}
+
+// wantMarker checks the content of a file a command wrote before it ended.
+func wantMarker(t *testing.T, path, want, what string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if assert.NoError(t, err, what) {
+		assert.Equal(t, want, strings.TrimSpace(string(b)), what)
 	}
 }

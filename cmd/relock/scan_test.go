@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -53,9 +55,7 @@ type scanJSON struct {
 func scanAll(t *testing.T, addr string, args ...string) (int, map[string]scanJSON) {
 	t.Helper()
 	r := relock(t, append([]string{"scan", "--json", "--redis", addr}, args...)...)
-	if r.code != 0 && r.code != 1 {
-		t.Fatalf("scan exit code %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-	}
+	require.Contains(t, []int{0, 1}, r.code, "scan exit code\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	out := map[string]scanJSON{}
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		if line == "" {
@@ -64,12 +64,8 @@ func scanAll(t *testing.T, addr string, args ...string) (int, map[string]scanJSO
 		var e scanJSON
 		dec := json.NewDecoder(strings.NewReader(line))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil {
-			t.Fatalf("scan --json line %q: %v", line, err)
-		}
-		if _, dup := out[e.Name]; dup {
-			t.Errorf("lock %q listed twice", e.Name)
-		}
+		require.NoError(t, dec.Decode(&e), "scan --json line %q", line)
+		assert.NotContains(t, out, e.Name, "lock listed twice")
 		out[e.Name] = e
 	}
 	return r.code, out
@@ -79,9 +75,7 @@ func scanAll(t *testing.T, addr string, args ...string) (int, map[string]scanJSO
 func do(t *testing.T, srv *redistest.Server, args ...string) rueidis.RedisMessage {
 	t.Helper()
 	m, err := srv.Do(t.Context(), args...)
-	if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
+	require.NoError(t, err, "%v", args)
 	return m
 }
 
@@ -90,9 +84,7 @@ func serverMs(t *testing.T, srv *redistest.Server) int64 {
 	t.Helper()
 	m := do(t, srv, "TIME")
 	now, err := serverTime(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return now
 }
 
@@ -109,25 +101,15 @@ func TestScanLayouts(t *testing.T) {
 
 	plain := c.GetLock("orders:42")
 	for range 2 {
-		if err := plain.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, plain.Lock(ctx))
 	}
 	fenced := c.GetFencedLock("ledger")
-	if err := fenced.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fenced.Lock(ctx))
 	freeFenced := c.GetFencedLock("ledger:old")
-	if err := freeFenced.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := freeFenced.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, freeFenced.Lock(ctx))
+	require.NoError(t, freeFenced.Unlock(ctx))
 	fair := c.GetFairLock("jobs{eu}")
-	if err := fair.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fair.Lock(ctx))
 	// A waiter of another client whose deadline is a minute away.
 	now := serverMs(t, srv)
 	waiter := otherClient + ":queued"
@@ -161,12 +143,22 @@ func TestScanLayouts(t *testing.T) {
 	}()
 	defer func() { stopSub(); <-subscribed }()
 	do(t, srv, "SET", "start", "3")
-	relocktest.Eventually(t, 5*time.Second, "the latch's subscriber", func() bool {
-		m := do(t, srv, "PUBSUB", "NUMSUB", "redisson_countdownlatch__channel__{start}")
-		a, _ := m.ToArray()
-		n, _ := a[1].AsInt64()
-		return n == 1
+	waitUntil(t, 5*time.Second, "the latch's subscriber", func() (bool, error) {
+		m, err := srv.Do(t.Context(), "PUBSUB", "NUMSUB", "redisson_countdownlatch__channel__{start}")
+		if err != nil {
+			return false, err
+		}
+		a, err := m.ToArray()
+		if err != nil || len(a) != 2 {
+			return false, fmt.Errorf("PUBSUB NUMSUB answered %v, %v", a, err)
+		}
+		n, err := a[1].AsInt64()
+		return n == 1, err
 	})
+
+	// relock's wake-one registry: listed with its lock, never a lock alone.
+	do(t, srv, "ZADD", "relock_wakers:{orders:42}", strconv.FormatInt(now+3000, 10), otherClient)
+	do(t, srv, "ZADD", "relock_wakers:{lonely}", strconv.FormatInt(now+3000, 10), otherClient)
 
 	// Other layouts: ignored.
 	do(t, srv, "HSET", "user:1", "name", "ann", "age", "40")
@@ -178,75 +170,79 @@ func TestScanLayouts(t *testing.T) {
 	do(t, srv, "SET", "redisson_unlock_latch:{x}:not-an-id", "1")
 
 	code, got := scanAll(t, srv.Addr)
-	if code != 0 {
-		t.Errorf("scan exit code %d, want 0 (nothing leaked): %+v", code, got)
-	}
+	assert.Equal(t, 0, code, "scan exit code (nothing leaked): %+v", got)
 	want := []string{"cache", "jobs{eu}", "ledger", "ledger:old", "orders:42", "pool", "start", "table"}
-	if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, want) {
-		t.Errorf("locks %q, want %q", names, want)
-	}
+	assert.Equal(t, want, slices.Sorted(maps.Keys(got)), "locks")
 
 	kinds := map[string]string{"orders:42": "lock", "ledger": "fenced", "ledger:old": "fenced", "jobs{eu}": "fair",
 		"cache": "rwlock", "table": "rwlock", "pool": "semaphore", "start": "countdownlatch"}
 	for name, kind := range kinds {
 		e := got[name]
-		if e.Kind != kind {
-			t.Errorf("%s: kind %q, want %q", name, e.Kind, kind)
-		}
-		if e.Leaked || len(e.Leaks) != 0 {
-			t.Errorf("%s: leaked %v %q, want no leak", name, e.Leaked, e.Leaks)
-		}
-		if e.Node != srv.Addr {
-			t.Errorf("%s: node %q, want %q", name, e.Node, srv.Addr)
-		}
+		assert.Equal(t, kind, e.Kind, "%s: kind", name)
+		assert.False(t, e.Leaked, "%s: leaked", name)
+		assert.Empty(t, e.Leaks, "%s: leaks", name)
+		assert.Equal(t, srv.Addr, e.Node, "%s: node", name)
 	}
 
 	field := c.ID() + ":worker-1"
 	e := got["orders:42"]
-	if len(e.Holders) != 1 || e.Holders[0].Field != field || e.Holders[0].HoldCount != 2 ||
-		e.Holders[0].ClientID != c.ID() || e.Holders[0].Owner != "worker-1" {
-		t.Errorf("orders:42 holders %+v, want %s with count 2", e.Holders, field)
+	if assert.Len(t, e.Holders, 1, "orders:42 holders") {
+		h := e.Holders[0]
+		assert.Equal(t, field, h.Field, "orders:42 holder")
+		assert.Equal(t, c.ID(), h.ClientID, "orders:42 holder's client")
+		assert.Equal(t, "worker-1", h.Owner, "orders:42 holder's owner")
+		assert.EqualValues(t, 2, h.HoldCount, "orders:42 hold count")
 	}
-	if e.TTLMs <= 0 || e.TTLMs > 30000 {
-		t.Errorf("orders:42 ttl_ms %d, want the watchdog's lease", e.TTLMs)
+	assert.True(t, e.TTLMs > 0 && e.TTLMs <= 30000, "orders:42 ttl_ms %d, want the watchdog's lease", e.TTLMs)
+	assert.Contains(t, e.Keys, "redisson_unlock_latch:{orders:42}:0123456789abcdef0123456789abcdef", "orders:42 keys lack its unlock latch")
+	assert.Contains(t, e.Keys, "relock_wakers:{orders:42}", "orders:42 keys lack its wake-one registry")
+
+	e = got["ledger"]
+	assert.Equal(t, ptr(int64(1)), e.FencingCounter, "ledger: fencing counter")
+	assert.Len(t, e.Holders, 1, "ledger: holders")
+	e = got["ledger:old"]
+	assert.Equal(t, ptr(int64(1)), e.FencingCounter, "ledger:old: fencing counter")
+	assert.Empty(t, e.Holders, "ledger:old: a free lock")
+	assert.EqualValues(t, -1, e.TTLMs, "ledger:old: ttl_ms")
+
+	e = got["jobs{eu}"]
+	assert.Len(t, e.Holders, 1, "jobs{eu}: holders")
+	if assert.Len(t, e.Queue, 1, "jobs{eu}: queue") {
+		assert.Equal(t, waiter, e.Queue[0].Field, "jobs{eu}: waiter")
+		if assert.NotNil(t, e.Queue[0].RemainingMs, "jobs{eu}: waiter's deadline") {
+			assert.Positive(t, *e.Queue[0].RemainingMs, "jobs{eu}: waiter's time left")
+		}
 	}
-	if !slices.Contains(e.Keys, "redisson_unlock_latch:{orders:42}:0123456789abcdef0123456789abcdef") {
-		t.Errorf("orders:42 keys %q lack its unlock latch", e.Keys)
+
+	e = got["cache"]
+	assert.Equal(t, "read", e.Mode, "cache: mode")
+	if assert.Len(t, e.Holders, 1, "cache: holders") {
+		assert.Equal(t, "read", e.Holders[0].Role, "cache: holder's role")
+		assert.EqualValues(t, 2, e.Holders[0].HoldCount, "cache: reader's levels")
 	}
-	if e := got["ledger"]; e.FencingCounter == nil || *e.FencingCounter != 1 || len(e.Holders) != 1 {
-		t.Errorf("ledger: %+v, want one holder and fencing counter 1", e)
+	assert.Len(t, e.Keys, 3, "cache: the hash and two timeout keys: %q", e.Keys)
+
+	e = got["table"]
+	assert.Equal(t, "write", e.Mode, "table: mode")
+	if assert.Len(t, e.Holders, 1, "table: holders") {
+		assert.Equal(t, "write", e.Holders[0].Role, "table: holder's role")
+		assert.Equal(t, "8", e.Holders[0].Owner, "table: writer")
 	}
-	if e := got["ledger:old"]; e.FencingCounter == nil || *e.FencingCounter != 1 || len(e.Holders) != 0 || e.TTLMs != -1 {
-		t.Errorf("ledger:old: %+v, want a free lock with fencing counter 1, ttl_ms -1", e)
-	}
-	if e := got["jobs{eu}"]; len(e.Holders) != 1 || len(e.Queue) != 1 || e.Queue[0].Field != waiter ||
-		e.Queue[0].RemainingMs == nil || *e.Queue[0].RemainingMs <= 0 {
-		t.Errorf("jobs{eu}: %+v, want a holder and the queued waiter", e)
-	}
-	if e := got["cache"]; e.Mode != "read" || len(e.Holders) != 1 || e.Holders[0].Role != "read" ||
-		e.Holders[0].HoldCount != 2 || len(e.Keys) != 3 {
-		t.Errorf("cache: %+v, want read mode, one reader with 2 levels, the hash and two timeout keys", e)
-	}
-	if e := got["table"]; e.Mode != "write" || len(e.Holders) != 1 || e.Holders[0].Role != "write" || e.Holders[0].Owner != "8" {
-		t.Errorf("table: %+v, want write mode, its writer", e)
-	}
-	if e := got["pool"]; e.Permits == nil || *e.Permits != 2 || len(e.Holders) != 2 {
-		t.Errorf("pool: %+v, want 2 permits available and 2 out", e)
-	} else {
-		leases := map[string]int64{}
-		for _, h := range e.Holders {
+
+	e = got["pool"]
+	assert.Equal(t, ptr(int64(2)), e.Permits, "pool: permits available")
+	leases := map[string]int64{}
+	for _, h := range e.Holders {
+		if assert.NotNil(t, h.LeaseMs, "pool: permit %s's lease", h.Field) {
 			leases[h.Field] = *h.LeaseMs
 		}
-		if l := leases["0102030405060708090a0b0c0d0e0f10"]; l <= 0 || l > 20000 {
-			t.Errorf("pool: permit leases %v, want one of up to 20s", leases)
-		}
-		if l := leases["4142434445464748494a4b4c4d4e4f50"]; l != -1 {
-			t.Errorf("pool: permit leases %v, want one without a lease (-1)", leases)
-		}
 	}
-	if e := got["start"]; e.Count == nil || *e.Count != 3 {
-		t.Errorf("start: %+v, want count 3", e)
-	}
+	assert.Len(t, leases, 2, "pool: permits out")
+	l := leases["0102030405060708090a0b0c0d0e0f10"]
+	assert.True(t, l > 0 && l <= 20000, "pool: permit leases %v, want one of up to 20s", leases)
+	assert.EqualValues(t, -1, leases["4142434445464748494a4b4c4d4e4f50"], "pool: a permit without a lease")
+
+	assert.Equal(t, ptr(int64(3)), got["start"].Count, "start: count")
 }
 
 // TestScanLeaks: a lock hash without a TTL, a fair-lock waiter past its
@@ -257,25 +253,19 @@ func TestScanLeaks(t *testing.T) {
 	do(t, srv, "HSET", "stuck", otherClient+":crashed", "1")
 	c := relocktest.ClientOn(t, srv)
 	ctx := rlock.WithOwner(t.Context(), "holder")
-	if err := c.GetFairLock("queue").Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.GetFairLock("queue").Lock(ctx))
 	now := serverMs(t, srv)
 	dead := otherClient + ":dead"
 	do(t, srv, "RPUSH", "redisson_lock_queue:{queue}", dead)
 	do(t, srv, "ZADD", "redisson_lock_timeout:{queue}", strconv.FormatInt(now-5000, 10), dead)
-	if err := c.GetLock("latched").Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.GetLock("latched").Lock(ctx))
 	do(t, srv, "SET", "redisson_unlock_latch:{latched}:0123456789abcdef0123456789abcdef", "1")
 	do(t, srv, "HSET", "reads", "mode", "read", otherClient+":3", "1")
 	do(t, srv, "PEXPIRE", "reads", "30000")
 	do(t, srv, "SET", "{reads}:"+otherClient+":3:rwlock_timeout:1", "1")
 
 	code, got := scanAll(t, srv.Addr)
-	if code != 1 {
-		t.Errorf("scan exit code %d, want 1", code)
-	}
+	assert.Equal(t, 1, code, "scan exit code")
 	for name, want := range map[string]string{
 		"stuck":   "no TTL",
 		"queue":   "past its deadline",
@@ -283,15 +273,20 @@ func TestScanLeaks(t *testing.T) {
 		"reads":   "read-hold timeout key",
 	} {
 		e := got[name]
-		if !e.Leaked || len(e.Leaks) != 1 || !strings.Contains(e.Leaks[0], want) {
-			t.Errorf("%s: leaked %v, leaks %q; want one leak about %q", name, e.Leaked, e.Leaks, want)
+		assert.True(t, e.Leaked, "%s: leaked", name)
+		if assert.Len(t, e.Leaks, 1, "%s: leaks", name) {
+			assert.Contains(t, e.Leaks[0], want, "%s: leak", name)
 		}
 	}
-	if e := got["stuck"]; e.TTLMs != -1 || e.Kind != "lock" || len(e.Holders) != 1 || e.Holders[0].Owner != "crashed" {
-		t.Errorf("stuck: %+v, want a lock held by crashed with ttl_ms -1", e)
+	e := got["stuck"]
+	assert.EqualValues(t, -1, e.TTLMs, "stuck: ttl_ms")
+	assert.Equal(t, "lock", e.Kind, "stuck: kind")
+	if assert.Len(t, e.Holders, 1, "stuck: holders") {
+		assert.Equal(t, "crashed", e.Holders[0].Owner, "stuck: holder")
 	}
-	if e := got["queue"]; len(e.Queue) != 1 || e.Queue[0].RemainingMs == nil || *e.Queue[0].RemainingMs > -4000 {
-		t.Errorf("queue: %+v, want its waiter about 5s past its deadline", e.Queue)
+	e = got["queue"]
+	if assert.Len(t, e.Queue, 1, "queue: waiters") && assert.NotNil(t, e.Queue[0].RemainingMs, "queue: deadline") {
+		assert.LessOrEqual(t, *e.Queue[0].RemainingMs, int64(-4000), "queue: its waiter about 5s past its deadline")
 	}
 
 	// The text form says the same, and exits 1 too.
@@ -303,9 +298,7 @@ func TestScanLeaks(t *testing.T) {
 		"deadline passed",
 		"4 leaked",
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("scan's output lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "scan's output")
 	}
 
 	// Once they are cleaned up, scan exits 0.
@@ -313,9 +306,9 @@ func TestScanLeaks(t *testing.T) {
 		"{reads}:"+otherClient+":3:rwlock_timeout:1")
 	do(t, srv, "LREM", "redisson_lock_queue:{queue}", "0", dead)
 	do(t, srv, "ZREM", "redisson_lock_timeout:{queue}", dead)
-	if code, got := scanAll(t, srv.Addr); code != 0 || len(got) != 3 {
-		t.Errorf("scan after the clean-up: exit %d, %d locks; want 0, 3 (queue, latched, reads)", code, len(got))
-	}
+	code, got = scanAll(t, srv.Addr)
+	assert.Equal(t, 0, code, "scan's exit code after the clean-up")
+	assert.Equal(t, []string{"latched", "queue", "reads"}, slices.Sorted(maps.Keys(got)), "locks after the clean-up")
 }
 
 // TestScanMatch: --match selects lock names, with their derived keys.
@@ -324,9 +317,7 @@ func TestScanMatch(t *testing.T) {
 	c := relocktest.ClientOn(t, srv)
 	ctx := t.Context()
 	for _, name := range []string{"orders:1", "orders:2", "users:1"} {
-		if err := c.GetFencedLock(name).Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.GetFencedLock(name).Lock(ctx))
 	}
 	do(t, srv, "HSET", "orders:leaked", otherClient+":x", "1")
 	for _, tc := range []struct {
@@ -341,13 +332,17 @@ func TestScanMatch(t *testing.T) {
 	} {
 		code, got := scanAll(t, srv.Addr, "--match", tc.pattern)
 		for n, e := range got {
-			if n != "orders:leaked" && (e.FencingCounter == nil || len(e.Holders) != 1) {
-				t.Errorf("--match %s: %s: %+v, want its holder and fencing counter", tc.pattern, n, e)
+			if n != "orders:leaked" {
+				assert.NotNil(t, e.FencingCounter, "--match %s: %s's fencing counter", tc.pattern, n)
+				assert.Len(t, e.Holders, 1, "--match %s: %s's holders", tc.pattern, n)
 			}
 		}
-		if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, tc.want) || code != tc.code {
-			t.Errorf("--match %s: %q, exit %d; want %q, exit %d", tc.pattern, names, code, tc.want, tc.code)
+		if len(tc.want) == 0 {
+			assert.Empty(t, got, "--match %s", tc.pattern)
+		} else {
+			assert.Equal(t, tc.want, slices.Sorted(maps.Keys(got)), "--match %s", tc.pattern)
 		}
+		assert.Equal(t, tc.code, code, "--match %s: exit code", tc.pattern)
 	}
 }
 
@@ -356,9 +351,7 @@ func TestScanExitCodes(t *testing.T) {
 	// An empty server: nothing found, exit 0.
 	r := relock(t, "scan", "--redis", srv.Addr)
 	wantCode(t, r, 0)
-	if !strings.Contains(r.stdout, "0 lock(s), 0 leaked") {
-		t.Errorf("scan of an empty server printed %q", r.stdout)
-	}
+	assert.Contains(t, r.stdout, "0 lock(s), 0 leaked", "scan of an empty server")
 	wantCode(t, relock(t, "scan", "--redis", srv.Addr, "stray"), exitUsage)
 	srv.Kill()
 	r = relock(t, "scan", "--redis", srv.Addr)
@@ -370,9 +363,7 @@ func TestScanExitCodes(t *testing.T) {
 func TestScanCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	c, err := rlock.NewClient(cl.ClientOption())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	// One lock per node.
 	var names []string
@@ -380,95 +371,30 @@ func TestScanCluster(t *testing.T) {
 	for i := 0; len(seen) < len(cl.Nodes) && i < 1000; i++ {
 		name := fmt.Sprintf("scan-%d", i)
 		node, err := cl.NodeFor(t.Context(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !seen[node.Addr] {
 			seen[node.Addr] = true
 			names = append(names, name)
-			if err := c.GetFairLock(name).Lock(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.GetFairLock(name).Lock(t.Context()))
 		}
 	}
 	leakNode, err := cl.NodeFor(t.Context(), "leaked")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	do(t, leakNode, "HSET", "leaked", otherClient+":x", "1")
 
 	code, got := scanAll(t, cl.Nodes[0].Addr)
-	if code != 1 {
-		t.Errorf("exit code %d, want 1", code)
-	}
+	assert.Equal(t, 1, code, "exit code")
 	nodes := map[string]bool{}
 	for _, name := range names {
 		e, ok := got[name]
-		if !ok || len(e.Holders) != 1 {
-			t.Errorf("%s: %+v, want it found with its holder", name, e)
-		}
+		assert.True(t, ok, "%s not found", name)
+		assert.Len(t, e.Holders, 1, "%s: holders", name)
 		nodes[e.Node] = true
 	}
-	if len(nodes) != len(cl.Nodes) {
-		t.Errorf("locks found on %d nodes, want %d", len(nodes), len(cl.Nodes))
-	}
-	if e := got["leaked"]; !e.Leaked || e.Node != leakNode.Addr {
-		t.Errorf("leaked: %+v, want it flagged, on %s", e, leakNode.Addr)
-	}
+	assert.Len(t, nodes, len(cl.Nodes), "nodes the locks were found on")
+	assert.True(t, got["leaked"].Leaked, "leaked: flagged")
+	assert.Equal(t, leakNode.Addr, got["leaked"].Node, "leaked: node")
 }
 
-func TestGlobMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, s string
-		want       bool
-	}{
-		{"*", "", true},
-		{"*", "abc", true},
-		{"a*c", "abbbc", true},
-		{"a*c", "abbbd", false},
-		{"a?c", "abc", true},
-		{"a?c", "ac", false},
-		{"[abc]x", "bx", true},
-		{"[^abc]x", "bx", false},
-		{"[a-c]x", "cx", true},
-		{"[a-c]x", "dx", false},
-		{`a\*`, "a*", true},
-		{`a\*`, "ab", false},
-		{"orders:*", "orders:42", true},
-		{"orders:*", "order:42", false},
-		{"*{eu}", "jobs{eu}", true},
-		{"**x", "abx", true},
-	} {
-		if got := globMatch(tc.pattern, tc.s); got != tc.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pattern, tc.s, got, tc.want)
-		}
-	}
-}
-
-func TestClassify(t *testing.T) {
-	for _, tc := range []struct {
-		key, typ  string
-		role      keyRole
-		name, alt string
-	}{
-		{"redisson_lock_queue:{a}", "list", roleQueue, "a", "{a}"},
-		{"redisson_lock_queue:x{t}y", "list", roleQueue, "x{t}y", ""},
-		{"redisson_lock_queue:plain", "list", roleNone, "", ""},
-		{"redisson_lock_queue:{a}", "hash", roleMain, "redisson_lock_queue:{a}", ""},
-		{"redisson_lock_timeout:{a}", "zset", roleTimeout, "a", "{a}"},
-		{"redisson_lock_token:{a:b}", "string", roleToken, "a:b", "{a:b}"},
-		{"redisson_unlock_latch:{a}:0123456789abcdef0123456789abcdef", "string", roleLatch, "a", "{a}"},
-		{"redisson_unlock_latch:{a}:nothex", "string", roleNone, "", ""},
-		{"{a}:" + otherClient + ":7:rwlock_timeout:2", "string", roleRWTimeout, "a", "{a}"},
-		{"x{t}:" + otherClient + ":owner:with:colons:rwlock_timeout:1", "string", roleRWTimeout, "x{t}", ""},
-		{"{a}:timeout", "zset", roleSemZset, "a", "{a}"},
-		{"a:timeout", "zset", roleNone, "", ""},
-		{"anything", "hash", roleMain, "anything", ""},
-		{"anything", "string", roleNone, "", ""},
-	} {
-		role, name, alt := classify(tc.key, tc.typ)
-		if role != tc.role || name != tc.name || alt != tc.alt {
-			t.Errorf("classify(%q, %s) = %v %q %q, want %v %q %q", tc.key, tc.typ, role, name, alt, tc.role, tc.name, tc.alt)
-		}
-	}
-}
+// ptr is a pointer to v, to compare optional fields with.
+func ptr[T any](v T) *T { return &v }

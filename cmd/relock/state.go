@@ -2,48 +2,45 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/layout"
 )
 
-// errNotALock: the key of a lock name holds something else.
-var errNotALock = errors.New("not a lock")
+// The states status prints: one type per kind, built from a snapshot.
+// Their JSON forms are the output of 'relock status --json'; the field
+// names are stable.
 
-// lockState is what Redis holds about one lock, read in one transaction.
-// Its JSON form is the output of 'relock status --json'; the field names
-// are stable.
+// lockState is a lock, fenced lock or fair lock.
 type lockState struct {
-	Name   string `json:"name"`
-	Locked bool   `json:"locked"`
+	Name string `json:"name"`
+	// Kind is "lock", "fenced" (it has a fencing counter) or "fair" (it
+	// has a waiter queue).
+	Kind   layout.Kind `json:"kind"`
+	Locked bool        `json:"locked"`
 	// LeaseRemainingMs is the lock's remaining lease: 0 when it is free,
 	// -1 when its key has no expiry (not written by relock or Redisson).
-	LeaseRemainingMs int64        `json:"lease_remaining_ms"`
-	Holders          []holderInfo `json:"holders"`
-	// Queue is a fair lock's waiter queue, head first (empty for a plain
-	// lock).
+	LeaseRemainingMs int64    `json:"lease_remaining_ms"`
+	Holders          []holder `json:"holders"`
+	// Queue is a fair lock's waiter queue, head first (empty for the
+	// others).
 	Queue []waiterInfo `json:"queue"`
 	// FencingCounter is the last fencing token handed out for the name,
 	// null when it was never locked as a fenced lock.
 	FencingCounter *int64 `json:"fencing_counter"`
 	// ServerTimeMs is the Redis server's clock (unix ms) when the state was
 	// read; waiter deadlines are on that clock.
-	ServerTimeMs int64     `json:"server_time_ms"`
-	Keys         stateKeys `json:"keys"`
-}
-
-// holderInfo is one field of the lock hash.
-type holderInfo struct {
-	Field     string `json:"field"`     // <clientID>:<owner>
-	ClientID  string `json:"client_id"` // the UUID of the holder's client
-	Owner     string `json:"owner"`
-	HoldCount int64  `json:"hold_count"`
+	ServerTimeMs int64 `json:"server_time_ms"`
+	Keys         struct {
+		Lock    string `json:"lock"`
+		Queue   string `json:"queue"`
+		Timeout string `json:"timeout"`
+		Token   string `json:"token"`
+		Channel string `json:"channel"`
+	} `json:"keys"`
 }
 
 // waiterInfo is one waiter in a fair lock's queue.
@@ -59,139 +56,272 @@ type waiterInfo struct {
 	RemainingMs *int64 `json:"remaining_ms"`
 }
 
-// stateKeys are the Redis keys a lock name uses.
-type stateKeys struct {
-	Lock    string `json:"lock"`
-	Queue   string `json:"queue"`
-	Timeout string `json:"timeout"`
-	Token   string `json:"token"`
-	Channel string `json:"channel"`
-}
-
-func keysOf(name string) stateKeys {
-	return stateKeys{
-		Lock:    name,
-		Queue:   lockcore.Derived(lockcore.QueuePrefix, name),
-		Timeout: lockcore.Derived(lockcore.TimeoutPrefix, name),
-		Token:   lockcore.Derived(lockcore.TokenPrefix, name),
-		Channel: lockcore.Channel(name),
-	}
-}
-
-// splitField splits a hash field "<clientID>:<owner>". The client ID (a
-// UUID) has no colon; the owner may.
-func splitField(field string) (clientID, owner string) {
-	clientID, owner, ok := strings.Cut(field, ":")
-	if !ok {
-		return "", field
-	}
-	return clientID, owner
-}
-
-// readLockState reads the state of lock name in one MULTI/EXEC, so that
-// every part of it is from the same instant.
-func readLockState(ctx context.Context, rdb rueidis.Client, name string) (*lockState, error) {
-	k := keysOf(name)
-	b := rdb.B()
-	replies := rdb.DoMulti(ctx,
-		b.Multi().Build(),
-		b.Time().Build(),
-		b.Type().Key(k.Lock).Build(),
-		b.Hgetall().Key(k.Lock).Build(),
-		b.Pttl().Key(k.Lock).Build(),
-		b.Lrange().Key(k.Queue).Start(0).Stop(-1).Build(),
-		b.Zrange().Key(k.Timeout).Min("0").Max("-1").Withscores().Build(),
-		b.Get().Key(k.Token).Build(),
-		b.Exec().Build(),
-	)
-	for _, r := range replies[:len(replies)-1] {
-		if err := r.Error(); err != nil {
-			return nil, fmt.Errorf("reading lock %q: %w", name, err)
-		}
-	}
-	res, err := replies[len(replies)-1].ToArray()
-	if err != nil {
-		return nil, fmt.Errorf("reading lock %q: %w", name, err)
-	}
-	if len(res) != 7 {
-		return nil, fmt.Errorf("reading lock %q: EXEC returned %d replies, want 7", name, len(res))
-	}
-	st := &lockState{Name: name, Keys: k, Holders: []holderInfo{}, Queue: []waiterInfo{}}
-
-	now, err := res[0].AsStrSlice()
-	if err != nil || len(now) != 2 {
-		return nil, fmt.Errorf("TIME: %v %v", now, err)
-	}
-	sec, err1 := strconv.ParseInt(now[0], 10, 64)
-	usec, err2 := strconv.ParseInt(now[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("TIME answered %v", now)
-	}
-	st.ServerTimeMs = sec*1000 + usec/1000
-
-	typ, err := res[1].ToString()
-	if err != nil {
-		return nil, fmt.Errorf("TYPE %s: %w", k.Lock, err)
-	}
-	if typ != "hash" && typ != "none" {
-		return nil, fmt.Errorf("key %q is a %s: %w (a lock is a hash)", k.Lock, typ, errNotALock)
-	}
-	fields, err := res[2].AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("HGETALL %s: %w", k.Lock, err)
-	}
-	for field, v := range fields {
-		n, err := strconv.ParseInt(v, 10, 64)
+// lockStateOf reads the lock of kind in s. The error matches errNotALock
+// when the fencing counter holds something else than a number.
+func lockStateOf(s *snapshot, kind layout.Kind) (*lockState, error) {
+	st := &lockState{Name: s.name, Kind: kind, ServerTimeMs: s.now, Holders: []holder{}, Queue: []waiterInfo{}}
+	st.Keys.Lock, st.Keys.Queue, st.Keys.Timeout = s.name, layout.Queue(s.name), layout.Timeouts(s.name)
+	st.Keys.Token, st.Keys.Channel = layout.Token(s.name), layout.Channel(s.name)
+	if main := s.role(layout.RoleLock); main.ok() {
+		hs, err := holdersOf(s.name, main.Hash)
 		if err != nil {
-			return nil, fmt.Errorf("key %q is a hash but %w: field %q is %q, not a hold count", k.Lock, errNotALock, field, v)
+			return nil, err
 		}
-		id, owner := splitField(field)
-		st.Holders = append(st.Holders, holderInfo{Field: field, ClientID: id, Owner: owner, HoldCount: n})
+		st.Holders = hs
+		st.LeaseRemainingMs = remaining(main.PTTL)
 	}
-	sort.Slice(st.Holders, func(i, j int) bool { return st.Holders[i].Field < st.Holders[j].Field })
 	st.Locked = len(st.Holders) > 0
-
-	pttl, err := res[3].AsInt64()
-	if err != nil {
-		return nil, fmt.Errorf("PTTL %s: %w", k.Lock, err)
-	}
-	switch {
-	case pttl == -2:
-		st.LeaseRemainingMs = 0
-	case pttl < 0:
-		st.LeaseRemainingMs = -1
-	default:
-		st.LeaseRemainingMs = pttl
-	}
-
-	queue, err := res[4].AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("LRANGE %s: %w", k.Queue, err)
-	}
-	deadlines, err := res[5].AsZScores()
-	if err != nil {
-		return nil, fmt.Errorf("ZRANGE %s: %w", k.Timeout, err)
-	}
-	byField := make(map[string]int64, len(deadlines))
-	for _, z := range deadlines {
-		byField[z.Member] = int64(z.Score)
-	}
-	for i, field := range queue {
-		id, owner := splitField(field)
-		w := waiterInfo{Position: i + 1, Field: field, ClientID: id, Owner: owner}
-		if d, ok := byField[field]; ok {
-			rem := d - st.ServerTimeMs
-			w.DeadlineMs, w.RemainingMs = &d, &rem
-		}
-		st.Queue = append(st.Queue, w)
-	}
-
-	if !res[6].IsNil() {
-		token, err := res[6].AsInt64()
+	st.Queue = queueOf(s)
+	if k := s.role(layout.RoleToken); k.ok() {
+		n, err := strconv.ParseInt(k.Str, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("GET %s: %w", k.Token, err)
+			return nil, fmt.Errorf("fencing counter %q is %q: %w", k.Name, k.Str, errNotALock)
 		}
-		st.FencingCounter = &token
+		st.FencingCounter = &n
 	}
 	return st, nil
+}
+
+// queueOf is a fair lock's queue, head first, each waiter with its
+// deadline.
+func queueOf(s *snapshot) []waiterInfo {
+	out := []waiterInfo{}
+	q := s.role(layout.RoleQueue)
+	if !q.ok() {
+		return out
+	}
+	deadlines := map[string]int64{}
+	if t := s.role(layout.RoleTimeouts); t.ok() {
+		for _, z := range t.ZSet {
+			deadlines[z.Member] = int64(z.Score)
+		}
+	}
+	for i, field := range q.List {
+		id, owner := layout.SplitField(field)
+		w := waiterInfo{Position: i + 1, Field: field, ClientID: id, Owner: owner}
+		if d, ok := deadlines[field]; ok {
+			rem := d - s.now
+			w.DeadlineMs, w.RemainingMs = &d, &rem
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// rwState is a read-write lock.
+type rwState struct {
+	Name             string     `json:"name"`
+	Kind             string     `json:"kind"`
+	Locked           bool       `json:"locked"`
+	Mode             string     `json:"mode"` // read, write, "" when free
+	LeaseRemainingMs int64      `json:"lease_remaining_ms"`
+	Writer           *holder    `json:"writer"`
+	Readers          []rwReader `json:"readers"`
+	Keys             struct {
+		Lock    string `json:"lock"`
+		Channel string `json:"channel"`
+	} `json:"keys"`
+}
+
+type rwReader struct {
+	holder
+	Levels []rwLevel `json:"levels"`
+}
+
+// rwLevel is one level of a read hold, with its lease key's PTTL (-2: the
+// key is gone).
+type rwLevel struct {
+	Level       int    `json:"level"`
+	Key         string `json:"key"`
+	RemainingMs int64  `json:"remaining_ms"`
+}
+
+// maxLevels bounds the read levels status reads per reader.
+const maxLevels = 1000
+
+// readRWState reads the read-write lock in s, and then, in one more
+// transaction, the lease keys of its read levels.
+func readRWState(ctx context.Context, rdb rueidis.Client, s *snapshot) (*rwState, error) {
+	st := &rwState{Name: s.name, Kind: string(layout.KindRWLock), Readers: []rwReader{}}
+	st.Keys.Lock, st.Keys.Channel = s.name, layout.RWChannel(s.name)
+	main := s.role(layout.RoleLock)
+	if !main.ok() {
+		return st, nil
+	}
+	hs, err := holdersOf(s.name, main.Hash)
+	if err != nil {
+		return nil, err
+	}
+	st.Mode, st.LeaseRemainingMs = main.Hash[layout.ModeField], remaining(main.PTTL)
+	st.Locked = st.Mode != ""
+	var leases []layout.Key
+	for _, h := range hs {
+		if owner, ok := writer(h.Owner); ok {
+			h.Owner = owner
+			st.Writer = &h
+			continue
+		}
+		r := rwReader{holder: h}
+		for level := 1; level <= int(h.HoldCount) && level <= maxLevels; level++ {
+			key := layout.ReadLeaseKey(s.name, h.Field, level)
+			r.Levels = append(r.Levels, rwLevel{Level: level, Key: key})
+			leases = append(leases, layout.Key{Name: key, Type: layout.TypeString, Role: layout.RoleReadLease})
+		}
+		st.Readers = append(st.Readers, r)
+	}
+	if len(leases) == 0 {
+		return st, nil
+	}
+	ls, err := readSnapshot(ctx, rdb, s.name, leases)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for r := range st.Readers {
+		for l := range st.Readers[r].Levels {
+			st.Readers[r].Levels[l].RemainingMs = ls.keys[i].PTTL
+			i++
+		}
+	}
+	return st, nil
+}
+
+// semState is a semaphore.
+type semState struct {
+	Name         string      `json:"name"`
+	Kind         string      `json:"kind"`
+	Set          bool        `json:"set"` // false: its permits were never set
+	Available    int64       `json:"available"`
+	Held         []semPermit `json:"held"`
+	Queue        []semWaiter `json:"queue"`
+	ServerTimeMs int64       `json:"server_time_ms"`
+	Keys         struct {
+		Available    string `json:"available"`
+		Leases       string `json:"leases"`
+		Channel      string `json:"channel"`
+		Queue        string `json:"queue"`
+		QueueTimeout string `json:"queue_timeout"`
+	} `json:"keys"`
+}
+
+// semPermit is a permit held. A permit whose lease ended is still there
+// until the semaphore's next call gives it back (status changes nothing).
+type semPermit struct {
+	PermitID    string `json:"permit_id"`
+	LeaseEndMs  *int64 `json:"lease_end_ms"` // null: no lease
+	RemainingMs *int64 `json:"remaining_ms"`
+}
+
+type semWaiter struct {
+	Position   int    `json:"position"`
+	PermitID   string `json:"permit_id"`
+	JoinedMs   int64  `json:"joined_ms"`
+	DeadlineMs *int64 `json:"deadline_ms"`
+}
+
+// semStateOf reads the semaphore in s.
+func semStateOf(s *snapshot) (*semState, error) {
+	k := layout.Semaphore(s.name)
+	st := &semState{Name: s.name, Kind: string(layout.KindSemaphore), ServerTimeMs: s.now, Held: []semPermit{}, Queue: []semWaiter{}}
+	st.Keys.Available, st.Keys.Leases, st.Keys.Channel = k.Available, k.Leases, k.Channel
+	st.Keys.Queue, st.Keys.QueueTimeout = k.Queue, k.QueueDeadlines
+	n, err := countOf(s)
+	if err != nil {
+		return nil, err
+	}
+	st.Set, st.Available = s.present(layout.RoleCount), n
+	if l := s.role(layout.RoleLeases); l.ok() {
+		for _, z := range l.ZSet {
+			p := semPermit{PermitID: permitID(z.Member)}
+			if end, ok := leaseEnd(z.Score); ok {
+				rem := end - s.now
+				p.LeaseEndMs, p.RemainingMs = &end, &rem
+			}
+			st.Held = append(st.Held, p)
+		}
+	}
+	due := map[string]int64{}
+	if d := s.role(layout.RoleWaitDeadlines); d.ok() {
+		for _, z := range d.ZSet {
+			due[z.Member] = int64(z.Score)
+		}
+	}
+	if q := s.role(layout.RoleWaitQueue); q.ok() {
+		for i, z := range q.ZSet {
+			w := semWaiter{Position: i + 1, PermitID: permitID(z.Member), JoinedMs: int64(z.Score)}
+			if d, ok := due[z.Member]; ok {
+				w.DeadlineMs = &d
+			}
+			st.Queue = append(st.Queue, w)
+		}
+	}
+	return st, nil
+}
+
+// latchState is a count-down latch (kind "latch"), or a count that may be
+// a latch's or a semaphore's (kind "counter", with Value).
+type latchState struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	Count *int64 `json:"count,omitempty"`
+	Open  *bool  `json:"open,omitempty"`
+	Value *int64 `json:"value,omitempty"`
+	Keys  struct {
+		Count   string `json:"count"`
+		Channel string `json:"channel,omitempty"`
+	} `json:"keys"`
+}
+
+// latchStateOf reads the count in s as a latch's, or as a counter's.
+func latchStateOf(s *snapshot, asCounter bool) (*latchState, error) {
+	n, err := countOf(s)
+	if err != nil {
+		return nil, err
+	}
+	st := &latchState{Name: s.name, Kind: "latch"}
+	st.Keys.Count = s.name
+	if asCounter {
+		st.Kind, st.Value = string(kindCounter), &n
+		return st, nil
+	}
+	open := n <= 0
+	st.Count, st.Open = &n, &open
+	st.Keys.Channel = layout.LatchChannel(s.name)
+	return st, nil
+}
+
+// readLock reads the lock name (a lock, fenced lock or fair lock; free
+// when nothing is there). The error matches errNotALock when name is
+// another kind, or holds something else.
+func readLock(ctx context.Context, rdb rueidis.Client, name string) (*lockState, error) {
+	s, err := readSnapshot(ctx, rdb, name, layout.KeysOf(name))
+	if err != nil {
+		return nil, err
+	}
+	kind, err := detect(s)
+	switch {
+	case err != nil:
+		return nil, err
+	case kind == "":
+		kind = layout.KindLock
+	case !isLockKind(kind):
+		return nil, fmt.Errorf("%q is a %s: %w", name, noun(kind), errNotALock)
+	}
+	return lockStateOf(s, kind)
+}
+
+// isLockKind reports whether k is a lock that lockState shows.
+func isLockKind(k layout.Kind) bool {
+	return k == layout.KindLock || k == layout.KindFenced || k == layout.KindFair
+}
+
+// noun names kind k to people.
+func noun(k layout.Kind) string {
+	if s, ok := layout.SpecOf(k); ok {
+		return s.Noun
+	}
+	if k == kindCounter {
+		return "count (a semaphore's or a count-down latch's)"
+	}
+	return string(k)
 }

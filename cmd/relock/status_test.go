@@ -3,21 +3,23 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
-	"github.com/relock-go/relock/semaphore"
 )
 
-// statusJSON mirrors the documented output of status --json; its tags are
-// the stable field names.
+// statusJSON mirrors the documented output of status --json for a lock;
+// its tags are the stable field names.
 type statusJSON struct {
 	Name             string `json:"name"`
+	Kind             string `json:"kind"`
 	Locked           bool   `json:"locked"`
 	LeaseRemainingMs int64  `json:"lease_remaining_ms"`
 	Holders          []struct {
@@ -45,17 +47,41 @@ type statusJSON struct {
 	} `json:"keys"`
 }
 
+// status runs status --json on a lock and decodes it.
 func status(t *testing.T, addr, name string) statusJSON {
 	t.Helper()
-	r := relock(t, "status", "--json", "--redis", addr, name)
-	wantCode(t, r, 0)
 	var st statusJSON
+	statusOf(t, addr, name, &st)
+	return st
+}
+
+// statusOf runs status --json (with args before NAME) and decodes it,
+// refusing fields the documentation does not list.
+func statusOf(t *testing.T, addr, name string, v any, args ...string) {
+	t.Helper()
+	r := relock(t, append(append([]string{"status", "--json", "--redis", addr}, args...), name)...)
+	wantCode(t, r, 0)
 	dec := json.NewDecoder(strings.NewReader(r.stdout))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, r.stdout)
-	}
-	return st
+	require.NoError(t, dec.Decode(v), "status --json:\n%s", r.stdout)
+}
+
+// queueWaiter has a waiter of c queue for the fair lock name, and waits
+// until it has; the waiter leaves when the test ends.
+func queueWaiter(t *testing.T, c *rlock.Client, name, owner string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), owner))
+	waited := make(chan error, 1)
+	go func() { waited <- c.GetFairLock(name).Lock(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.ErrorIs(t, <-waited, rlock.ErrNotAcquired, "the waiter's Lock")
+	})
+	rdb := relocktest.Raw(t)
+	waitUntil(t, 10*time.Second, "the waiter to queue", func() (bool, error) {
+		n, err := rdb.Do(t.Context(), rdb.B().Llen().Key(layout.Queue(name)).Build()).AsInt64()
+		return n >= 1, err
+	})
 }
 
 // TestStatusHolderAndQueue holds a fair lock twice (hold count 2) with one
@@ -67,70 +93,41 @@ func TestStatusHolderAndQueue(t *testing.T) {
 	holder := rlock.WithOwner(t.Context(), "holder")
 	l := c1.GetFairLock(name)
 	for range 2 {
-		if err := l.Lock(holder); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Lock(holder))
 	}
 	t.Cleanup(func() { _, _ = l.ForceUnlock(context.Background()) })
-
-	waitCtx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "waiter"))
-	waited := make(chan error, 1)
-	go func() { waited <- c2.GetFairLock(name).Lock(waitCtx) }()
-	defer func() {
-		cancel()
-		if err := <-waited; !errors.Is(err, rlock.ErrNotAcquired) {
-			t.Errorf("the waiter's Lock = %v, want ErrNotAcquired", err)
-		}
-	}()
-	rdb := relocktest.Raw(t)
-	queue := lockcore.Derived(lockcore.QueuePrefix, name)
-	relocktest.Eventually(t, 10*time.Second, "the waiter to queue", func() bool {
-		n, err := rdb.Do(t.Context(), rdb.B().Llen().Key(queue).Build()).AsInt64()
-		return err == nil && n == 1
-	})
+	queueWaiter(t, c2, name, "waiter")
 
 	st := status(t, srv.Addr, name)
-	if !st.Locked || st.Name != name {
-		t.Errorf("name, locked = %q, %v; want %q, true", st.Name, st.Locked, name)
-	}
-	if st.LeaseRemainingMs <= 0 || st.LeaseRemainingMs > 30_000 {
-		t.Errorf("lease_remaining_ms = %d, want in (0, 30000]", st.LeaseRemainingMs)
-	}
-	if len(st.Holders) != 1 {
-		t.Fatalf("holders = %+v, want one", st.Holders)
-	}
+	assert.Equal(t, name, st.Name, "name")
+	assert.Equal(t, "fair", st.Kind, "kind")
+	assert.True(t, st.Locked, "locked")
+	assert.True(t, st.LeaseRemainingMs > 0 && st.LeaseRemainingMs <= 30_000, "lease_remaining_ms %d, want in (0, 30000]", st.LeaseRemainingMs)
+	require.Len(t, st.Holders, 1, "holders")
 	h := st.Holders[0]
-	if h.Field != c1.ID()+":holder" || h.ClientID != c1.ID() || h.Owner != "holder" || h.HoldCount != 2 {
-		t.Errorf("holder = %+v, want field %s:holder, hold count 2", h, c1.ID())
-	}
-	if len(st.Queue) != 1 {
-		t.Fatalf("queue = %+v, want one waiter", st.Queue)
-	}
+	assert.Equal(t, c1.ID()+":holder", h.Field, "holder's field")
+	assert.Equal(t, c1.ID(), h.ClientID, "holder's client")
+	assert.Equal(t, "holder", h.Owner, "holder's owner")
+	assert.EqualValues(t, 2, h.HoldCount, "hold count")
+	require.Len(t, st.Queue, 1, "queue")
 	w := st.Queue[0]
-	if w.Position != 1 || w.Field != c2.ID()+":waiter" || w.Owner != "waiter" {
-		t.Errorf("waiter = %+v, want position 1, field %s:waiter", w, c2.ID())
-	}
-	if w.DeadlineMs == nil || w.RemainingMs == nil {
-		t.Fatalf("waiter has no deadline: %+v", w)
-	}
-	if *w.RemainingMs <= 0 || *w.DeadlineMs-st.ServerTimeMs != *w.RemainingMs {
-		t.Errorf("deadline_ms %d, remaining_ms %d, server_time_ms %d: want remaining > 0 and deadline - time = remaining",
-			*w.DeadlineMs, *w.RemainingMs, st.ServerTimeMs)
-	}
-	if st.FencingCounter != nil {
-		t.Errorf("fencing_counter = %d, want null", *st.FencingCounter)
-	}
-	if st.Keys.Queue != queue || st.Keys.Lock != name {
-		t.Errorf("keys = %+v", st.Keys)
-	}
+	assert.Equal(t, 1, w.Position, "waiter's position")
+	assert.Equal(t, c2.ID()+":waiter", w.Field, "waiter's field")
+	assert.Equal(t, "waiter", w.Owner, "waiter's owner")
+	require.NotNil(t, w.DeadlineMs, "waiter's deadline")
+	require.NotNil(t, w.RemainingMs, "waiter's time left")
+	assert.Positive(t, *w.RemainingMs, "waiter's time left")
+	assert.Equal(t, *w.RemainingMs, *w.DeadlineMs-st.ServerTimeMs, "deadline_ms - server_time_ms = remaining_ms")
+	assert.Nil(t, st.FencingCounter, "fencing_counter")
+	assert.Equal(t, layout.Queue(name), st.Keys.Queue, "keys.queue")
+	assert.Equal(t, name, st.Keys.Lock, "keys.lock")
 
 	r := relock(t, "status", "--redis", srv.Addr, name)
 	wantCode(t, r, 0)
-	for _, want := range []string{"held", c1.ID() + ":holder", "hold count 2", "1. " + c2.ID() + ":waiter", "deadline in"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("status output lacks %q:\n%s", want, r.stdout)
-		}
+	for _, want := range []string{"fair lock", "held", c1.ID() + ":holder", "hold count 2", "1. " + c2.ID() + ":waiter", "deadline in"} {
+		assert.Contains(t, r.stdout, want, "status output")
 	}
+	assert.NotContains(t, r.stdout, "fencing counter", "status output of a fair lock")
 }
 
 func TestStatusFencingCounter(t *testing.T) {
@@ -139,45 +136,102 @@ func TestStatusFencingCounter(t *testing.T) {
 	name := relocktest.Name(t)
 	l := c.GetFencedLock(name)
 	token, err := l.LockAndGetToken(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context()))
 	st := status(t, srv.Addr, name)
-	if st.Locked || st.LeaseRemainingMs != 0 || len(st.Holders) != 0 {
-		t.Errorf("locked %v, lease %d, holders %v; want a free lock", st.Locked, st.LeaseRemainingMs, st.Holders)
+	assert.Equal(t, "fenced", st.Kind, "kind")
+	assert.False(t, st.Locked, "locked")
+	assert.Zero(t, st.LeaseRemainingMs, "lease_remaining_ms of a free lock")
+	assert.Empty(t, st.Holders, "holders")
+	assert.Equal(t, &token, st.FencingCounter, "fencing_counter")
+
+	r := relock(t, "status", "--redis", srv.Addr, name)
+	wantCode(t, r, 0)
+	assert.Contains(t, r.stdout, "fenced lock", "status output")
+	assert.Contains(t, r.stdout, "fencing counter: ", "status output")
+	assert.NotContains(t, r.stdout, "fair queue", "status output of a fenced lock")
+}
+
+// TestStatusSections: each kind of lock prints only its own sections.
+func TestStatusSections(t *testing.T) {
+	srv := server(t)
+	c := relocktest.Client(t)
+	a := rlock.WithOwner(t.Context(), "a")
+
+	plain := relocktest.Name(t) + ":plain"
+	require.NoError(t, c.GetLock(plain).Lock(a))
+	t.Cleanup(func() { _ = c.GetLock(plain).Unlock(a) })
+	r := relock(t, "status", "--redis", srv.Addr, plain)
+	wantCode(t, r, 0)
+	assert.Equal(t, []string{
+		`lock "` + plain + `": held, lease `,
+		"  holder " + c.ID() + ":a  hold count 1",
+	}, firstWords(r.stdout), "status of a plain lock")
+
+	fair := relocktest.Name(t) + ":fair"
+	require.NoError(t, c.GetFairLock(fair).Lock(a))
+	t.Cleanup(func() { _ = c.GetFairLock(fair).Unlock(a) })
+	queueWaiter(t, relocktest.Client(t), fair, "b")
+	r = relock(t, "status", "--redis", srv.Addr, fair)
+	wantCode(t, r, 0)
+	lines := firstWords(r.stdout)
+	require.Len(t, lines, 4, "status of a fair lock:\n%s", r.stdout)
+	assert.Equal(t, `fair lock "`+fair+`": held, lease `, lines[0])
+	assert.Equal(t, "fair queue: 1 waiting, head first", lines[2])
+}
+
+// firstWords is out's lines, each cut after "lease " (what follows is a
+// time that changes).
+func firstWords(out string) []string {
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for i, l := range lines {
+		if before, _, ok := strings.Cut(l, "lease "); ok {
+			lines[i] = before + "lease "
+		}
 	}
-	if st.FencingCounter == nil || *st.FencingCounter != token {
-		t.Errorf("fencing_counter = %v, want %d", st.FencingCounter, token)
+	return lines
+}
+
+// TestStatusNoSuchLock: a name with no key of any kind is no lock; it
+// gets a message and an exit code of its own, distinct from a free
+// lock's.
+func TestStatusNoSuchLock(t *testing.T) {
+	srv := server(t)
+	c := relocktest.Client(t)
+	name := relocktest.Name(t)
+	for _, args := range [][]string{nil, {"--json"}, {"--kind", "lock"}, {"--kind", "latch"}} {
+		r := relock(t, append(append([]string{"status", "--redis", srv.Addr}, args...), name)...)
+		wantCode(t, r, exitNoSuchLock)
+		assert.Empty(t, r.stdout, "stdout with %q", args)
+		wantOneLine(t, r, "no such lock", name)
 	}
+
+	// A free lock that keeps a key (here its fencing counter) is there.
+	l := c.GetFencedLock(name)
+	require.NoError(t, l.Lock(t.Context()))
+	require.NoError(t, l.Unlock(t.Context()))
+	r := relock(t, "status", "--redis", srv.Addr, name)
+	wantCode(t, r, exitOK)
+	assert.Contains(t, r.stdout, "free", "status of a free fenced lock")
 }
 
 func TestStatusNotALock(t *testing.T) {
 	srv := server(t)
 	name := relocktest.Name(t)
-	if _, err := srv.Do(t.Context(), "SET", name, "x"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := srv.Do(t.Context(), "SET", name, "x")
+	require.NoError(t, err)
 	wantCode(t, relock(t, "status", "--redis", srv.Addr, name), exitFailure)
 	r := relock(t, "unlock", "--force", "--redis", srv.Addr, name)
 	wantCode(t, r, exitFailure)
-	if v, err := srv.Do(t.Context(), "GET", name); err != nil {
-		t.Errorf("unlock --force deleted a key that is not a lock: GET = %v, %v", v, err)
-	}
-}
+	v, err := srv.Do(t.Context(), "GET", name)
+	require.NoError(t, err)
+	got, err := v.ToString()
+	require.NoError(t, err, "unlock --force deleted a key that is not a lock")
+	assert.Equal(t, "x", got, "the key's value")
 
-// statusOf runs status --json (with args before NAME) and decodes it.
-func statusOf(t *testing.T, addr, name string, v any, args ...string) {
-	t.Helper()
-	r := relock(t, append(append([]string{"status", "--json", "--redis", addr}, args...), name)...)
-	wantCode(t, r, 0)
-	dec := json.NewDecoder(strings.NewReader(r.stdout))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, r.stdout)
-	}
+	_, err = srv.Do(t.Context(), "RPUSH", name+":list", "x")
+	require.NoError(t, err)
+	wantCode(t, relock(t, "status", "--redis", srv.Addr, name+":list"), exitFailure)
 }
 
 type rwJSON struct {
@@ -216,52 +270,48 @@ func TestStatusReadWriteLock(t *testing.T) {
 	name := relocktest.Name(t)
 	w := rlock.WithOwner(t.Context(), "w")
 	rw := c.GetReadWriteLock(name)
-	if err := rw.WriteLock().Lock(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := rw.ReadLock().Lock(w); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rw.WriteLock().Lock(w))
+	require.NoError(t, rw.ReadLock().Lock(w))
 	var st rwJSON
 	statusOf(t, srv.Addr, name, &st)
-	if st.Kind != "rwlock" || !st.Locked || st.Mode != "write" || st.LeaseRemainingMs <= 0 {
-		t.Errorf("status = %+v, want a locked rwlock in write mode", st)
+	assert.Equal(t, "rwlock", st.Kind, "kind")
+	assert.True(t, st.Locked, "locked")
+	assert.Equal(t, "write", st.Mode, "mode")
+	assert.Positive(t, st.LeaseRemainingMs, "lease_remaining_ms")
+	if assert.NotNil(t, st.Writer, "writer") {
+		assert.Equal(t, "w", st.Writer.Owner, "writer's owner")
+		assert.Equal(t, c.ID(), st.Writer.ClientID, "writer's client")
+		assert.EqualValues(t, 1, st.Writer.HoldCount, "writer's hold count")
 	}
-	if st.Writer == nil || st.Writer.Owner != "w" || st.Writer.ClientID != c.ID() || st.Writer.HoldCount != 1 {
-		t.Errorf("writer = %+v", st.Writer)
+	if assert.Len(t, st.Readers, 1, "readers: the writer's read level") {
+		assert.Equal(t, "w", st.Readers[0].Owner, "reader")
+		if assert.Len(t, st.Readers[0].Levels, 1, "reader's levels") {
+			assert.Positive(t, st.Readers[0].Levels[0].RemainingMs, "level 1's lease")
+		}
 	}
-	if len(st.Readers) != 1 || st.Readers[0].Owner != "w" || len(st.Readers[0].Levels) != 1 || st.Readers[0].Levels[0].RemainingMs <= 0 {
-		t.Errorf("readers = %+v, want the writer's read level", st.Readers)
-	}
-	if st.Keys.Channel != "redisson_rwlock:{"+name+"}" {
-		t.Errorf("channel = %q", st.Keys.Channel)
-	}
-	if err := rw.WriteLock().Unlock(w); err != nil {
-		t.Fatal(err)
-	}
+	assert.Equal(t, "redisson_rwlock:{"+name+"}", st.Keys.Channel, "keys.channel")
+	require.NoError(t, rw.WriteLock().Unlock(w))
+
 	r := rlock.WithOwner(t.Context(), "r")
-	if err := rw.ReadLock().Lock(r); err != nil {
-		t.Fatal(err)
-	}
-	if err := rw.ReadLock().Lock(r); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rw.ReadLock().Lock(r))
+	require.NoError(t, rw.ReadLock().Lock(r))
 	st = rwJSON{}
 	statusOf(t, srv.Addr, name, &st)
-	if st.Mode != "read" || st.Writer != nil || len(st.Readers) != 2 {
-		t.Fatalf("status = %+v, want read mode with two readers", st)
-	}
-	if rr := st.Readers[0]; rr.Owner != "r" || rr.HoldCount != 2 || len(rr.Levels) != 2 ||
-		rr.Levels[1].Key != "{"+name+"}:"+c.ID()+":r:rwlock_timeout:2" {
-		t.Errorf("reader r = %+v", rr)
+	assert.Equal(t, "read", st.Mode, "mode")
+	assert.Nil(t, st.Writer, "writer")
+	require.Len(t, st.Readers, 2, "readers")
+	rr := st.Readers[0]
+	assert.Equal(t, "r", rr.Owner, "first reader")
+	assert.EqualValues(t, 2, rr.HoldCount, "r's hold count")
+	if assert.Len(t, rr.Levels, 2, "r's levels") {
+		assert.Equal(t, "{"+name+"}:"+c.ID()+":r:rwlock_timeout:2", rr.Levels[1].Key, "level 2's key")
 	}
 	out := relock(t, "status", "--redis", srv.Addr, name)
 	wantCode(t, out, 0)
 	for _, want := range []string{"read mode", "reader " + c.ID() + ":r  hold count 2", "level 2:"} {
-		if !strings.Contains(out.stdout, want) {
-			t.Errorf("status output lacks %q:\n%s", want, out.stdout)
-		}
+		assert.Contains(t, out.stdout, want, "status output")
 	}
+	wantCode(t, relock(t, "status", "--kind", "lock", "--redis", srv.Addr, name), exitFailure)
 	_ = rw.ReadLock().Unlock(r)
 	_ = rw.ReadLock().Unlock(r)
 	_ = rw.ReadLock().Unlock(w)
@@ -300,49 +350,45 @@ func TestStatusSemaphore(t *testing.T) {
 	c := relocktest.Client(t)
 	name := relocktest.Name(t)
 	s := c.GetSemaphore(name)
-	if _, err := s.TrySetPermits(t.Context(), 1); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.TrySetPermits(t.Context(), 1)
+	require.NoError(t, err)
 	id, err := s.Acquire(t.Context(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wctx, cancel := context.WithCancel(t.Context())
 	waited := make(chan error, 1)
 	go func() { _, err := s.Acquire(wctx, 0); waited <- err }()
 	defer cancel()
 	rdb := relocktest.Raw(t)
-	relocktest.Eventually(t, 10*time.Second, "the waiter to queue", func() bool {
-		n, err := rdb.Do(t.Context(), rdb.B().Zcard().Key(semaphore.KeysOf(name).Queue).Build()).AsInt64()
-		return err == nil && n == 1
+	waitUntil(t, 10*time.Second, "the waiter to queue", func() (bool, error) {
+		n, err := rdb.Do(t.Context(), rdb.B().Zcard().Key(layout.Semaphore(name).Queue).Build()).AsInt64()
+		return n == 1, err
 	})
 	var st semJSON
 	statusOf(t, srv.Addr, name, &st)
-	if st.Kind != "semaphore" || !st.Set || st.Available != 0 || len(st.Held) != 1 || len(st.Queue) != 1 {
-		t.Fatalf("status = %+v, want a set semaphore, none available, one held, one queued", st)
+	assert.Equal(t, "semaphore", st.Kind, "kind")
+	assert.True(t, st.Set, "set")
+	assert.Zero(t, st.Available, "available")
+	require.Len(t, st.Held, 1, "held")
+	require.Len(t, st.Queue, 1, "queue")
+	h := st.Held[0]
+	assert.Equal(t, id, h.PermitID, "permit held")
+	if assert.NotNil(t, h.RemainingMs, "permit's lease") {
+		assert.True(t, *h.RemainingMs > 0 && *h.RemainingMs <= 60_000, "permit's lease left %d, want up to a minute", *h.RemainingMs)
 	}
-	if h := st.Held[0]; h.PermitID != id || h.RemainingMs == nil || *h.RemainingMs <= 0 || *h.RemainingMs > 60_000 {
-		t.Errorf("held = %+v, want permit %s with up to a minute left", h, id)
-	}
-	if q := st.Queue[0]; q.Position != 1 || len(q.PermitID) != 32 || q.DeadlineMs == nil {
-		t.Errorf("queue = %+v", q)
-	}
-	if st.Keys.Leases != "{"+name+"}:timeout" || st.Keys.Channel != "redisson_sc:{"+name+"}" {
-		t.Errorf("keys = %+v", st.Keys)
-	}
+	q := st.Queue[0]
+	assert.Equal(t, 1, q.Position, "waiter's position")
+	assert.Len(t, q.PermitID, 32, "waiter's permit ID")
+	assert.NotNil(t, q.DeadlineMs, "waiter's deadline")
+	assert.Equal(t, "{"+name+"}:timeout", st.Keys.Leases, "keys.leases")
+	assert.Equal(t, "redisson_sc:{"+name+"}", st.Keys.Channel, "keys.channel")
 	out := relock(t, "status", "--redis", srv.Addr, name)
 	for _, want := range []string{"0 permits available, 1 held", "permit " + id, "queue: 1 waiting"} {
-		if !strings.Contains(out.stdout, want) {
-			t.Errorf("status output lacks %q:\n%s", want, out.stdout)
-		}
+		assert.Contains(t, out.stdout, want, "status output")
 	}
 	cancel()
-	if err := <-waited; !errors.Is(err, rlock.ErrNotAcquired) {
-		t.Errorf("the waiter's Acquire = %v, want ErrNotAcquired", err)
-	}
-	if err := s.Release(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
+	assert.ErrorIs(t, <-waited, rlock.ErrNotAcquired, "the waiter's Acquire")
+	require.NoError(t, s.Release(t.Context(), id))
+
 	// A count alone: a semaphore with nothing held, or a latch.
 	var counter struct {
 		Name  string `json:"name"`
@@ -353,23 +399,21 @@ func TestStatusSemaphore(t *testing.T) {
 		} `json:"keys"`
 	}
 	statusOf(t, srv.Addr, name, &counter)
-	if counter.Kind != "counter" || counter.Value != 1 {
-		t.Errorf("status of a count alone = %+v, want kind counter, value 1", counter)
-	}
+	assert.Equal(t, "counter", counter.Kind, "kind of a count alone")
+	assert.EqualValues(t, 1, counter.Value, "value of a count alone")
 	st = semJSON{}
 	statusOf(t, srv.Addr, name, &st, "--kind", "semaphore")
-	if st.Kind != "semaphore" || st.Available != 1 || len(st.Held) != 0 {
-		t.Errorf("status --kind semaphore = %+v", st)
-	}
+	assert.Equal(t, "semaphore", st.Kind, "--kind semaphore")
+	assert.EqualValues(t, 1, st.Available, "available")
+	assert.Empty(t, st.Held, "held")
 }
 
 func TestStatusLatch(t *testing.T) {
 	srv := server(t)
 	c := relocktest.Client(t)
 	name := relocktest.Name(t)
-	if _, err := c.GetCountDownLatch(name).TrySetCount(t.Context(), 3); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.GetCountDownLatch(name).TrySetCount(t.Context(), 3)
+	require.NoError(t, err)
 	var st struct {
 		Name  string `json:"name"`
 		Kind  string `json:"kind"`
@@ -381,12 +425,11 @@ func TestStatusLatch(t *testing.T) {
 		} `json:"keys"`
 	}
 	statusOf(t, srv.Addr, name, &st, "--kind", "latch")
-	if st.Kind != "latch" || st.Count != 3 || st.Open || st.Keys.Channel != "redisson_countdownlatch__channel__{"+name+"}" {
-		t.Errorf("status = %+v", st)
-	}
+	assert.Equal(t, "latch", st.Kind, "kind")
+	assert.EqualValues(t, 3, st.Count, "count")
+	assert.False(t, st.Open, "open")
+	assert.Equal(t, "redisson_countdownlatch__channel__{"+name+"}", st.Keys.Channel, "keys.channel")
 	out := relock(t, "status", "--kind", "latch", "--redis", srv.Addr, name)
-	if !strings.Contains(out.stdout, "count 3") {
-		t.Errorf("status output:\n%s", out.stdout)
-	}
+	assert.Contains(t, out.stdout, "count 3", "status output")
 	wantCode(t, relock(t, "status", "--kind", "queue", "--redis", srv.Addr, name), exitUsage)
 }

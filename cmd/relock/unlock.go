@@ -60,7 +60,7 @@ func (cl *cli) unlock(args []string) int {
 	// Read first: to say whose hold goes, to pick the kind (a fair lock's
 	// force-unlock wakes its head waiter), and never to delete a key that
 	// is not a lock.
-	st, err := readLockState(ctx, rdb, name)
+	st, err := readLock(ctx, rdb, name)
 	if err != nil {
 		if errors.Is(err, errNotALock) {
 			return cl.errorf(exitFailure, "%v; not deleting it", err)

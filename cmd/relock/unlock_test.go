@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -17,33 +19,25 @@ func TestUnlockForce(t *testing.T) {
 	name := relocktest.Name(t)
 	stuck := rlock.WithOwner(t.Context(), "stuck")
 	l := c.GetLock(name)
-	if err := l.Lock(stuck); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(stuck))
 
 	r := relock(t, "unlock", "--redis", srv.Addr, name)
 	wantCode(t, r, exitUsage)
-	if !strings.Contains(r.stderr, "--force") {
-		t.Errorf("stderr = %q, want it to mention --force", r.stderr)
-	}
-	if locked, err := l.IsLocked(t.Context()); err != nil || !locked {
-		t.Fatalf("after unlock without --force: IsLocked = %v, %v; want true", locked, err)
-	}
+	assert.Contains(t, r.stderr, "--force", "stderr")
+	locked, err := l.IsLocked(t.Context())
+	require.NoError(t, err)
+	require.True(t, locked, "IsLocked after unlock without --force")
 
 	r = relock(t, "unlock", "--force", "--redis", srv.Addr, name)
 	wantCode(t, r, 0)
-	if want := "was held by " + c.ID() + ":stuck"; !strings.Contains(r.stdout, want) {
-		t.Errorf("stdout = %q, want it to contain %q", r.stdout, want)
-	}
-	if locked, err := l.IsLocked(t.Context()); err != nil || locked {
-		t.Errorf("after unlock --force: IsLocked = %v, %v; want false", locked, err)
-	}
+	assert.Contains(t, r.stdout, "was held by "+c.ID()+":stuck", "stdout")
+	locked, err = l.IsLocked(t.Context())
+	require.NoError(t, err)
+	assert.False(t, locked, "IsLocked after unlock --force")
 
 	r = relock(t, "unlock", "--force", "--redis", srv.Addr, name)
 	wantCode(t, r, 0)
-	if !strings.Contains(r.stdout, "was not held") {
-		t.Errorf("stdout = %q, want it to say the lock was not held", r.stdout)
-	}
+	assert.Contains(t, r.stdout, "was not held", "stdout")
 }
 
 // TestUnlockForceWakesFairWaiter: force-unlocking a fair lock hands it to
@@ -52,9 +46,7 @@ func TestUnlockForceWakesFairWaiter(t *testing.T) {
 	srv := server(t)
 	c1, c2 := relocktest.Client(t), relocktest.Client(t)
 	name := relocktest.Name(t)
-	if err := c1.GetFairLock(name).Lock(rlock.WithOwner(t.Context(), "stuck")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c1.GetFairLock(name).Lock(rlock.WithOwner(t.Context(), "stuck")))
 	waiter := rlock.WithOwner(t.Context(), "waiter")
 	wl := c2.GetFairLock(name)
 	waitCtx, cancel := context.WithCancel(waiter)
@@ -62,27 +54,21 @@ func TestUnlockForceWakesFairWaiter(t *testing.T) {
 	got := make(chan error, 1)
 	go func() { got <- wl.Lock(waitCtx) }()
 	rdb := relocktest.Raw(t)
-	relocktest.Eventually(t, 10*time.Second, "the waiter to queue", func() bool {
-		n, err := rdb.Do(t.Context(), rdb.B().Llen().Key(lockcore.Derived(lockcore.QueuePrefix, name)).Build()).AsInt64()
-		return err == nil && n == 1
+	waitUntil(t, 10*time.Second, "the waiter to queue", func() (bool, error) {
+		n, err := rdb.Do(t.Context(), rdb.B().Llen().Key(layout.Queue(name)).Build()).AsInt64()
+		return n == 1, err
 	})
 
 	r := relock(t, "unlock", "--force", "--redis", srv.Addr, name)
 	wantCode(t, r, 0)
-	if !strings.Contains(r.stdout, "woke the head of its fair queue: "+c2.ID()+":waiter") {
-		t.Errorf("stdout = %q, want it to name the woken waiter", r.stdout)
-	}
+	assert.Contains(t, r.stdout, "woke the head of its fair queue: "+c2.ID()+":waiter", "stdout")
 	select {
 	case err := <-got:
-		if err != nil {
-			t.Fatalf("the waiter's Lock = %v", err)
-		}
+		require.NoError(t, err, "the waiter's Lock")
 	case <-time.After(5 * time.Second):
 		cancel()
 		<-got
-		t.Fatal("the waiter did not get the lock within 5s of the force-unlock")
+		require.Fail(t, "the waiter did not get the lock within 5s of the force-unlock")
 	}
-	if err := wl.Unlock(waiter); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, wl.Unlock(waiter))
 }

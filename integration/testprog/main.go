@@ -216,7 +216,7 @@ func (p *prog) tokenRound(ctx context.Context, reenter bool) {
 	select {
 	case <-done:
 		<-watching
-		p.lost(start, endedAt.Load(), errors.New("Done closed while held"))
+		p.lost(start, endedAt.Load(), errors.New("the hold's Done channel closed while it was held"))
 		lostNoticed = true
 	default:
 	}

@@ -166,6 +166,9 @@ func TestCluster(t *testing.T) {
 			mode = "sharded pub/sub"
 		}
 		t.Run(mode, func(t *testing.T) {
+			if sharded {
+				needShardedPubSub(t, cl)
+			}
 			c1 := newClient(t, cl.ClientOption(), opts...)
 			c2 := newClient(t, cl.ClientOption(), opts...)
 			for _, k := range kinds {
@@ -241,6 +244,7 @@ func TestClusterFairOrderAndTokens(t *testing.T) {
 
 func TestClusterShardedSubscriptionEnds(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
+	needShardedPubSub(t, cl)
 	c := newClient(t, cl.ClientOption(), rlock.WithShardedPubSub())
 	ctx := t.Context()
 	name := "cl:sharded:numsub"
@@ -275,6 +279,15 @@ func TestClusterShardedSubscriptionEnds(t *testing.T) {
 	}
 	relocktest.Eventually(t, 10*time.Second, "the sharded subscription to end", func() bool { return shardnumsub() == 0 })
 	_ = l.Unlock(a)
+}
+
+// needShardedPubSub skips t on a cluster whose servers have no sharded
+// pub/sub (before Redis 7).
+func needShardedPubSub(t *testing.T, cl *redistest.Cluster) {
+	t.Helper()
+	if !relocktest.Knows(t, newRaw(t, cl.ClientOption()), "SSUBSCRIBE") {
+		t.Skip("the servers have no sharded pub/sub (SSUBSCRIBE came with Redis 7)")
+	}
 }
 
 func newRaw(t *testing.T, opt rueidis.ClientOption) rueidis.Client {

@@ -34,6 +34,9 @@ func TestClusterSync(t *testing.T) {
 			mode = "sharded pub/sub"
 		}
 		t.Run(mode, func(t *testing.T) {
+			if sharded {
+				needShardedPubSub(t, cl)
+			}
 			c1 := newClient(t, cl.ClientOption(), opts...)
 			c2 := newClient(t, cl.ClientOption(), opts...)
 			t.Run("WriteLock", func(t *testing.T) {

@@ -6,6 +6,7 @@ package relocktest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,7 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -64,15 +65,13 @@ func Name(t testing.TB) string {
 // Keys are the keys a lock, semaphore or latch named name may write (not
 // the lease keys of read holds, which expire by themselves).
 func Keys(name string) []string {
-	return []string{
-		name,
-		lockcore.Derived(lockcore.QueuePrefix, name),
-		lockcore.Derived(lockcore.TimeoutPrefix, name),
-		lockcore.Derived(lockcore.TokenPrefix, name),
-		lockcore.Suffixed(name, "timeout"),
-		lockcore.Suffixed(name, "relock_queue"),
-		lockcore.Suffixed(name, "relock_queue_timeout"),
+	var keys []string
+	for _, k := range layout.KeysOf(name) {
+		if !slices.Contains(keys, k.Name) { // the name's own key is a lock's hash or a count
+			keys = append(keys, k.Name)
+		}
 	}
+	return keys
 }
 
 // HGetAll returns the lock hash of name on the shared server.

@@ -1,0 +1,240 @@
+// Package layout is the one source of the Redis layout of every lock
+// kind: the keys, hash fields and channels derived from a lock name, the
+// sentinel values stored in them, and the reverse, the reading of a key or
+// a channel back into the lock it belongs to (for tools that inspect Redis
+// without the library, such as the command-line tool's status and scan).
+//
+// The layout is Redisson's, so that Go and Java holders of one name
+// exclude each other; relock adds keys of its own (the wake-one registry,
+// the semaphore's queue), each named below.
+//
+// Hash tags: a key derived from a name must hash to the name's cluster
+// slot. Redisson wraps the name in braces ("prefix:{name}", "{name}:suffix")
+// unless the name already has a '{' (then "prefix:name", "name:suffix"),
+// so that a user's own hash tag decides the slot. A wrapped key therefore
+// reads two ways: "prefix:{a}" is derived from the name "a" and from the
+// name "{a}"; Classify reports both.
+//
+// The package imports nothing of the project.
+package layout
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Prefixes of the keys and channels derived from a lock name with Derived.
+const (
+	// ChannelPrefix names a lock's unlock channel (plain, fenced, fair).
+	ChannelPrefix = "redisson_lock__channel"
+	// QueuePrefix names a fair lock's queue of waiters (a list of fields).
+	QueuePrefix = "redisson_lock_queue"
+	// TimeoutPrefix names a fair lock's waiter deadlines (a sorted set:
+	// field -> unix ms).
+	TimeoutPrefix = "redisson_lock_timeout"
+	// TokenPrefix names a fenced lock's counter of tokens (a string).
+	TokenPrefix = "redisson_lock_token"
+	// UnlockLatchPrefix names the short-lived keys Redisson writes while an
+	// unlock is in flight: UnlockLatchPrefix:{name}:<request ID>. relock
+	// writes none.
+	UnlockLatchPrefix = "redisson_unlock_latch"
+	// WakersPrefix names relock's wake-one registry of a lock (a sorted
+	// set: client ID -> deadline); WakePrefix its per-Client wake channels.
+	WakersPrefix = "relock_wakers"
+	WakePrefix   = "relock_wake"
+	// RWLockChannelPrefix names a read-write lock's channel.
+	RWLockChannelPrefix = "redisson_rwlock"
+	// SemaphoreChannelPrefix names a semaphore's channel.
+	SemaphoreChannelPrefix = "redisson_sc"
+	// CountDownLatchChannelPrefix starts a count-down latch's channel,
+	// which is always followed by the name in braces (see LatchChannel).
+	CountDownLatchChannelPrefix = "redisson_countdownlatch__channel__"
+)
+
+// Suffixes of the keys derived from a lock name with Suffixed.
+const (
+	// SemaphoreLeasesSuffix: the semaphore's permits held (a sorted set:
+	// permit ID -> end of its lease, unix ms).
+	SemaphoreLeasesSuffix = "timeout"
+	// SemaphoreQueueSuffix and SemaphoreQueueDeadlinesSuffix are relock's
+	// queue of a semaphore's waiters (sorted sets: permit ID -> when it
+	// joined; permit ID -> when it is dropped unless it refreshes).
+	SemaphoreQueueSuffix          = "relock_queue"
+	SemaphoreQueueDeadlinesSuffix = "relock_queue_timeout"
+	// ReadLeaseMark separates a read hold's field from its level in the
+	// key of the level's lease (see ReadLeaseKey).
+	ReadLeaseMark = "rwlock_timeout"
+)
+
+// Messages published on a lock's channel.
+const (
+	// UnlockMessage wakes one waiter: the lock was released.
+	UnlockMessage = "0"
+	// WakeAllMessage wakes every waiter (Redisson's read-lock release).
+	WakeAllMessage = "1"
+)
+
+// Hash fields and values of a read-write lock.
+const (
+	// ModeField holds the mode of a read-write lock's hash; a lock hash
+	// with it is a read-write lock.
+	ModeField = "mode"
+	// ModeRead and ModeWrite are the values of ModeField.
+	ModeRead  = "read"
+	ModeWrite = "write"
+	// WriteSuffix ends a writer's field: "<clientID>:<owner>:write".
+	WriteSuffix = ":write"
+)
+
+// The score of a semaphore permit taken without a lease (Redisson's): it
+// never expires. NoLease is the same number as the scripts take it.
+const (
+	NoLeaseScore = 922337203685477
+	NoLease      = "922337203685477"
+)
+
+// Tagged is name wrapped in braces, "{name}", or name itself when it has
+// a '{' (Redisson's rule): the start of every key Suffixed derives from
+// name.
+func Tagged(name string) string {
+	if strings.Contains(name, "{") {
+		return name
+	}
+	return "{" + name + "}"
+}
+
+// Derived is the key or channel prefix derives from name: "prefix:{name}",
+// or "prefix:name" when name has a '{'. Either way it shares name's slot.
+func Derived(prefix, name string) string { return prefix + ":" + Tagged(name) }
+
+// Suffixed is the key name derives with suffix: "{name}:suffix", or
+// "name:suffix" when name has a '{'. Either way it shares name's slot.
+func Suffixed(name, suffix string) string { return Tagged(name) + ":" + suffix }
+
+// SharesSlot reports whether every key derived from name hashes to name's
+// own cluster slot: a name without braces, or one whose first '{' opens a
+// non-empty hash tag (its derived keys keep that tag).
+func SharesSlot(name string) bool {
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		return !strings.Contains(name, "}")
+	}
+	return strings.IndexByte(name[open+1:], '}') > 0
+}
+
+// Field is the hash field of an owner of a Client: "<clientID>:<owner>".
+func Field(clientID, owner string) string { return clientID + ":" + owner }
+
+// SplitField splits a hash field "<clientID>:<owner>" (a client ID has no
+// colon; an owner may). A field without a colon is all owner.
+func SplitField(field string) (clientID, owner string) {
+	clientID, owner, ok := strings.Cut(field, ":")
+	if !ok {
+		return "", field
+	}
+	return clientID, owner
+}
+
+// IsHolderField reports whether a hash field has a holder's shape: a
+// client ID (a UUID, as both relock and Redisson make them), a colon, and
+// the rest.
+func IsHolderField(field string) bool {
+	return len(field) > uuidLen && field[uuidLen] == ':' && isUUID(field[:uuidLen])
+}
+
+// Channel is a lock's unlock channel (plain, fenced and fair locks).
+func Channel(name string) string { return Derived(ChannelPrefix, name) }
+
+// FairWaiterChannel is a fair-lock waiter's own channel, on which only the
+// head of the queue is woken.
+func FairWaiterChannel(name, field string) string { return Channel(name) + ":" + field }
+
+// Queue is a fair lock's queue of waiters.
+func Queue(name string) string { return Derived(QueuePrefix, name) }
+
+// Timeouts is a fair lock's waiter deadlines.
+func Timeouts(name string) string { return Derived(TimeoutPrefix, name) }
+
+// Token is a fenced lock's token counter.
+func Token(name string) string { return Derived(TokenPrefix, name) }
+
+// UnlockLatch is the key of Redisson's in-flight unlock requestID.
+func UnlockLatch(name, requestID string) string {
+	return Derived(UnlockLatchPrefix, name) + ":" + requestID
+}
+
+// Wakers is the wake-one registry of a lock (relock's own).
+func Wakers(name string) string { return Derived(WakersPrefix, name) }
+
+// WakeChannelPrefix is what a Client's wake channel for a lock starts
+// with; the client ID follows.
+func WakeChannelPrefix(name string) string { return Derived(WakePrefix, name) + ":" }
+
+// WakeChannel is the wake channel of the Client clientID for a lock.
+func WakeChannel(name, clientID string) string { return WakeChannelPrefix(name) + clientID }
+
+// RWChannel is a read-write lock's channel, shared by both sides.
+func RWChannel(name string) string { return Derived(RWLockChannelPrefix, name) }
+
+// ReadLeaseKey is the key of level n (1 for the first) of the read hold
+// with field (the reader's "<clientID>:<owner>") on the read-write lock
+// name: it holds that level's lease.
+func ReadLeaseKey(name, field string, n int) string {
+	return Tagged(name) + ":" + field + ":" + ReadLeaseMark + ":" + strconv.Itoa(n)
+}
+
+// SemaphoreKeys are the keys and the channel of a semaphore.
+type SemaphoreKeys struct {
+	// Available holds the count of permits available (a string), under
+	// the semaphore's name.
+	Available string
+	// Leases holds the permits held (SemaphoreLeasesSuffix).
+	Leases string
+	// Channel carries the counts of permits that came free.
+	Channel string
+	// Queue and QueueDeadlines are relock's queue of waiters.
+	Queue, QueueDeadlines string
+}
+
+// Semaphore returns the keys of the semaphore name.
+func Semaphore(name string) SemaphoreKeys {
+	return SemaphoreKeys{
+		Available:      name,
+		Leases:         Suffixed(name, SemaphoreLeasesSuffix),
+		Channel:        Derived(SemaphoreChannelPrefix, name),
+		Queue:          Suffixed(name, SemaphoreQueueSuffix),
+		QueueDeadlines: Suffixed(name, SemaphoreQueueDeadlinesSuffix),
+	}
+}
+
+// LatchChannel is a count-down latch's channel. Redisson wraps the name in
+// braces whatever it holds, so for a name with a hash tag of its own the
+// channel is not in the name's slot.
+func LatchChannel(name string) string { return CountDownLatchChannelPrefix + "{" + name + "}" }
+
+const uuidLen = 36
+
+// isUUID reports whether s is a UUID in its text form
+// (8-4-4-4-12 hexadecimal digits).
+func isUUID(s string) bool {
+	if len(s) != uuidLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch i {
+		case 8, 13, 18, 23:
+			if s[i] != '-' {
+				return false
+			}
+		default:
+			if !isHex(s[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
