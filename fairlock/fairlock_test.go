@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,7 +14,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/fairlock"
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 func queue(t *testing.T, raw rueidis.Client, name string) []string {
 	t.Helper()
-	q, err := raw.Do(t.Context(), raw.B().Lrange().Key(lockcore.Derived(lockcore.QueuePrefix, name)).Start(0).Stop(-1).Build()).AsStrSlice()
+	q, err := raw.Do(t.Context(), raw.B().Lrange().Key(layout.Queue(name)).Start(0).Stop(-1).Build()).AsStrSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	if q := queue(t, raw, name); len(q) != 0 {
 		t.Errorf("queue after cancel = %v, want empty", q)
 	}
-	zcard, _ := raw.Do(t.Context(), raw.B().Zcard().Key(lockcore.Derived(lockcore.TimeoutPrefix, name)).Build()).AsInt64()
+	zcard, _ := raw.Do(t.Context(), raw.B().Zcard().Key(layout.Timeouts(name)).Build()).AsInt64()
 	if zcard != 0 {
 		t.Errorf("timeout set has %d entries after cancel, want 0", zcard)
 	}
@@ -138,11 +138,11 @@ func TestDeadWaiterDoesNotStall(t *testing.T) {
 	}
 	// A vanished Client's waiter: queued with a fresh deadline, then gone.
 	ghost := "0b5e55ed-0000-4000-8000-000000000000:ghost"
-	if err := raw.Do(t.Context(), raw.B().Rpush().Key(lockcore.Derived(lockcore.QueuePrefix, name)).Element(ghost).Build()).Error(); err != nil {
+	if err := raw.Do(t.Context(), raw.B().Rpush().Key(layout.Queue(name)).Element(ghost).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(fairlock.WaiterTimeout).UnixMilli()
-	if err := raw.Do(t.Context(), raw.B().Zadd().Key(lockcore.Derived(lockcore.TimeoutPrefix, name)).ScoreMember().ScoreMember(float64(deadline), ghost).Build()).Error(); err != nil {
+	if err := raw.Do(t.Context(), raw.B().Zadd().Key(layout.Timeouts(name)).ScoreMember().ScoreMember(float64(deadline), ghost).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 

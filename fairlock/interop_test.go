@@ -3,6 +3,7 @@ package fairlock_test
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redissontest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -75,9 +75,9 @@ func TestInteropFairWakes(t *testing.T) {
 		require.NoError(t, jl.Lock(t.Context(), 1, 0))
 		a := rlock.WithOwner(t.Context(), "a")
 		field := c.ID() + ":a"
-		head := redissontest.Listen(t, raw, lockcore.Channel(name)+":"+field)
+		head := redissontest.Listen(t, raw, layout.Channel(name)+":"+field)
 		got := redissontest.Async(func() error { return c.GetFairLock(name).Lock(a) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name)+":"+field, 2)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name)+":"+field, 2)
 		require.Equal(t, []string{field}, queue(t, raw, name))
 		start := time.Now()
 		require.NoError(t, jl.Unlock(t.Context(), 1))

@@ -2,6 +2,7 @@ package fairlock
 
 import (
 	"context"
+	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"time"
 
@@ -30,9 +31,9 @@ type kind struct{}
 var _ lockcore.Kind = kind{}
 
 func keys(name string) (queue, timeouts, channel string) {
-	return lockcore.Derived(lockcore.QueuePrefix, name),
-		lockcore.Derived(lockcore.TimeoutPrefix, name),
-		lockcore.Channel(name)
+	return layout.Queue(name),
+		layout.Timeouts(name),
+		layout.Channel(name)
 }
 
 // Acquire runs fair_acquire.lua: take, re-enter, or keep a place in the
@@ -71,7 +72,7 @@ func (kind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
 	queue, timeouts, channel := keys(r.Name)
 	return lua.FairUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
-		[]string{lockcore.UnlockMessage, r.LeaseArg, r.Field, r.Core.PublishCommand(),
+		[]string{layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.PublishCommand(),
 			strconv.Itoa(r.Target)}).AsInt64()
 }
 
@@ -79,7 +80,7 @@ func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
 func (kind) ForceRelease(ctx context.Context, c *lockcore.Core, name string) (bool, error) {
 	queue, timeouts, channel := keys(name)
 	n, err := lua.FairForceUnlock.Exec(ctx, c.RDB, []string{name, queue, timeouts, channel},
-		[]string{lockcore.UnlockMessage, c.PublishCommand()}).AsInt64()
+		[]string{layout.UnlockMessage, c.PublishCommand()}).AsInt64()
 	return n == 1, err
 }
 
@@ -88,13 +89,13 @@ func (kind) ForceRelease(ctx context.Context, c *lockcore.Core, name string) (bo
 func (kind) Abandon(ctx context.Context, r lockcore.Request) error {
 	queue, timeouts, channel := keys(r.Name)
 	return lua.FairAbandon.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
-		[]string{r.Field, r.Core.PublishCommand(), lockcore.UnlockMessage}).Error()
+		[]string{r.Field, r.Core.PublishCommand(), layout.UnlockMessage}).Error()
 }
 
 // WaitChannel is the waiter's own channel: an unlock wakes only the head
 // of the queue.
 func (kind) WaitChannel(r lockcore.Request) string {
-	return lockcore.Channel(r.Name) + ":" + r.Field
+	return layout.Channel(r.Name) + ":" + r.Field
 }
 
 // Label names the fair lock to observers.

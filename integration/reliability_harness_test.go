@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/integration/checker"
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -469,8 +469,8 @@ func (w *relWorkload) checkClean() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	relCheckKeys(w.t, raw, w.name)
-	relCheckNoSubscribers(w.t, raw, lockcore.Channel(w.name))
-	_ = raw.Do(ctx, raw.B().Del().Key(lockcore.Derived(lockcore.TokenPrefix, w.name)).Build()).Error()
+	relCheckNoSubscribers(w.t, raw, layout.Channel(w.name))
+	_ = raw.Do(ctx, raw.B().Del().Key(layout.Token(w.name)).Build()).Error()
 }
 
 // relCheckKeys checks that of name's keys only the fencing counter is left,
@@ -478,7 +478,7 @@ func (w *relWorkload) checkClean() {
 func relCheckKeys(t testing.TB, raw rueidis.Client, name string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, k := range []string{name, lockcore.Derived(lockcore.QueuePrefix, name), lockcore.Derived(lockcore.TimeoutPrefix, name)} {
+	for _, k := range []string{name, layout.Queue(name), layout.Timeouts(name)} {
 		if n, _ := raw.Do(ctx, raw.B().Exists().Key(k).Build()).AsInt64(); n != 0 {
 			t.Errorf("key %q left behind", k)
 		}
@@ -489,7 +489,7 @@ func relCheckKeys(t testing.TB, raw rueidis.Client, name string) {
 		return
 	}
 	for _, k := range keys {
-		if strings.HasPrefix(k, lockcore.TokenPrefix+":") {
+		if strings.HasPrefix(k, layout.TokenPrefix+":") {
 			continue
 		}
 		if ms, _ := raw.Do(ctx, raw.B().Pttl().Key(k).Build()).AsInt64(); ms == -1 {

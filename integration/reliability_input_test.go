@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"math"
 	"slices"
 	"strings"
@@ -60,7 +61,7 @@ func (in *relInput) state() map[string]string {
 	}
 	st := make(map[string]string)
 	for _, k := range keys {
-		if strings.HasPrefix(k, lockcore.LatchPrefix+":") {
+		if strings.HasPrefix(k, layout.UnlockLatchPrefix+":") {
 			continue
 		}
 		m, err := in.raw.Do(ctx, in.raw.B().Dump().Key(k).Build()).ToString()
@@ -374,13 +375,13 @@ func relContextCases(t *testing.T, in *relInput, k relKind, fenced bool) {
 	if locked, _ := l.IsLocked(owner); locked {
 		t.Error("locked after a Lock cancelled during its script")
 	}
-	keys := []string{name, lockcore.Derived(lockcore.QueuePrefix, name), lockcore.Derived(lockcore.TimeoutPrefix, name)}
+	keys := []string{name, layout.Queue(name), layout.Timeouts(name)}
 	if n, _ := in.raw.Do(t.Context(), in.raw.B().Exists().Key(keys...).Build()).AsInt64(); n != 0 {
 		t.Errorf("%d of the lock's keys left after a Lock cancelled during its script", n)
 	}
 	if fenced {
 		// The counter moved (tokens only grow), and that is all.
-		tok, _ := in.raw.Do(t.Context(), in.raw.B().Get().Key(lockcore.Derived(lockcore.TokenPrefix, name)).Build()).AsInt64()
+		tok, _ := in.raw.Do(t.Context(), in.raw.B().Get().Key(layout.Token(name)).Build()).AsInt64()
 		t.Logf("fencing counter after the cancelled acquisition: %d", tok)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
@@ -76,7 +76,7 @@ func TestReliabilityLostReply(t *testing.T) {
 	c := e.client(t, rlock.WithWatchdogTimeout(lease))
 	other := e.client(t, rlock.WithWatchdogTimeout(lease))
 
-	field := func(owner string) string { return lockcore.Field(c.ID(), owner) }
+	field := func(owner string) string { return layout.Field(c.ID(), owner) }
 	hget := func(name, owner string) string {
 		v, _ := raw.Do(context.Background(), raw.B().Hget().Key(name).Field(field(owner)).Build()).ToString()
 		return v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/integration/checker"
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -130,7 +130,7 @@ func relCleanAfter(t *testing.T, e *relEnv, name string) {
 	raw := e.lock.Client(t) // registered first: closed after the check
 	t.Cleanup(func() {
 		relCheckKeys(t, raw, name)
-		relCheckNoSubscribers(t, raw, lockcore.Channel(name))
+		relCheckNoSubscribers(t, raw, layout.Channel(name))
 	})
 }
 
@@ -208,7 +208,7 @@ func relStall(t *testing.T, e *relEnv, d time.Duration, stall func(*testing.T, t
 	ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 20*time.Second)
 	defer cancel()
 	wt := relWait(t, ctx, func(ctx context.Context) (int64, error) { return 0, l2.Lock(ctx) })
-	relWaitSubscribed(t, e, lockcore.Channel(name), 1)
+	relWaitSubscribed(t, e, layout.Channel(name), 1)
 
 	start, end := stall(t, d)
 	if d < relStallLease {
@@ -305,7 +305,7 @@ func TestReliabilityServerRestart(t *testing.T) {
 			ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 20*time.Second)
 			defer cancel()
 			wt := relWait(t, ctx, l2.LockAndGetToken)
-			relWaitSubscribed(t, e, lockcore.Channel(name), 1)
+			relWaitSubscribed(t, e, layout.Channel(name), 1)
 			before := w.waitAcquisitions(0, 20, 30*time.Second)
 
 			killed := time.Now()
@@ -443,7 +443,7 @@ func TestReliabilityClientKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 20*time.Second)
 	defer cancel()
 	wt := relWait(t, ctx, func(ctx context.Context) (int64, error) { return 0, l2.Lock(ctx) })
-	relWaitSubscribed(t, e, lockcore.Channel(name), 1)
+	relWaitSubscribed(t, e, layout.Channel(name), 1)
 
 	raw := e.lock.Client(t)
 	kills := 0

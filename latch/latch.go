@@ -3,6 +3,7 @@ package latch
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -34,7 +35,7 @@ func init() {
 	lockcore.Provide(func(c *lockcore.Core, name string) *CountDownLatch { return &CountDownLatch{core: c, name: name} })
 	// "0", the opening, lets every waiter go on; "1" (a count set) wakes
 	// nobody.
-	lockcore.RegisterWakePolicy(lockcore.CountDownLatchChannelPrefix, func(payload string) pubsub.Wake {
+	lockcore.RegisterWakePolicy(layout.CountDownLatchChannelPrefix, func(payload string) pubsub.Wake {
 		if payload == openMessage {
 			return pubsub.WakeAll
 		}
@@ -52,7 +53,7 @@ func (l *CountDownLatch) Name() string { return l.name }
 // "redisson_countdownlatch__channel__{" + name + "}" whatever the name
 // holds, so for a name with a hash tag of its own it is not in the
 // name's cluster slot.
-func Channel(name string) string { return lockcore.CountDownLatchChannelPrefix + "{" + name + "}" }
+func Channel(name string) string { return layout.LatchChannel(name) }
 
 func (l *CountDownLatch) check() error {
 	if err := l.core.CheckOpen(); err != nil {

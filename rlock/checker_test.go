@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -16,7 +17,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/fairlock"
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
@@ -264,7 +264,7 @@ func (k *checker) newClient(i int) *rlock.Client {
 func (k *checker) refreshFields() {
 	for _, o := range k.owners {
 		if !o.anonymous {
-			o.field = lockcore.Field(k.clients[o.client].ID(), ownerString(o))
+			o.field = layout.Field(k.clients[o.client].ID(), ownerString(o))
 		}
 	}
 }
@@ -989,7 +989,7 @@ func (k *checker) views(ctx context.Context, fields map[string]string) map[*chkO
 		v := view{alive: l.HoldContext(octx).Err() == nil}
 		if o.anonymous {
 			v.count, _ = l.HoldCount(octx)
-			prefix := lockcore.Field(clients[o.client].ID(), "anon-")
+			prefix := layout.Field(clients[o.client].ID(), "anon-")
 			for f := range fields {
 				if strings.HasPrefix(f, prefix) {
 					v.anonFields++

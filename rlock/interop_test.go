@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"sync"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func TestInteropLockWakes(t *testing.T) {
 		require.NoError(t, jl.Lock(t.Context(), 1, 0))
 		a := rlock.WithOwner(t.Context(), "a")
 		got := redissontest.Async(func() error { return c.GetLock(name).Lock(a) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name), 1)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 1)
 		redissontest.Pending(t, got, "relock's waiter beside a Redisson hold")
 		start := time.Now()
 		require.NoError(t, jl.Unlock(t.Context(), 1))
@@ -106,7 +107,7 @@ func TestInteropLockWakes(t *testing.T) {
 		require.NoError(t, c.GetLock(name).Lock(a))
 		jl := j.Lock(name)
 		got := redissontest.Async(func() error { return jl.Lock(t.Context(), 1, 0) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name), 1)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 1)
 		redissontest.Pending(t, got, "Redisson's waiter beside a relock hold")
 		start := time.Now()
 		require.NoError(t, c.GetLock(name).Unlock(a))
@@ -123,7 +124,7 @@ func TestInteropLockWakes(t *testing.T) {
 
 		require.NoError(t, jl.Lock(t.Context(), 1, 0))
 		got := redissontest.Async(func() error { return c.GetLock(name).Lock(a) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name), 1)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 1)
 		start := time.Now()
 		forced, err := jl.ForceUnlock(t.Context())
 		require.NoError(t, err)
@@ -131,7 +132,7 @@ func TestInteropLockWakes(t *testing.T) {
 		redissontest.Handoff(t, got, start, "relock's waiter after Redisson's forceUnlock")
 
 		jgot := redissontest.Async(func() error { return jl.Lock(t.Context(), 2, 0) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name), 2)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 2)
 		start = time.Now()
 		forced, err = c.GetLock(name).ForceUnlock(b)
 		require.NoError(t, err)
@@ -150,9 +151,9 @@ func TestInteropLockWakes(t *testing.T) {
 		require.NoError(t, jl.Lock(t.Context(), 1, 0))
 		a := rlock.WithOwner(t.Context(), "a")
 		got := redissontest.Async(func() error { return c.GetLock(name).Lock(a) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name), 1)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 1)
 		relocktest.Eventually(t, 5*time.Second, "the relock waiter to register for wake-ups", func() bool {
-			n, err := raw.Do(t.Context(), raw.B().Zcard().Key(lockcore.Derived(lockcore.WakersPrefix, name)).Build()).AsInt64()
+			n, err := raw.Do(t.Context(), raw.B().Zcard().Key(layout.Wakers(name)).Build()).AsInt64()
 			return err == nil && n == 1
 		})
 		start := time.Now()
@@ -173,11 +174,11 @@ func TestInteropLockWakes(t *testing.T) {
 		h, g := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "g")
 		require.NoError(t, holder.GetLock(name).Lock(h))
 		relockGot := redissontest.Async(func() error { return other.GetLock(name).Lock(g) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name), 1)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 1)
 		redisGot := redissontest.Async(func() error { return jl.Lock(t.Context(), 1, 0) })
-		redissontest.WaitSubscribers(t, raw, lockcore.Channel(name), 2)
+		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 2)
 		relocktest.Eventually(t, 5*time.Second, "the relock waiter to register for wake-ups", func() bool {
-			n, err := raw.Do(t.Context(), raw.B().Zcard().Key(lockcore.Derived(lockcore.WakersPrefix, name)).Build()).AsInt64()
+			n, err := raw.Do(t.Context(), raw.B().Zcard().Key(layout.Wakers(name)).Build()).AsInt64()
 			return err == nil && n == 1
 		})
 

@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
@@ -83,7 +83,7 @@ func TestWaiterGrantedAfterItsOwnersFailedUnlock(t *testing.T) {
 
 // numsubOf is the number of subscribers of l's channel.
 func numsubOf(t *testing.T, raw rueidis.Client, l *rlock.Lock) (int64, error) {
-	return numsub(t, raw, lockcore.Channel(l.Name())), nil
+	return numsub(t, raw, layout.Channel(l.Name())), nil
 }
 
 // TestOneOwnerManyGoroutines: goroutines of one owner lock and unlock
@@ -157,7 +157,7 @@ func TestWakeUpPassedOnAfterTransientFailure(t *testing.T) {
 	}
 	ownerOf := func(args []string) string {
 		for _, o := range owners {
-			if slices.Contains(args, lockcore.Field(c.ID(), o)) {
+			if slices.Contains(args, layout.Field(c.ID(), o)) {
 				return o
 			}
 		}

@@ -2,6 +2,7 @@ package rlock_test
 
 import (
 	"context"
+	"github.com/relock-go/relock/internal/layout"
 	"testing"
 	"time"
 
@@ -9,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
@@ -64,7 +64,7 @@ func TestDeadRegistrantDelaysNobody(t *testing.T) {
 			t.Cleanup(rdb.Close)
 			registrant, rAttempts := countingClient(t, rdb, rlock.WithWakeOne())
 			rGot := waitingOn(t, registrant, rAttempts, name)
-			wakers := lockcore.Derived(lockcore.WakersPrefix, name)
+			wakers := layout.Wakers(name)
 			_, err = raw.Do(t.Context(), raw.B().Zscore().Key(wakers).Member(registrant.ID()).Build()).AsFloat64()
 			require.NoError(t, err, "the registrant's registration")
 
@@ -82,9 +82,9 @@ func TestDeadRegistrantDelaysNobody(t *testing.T) {
 				// makes no new ones; its registration stays.
 				rdb.Close()
 				require.Positive(t, relocktest.KillConnections(t, raw, opt.ClientName))
-				wake := lockcore.Derived(lockcore.WakePrefix, name) + ":" + registrant.ID()
+				wake := layout.Derived(layout.WakePrefix, name) + ":" + registrant.ID()
 				relocktest.Eventually(t, 5*time.Second, "the server to drop the dead Client", func() bool {
-					return relocktest.Subscribers(raw, wake) == 0 && relocktest.Subscribers(raw, lockcore.Channel(name)) == 1
+					return relocktest.Subscribers(raw, wake) == 0 && relocktest.Subscribers(raw, layout.Channel(name)) == 1
 				})
 			}
 			start := time.Now()

@@ -3,13 +3,13 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"github.com/relock-go/relock/internal/layout"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
@@ -42,7 +42,7 @@ func TestWaiterTakesOverAtUnlock(t *testing.T) {
 	}
 	got := lockAsync(l, b)
 	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
-		return numsub(t, raw, lockcore.Channel(l.Name())) == 1
+		return numsub(t, raw, layout.Channel(l.Name())) == 1
 	})
 	start := time.Now()
 	if err := l.Unlock(a); err != nil {
@@ -61,7 +61,7 @@ func TestOneSubscriptionForManyWaiters(t *testing.T) {
 	c := relocktest.Client(t)
 	raw := relocktest.Raw(t)
 	l := c.GetLock(relocktest.Name(t))
-	channel := lockcore.Channel(l.Name())
+	channel := layout.Channel(l.Name())
 	holder := rlock.WithOwner(t.Context(), "holder")
 	if err := l.Lock(holder); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestPubSubConnectionKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := lockAsync(l, rlock.WithOwner(t.Context(), "b"))
-	channel := lockcore.Channel(l.Name())
+	channel := layout.Channel(l.Name())
 	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(t, raw, channel) == 1 })
 	if err := raw.Do(t.Context(), raw.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestCancelledWaiterLeavesNoSubscription(t *testing.T) {
 	c := relocktest.Client(t)
 	raw := relocktest.Raw(t)
 	l := c.GetLock(relocktest.Name(t))
-	channel := lockcore.Channel(l.Name())
+	channel := layout.Channel(l.Name())
 	a := rlock.WithOwner(t.Context(), "a")
 	if err := l.Lock(a); err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestCloseEndsWaits(t *testing.T) {
 	defer holderClient.GetLock(name).Unlock(a)
 	got := lockAsync(c.GetLock(name), t.Context())
 	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
-		return numsub(t, relocktest.Raw(t), lockcore.Channel(name)) == 1
+		return numsub(t, relocktest.Raw(t), layout.Channel(name)) == 1
 	})
 	_ = c.Close()
 	err := <-got
@@ -250,7 +250,7 @@ func TestRedissonUnlockWakesWaiter(t *testing.T) {
 	raw.Do(t.Context(), raw.B().Pexpire().Key(name).Milliseconds(30000).Build())
 	l := c.GetLock(name)
 	got := lockAsync(l, t.Context())
-	channel := lockcore.Channel(name)
+	channel := layout.Channel(name)
 	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(t, raw, channel) == 1 })
 	// Redisson's unlock: delete the hash, publish 0 on the channel.
 	raw.Do(t.Context(), raw.B().Del().Key(name).Build())

@@ -2,6 +2,7 @@ package rlock_test
 
 import (
 	"context"
+	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -144,7 +144,7 @@ func TestWakeOneDeadClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A dead Client, registered before anyone, until its deadline.
-	registry := lockcore.Derived(lockcore.WakersPrefix, name)
+	registry := layout.Wakers(name)
 	deadline := time.Now().Add(10 * time.Second).UnixMilli()
 	if err := raw.Do(t.Context(), raw.B().Zadd().Key(registry).ScoreMember().ScoreMember(float64(deadline-9000), "dead-client").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestWakeOneForeignWaiters(t *testing.T) {
 	c := relocktest.ClientOn(t, srv, rlock.WithWakeOne())
 	plain := relocktest.ClientOn(t, srv)
 	name := "wake:foreign"
-	channel := lockcore.Channel(name)
+	channel := layout.Channel(name)
 
 	// A Client without wake-one waits behind a wake-one holder.
 	h := rlock.WithOwner(t.Context(), "h")
@@ -213,7 +213,7 @@ func TestWakeOneForeignWaiters(t *testing.T) {
 	raw.Do(t.Context(), raw.B().Hset().Key(name).FieldValue().FieldValue(javaField, "1").Build())
 	raw.Do(t.Context(), raw.B().Pexpire().Key(name).Milliseconds(30000).Build())
 	go func() { got <- c.GetLock(name).Lock(rlock.WithOwner(t.Context(), "w")) }()
-	registry := lockcore.Derived(lockcore.WakersPrefix, name)
+	registry := layout.Wakers(name)
 	relocktest.Eventually(t, 5*time.Second, "the wake-one waiter to register", func() bool {
 		n, _ := raw.Do(t.Context(), raw.B().Zcard().Key(registry).Build()).AsInt64()
 		return n == 1

@@ -3,6 +3,7 @@ package rwlock
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"strings"
 	"time"
@@ -16,28 +17,21 @@ import (
 
 // Messages published on the channel.
 const (
-	readReleased  = lockcore.UnlockMessage  // "0": wakes one waiter per Client
-	writeReleased = lockcore.WakeAllMessage // "1": wakes every waiter
+	readReleased  = layout.UnlockMessage  // "0": wakes one waiter per Client
+	writeReleased = layout.WakeAllMessage // "1": wakes every waiter
 )
 
 // keyPrefix is what the read holds' lease keys start with: "{name}", or
 // the name itself when it has a hash tag (Redisson's rule), so that they
 // share the hash's slot.
-func keyPrefix(name string) string {
-	if strings.Contains(name, "{") {
-		return name
-	}
-	return "{" + name + "}"
-}
+func keyPrefix(name string) string { return layout.Tagged(name) }
 
 // LeaseKey is the key of level n (1 for the first) of the read hold of
 // the hash field field ("<clientID>:<owner>") on the lock name.
-func LeaseKey(name, field string, n int) string {
-	return keyPrefix(name) + ":" + field + ":rwlock_timeout:" + strconv.Itoa(n)
-}
+func LeaseKey(name, field string, n int) string { return layout.ReadLeaseKey(name, field, n) }
 
 // Channel is the lock's channel, shared by its read and write sides.
-func Channel(name string) string { return lockcore.Derived(lockcore.RWLockChannelPrefix, name) }
+func Channel(name string) string { return layout.RWChannel(name) }
 
 // retryAfter turns the hash's PTTL into the longest sleep before the next
 // attempt: just past the lease's end; 0 (a notification only) when the

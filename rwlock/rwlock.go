@@ -3,6 +3,7 @@ package rwlock
 import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/handle"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
 )
 
@@ -16,7 +17,7 @@ var (
 )
 
 // writeSuffix ends a writer's hash field: "<clientID>:<owner>:write".
-const writeSuffix = ":write"
+const writeSuffix = layout.WriteSuffix
 
 // ReadWriteLock is a handle on a read-write lock: a read side that any
 // number of owners hold at once, and a write side that one owner holds

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
@@ -121,7 +121,7 @@ func TestReadersShareInRedissonLayout(t *testing.T) {
 	if ok, err := r2.TryLock(b, 0, 10*time.Second); !ok || err != nil {
 		t.Fatalf("a second reader: TryLock = %v, %v, want true", ok, err)
 	}
-	fa, fb := lockcore.Field(c1.ID(), "a"), lockcore.Field(c2.ID(), "b")
+	fa, fb := layout.Field(c1.ID(), "a"), layout.Field(c2.ID(), "b")
 	wantHash(t, raw, name, map[string]string{"mode": "read", fa: "2", fb: "1"})
 	for _, k := range []string{rwlock.LeaseKey(name, fa, 1), rwlock.LeaseKey(name, fa, 2), rwlock.LeaseKey(name, fb, 1)} {
 		if ms := pttl(t, raw, k); ms <= 0 || ms > 30_000 {
@@ -162,7 +162,7 @@ func TestReadersShareInRedissonLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, got, handoff, "the writer after the last reader left")
-	wantHash(t, raw, name, map[string]string{"mode": "write", lockcore.Field(c2.ID(), "w") + ":write": "1"})
+	wantHash(t, raw, name, map[string]string{"mode": "write", layout.Field(c2.ID(), "w") + ":write": "1"})
 	for _, k := range []string{rwlock.LeaseKey(name, fa, 1), rwlock.LeaseKey(name, fb, 1)} {
 		if exists(t, raw, k) {
 			t.Errorf("lease key %s left after its hold was released", k)
@@ -232,7 +232,7 @@ func TestWriterReadsItsOwn(t *testing.T) {
 	if ok, err := rw.ReadLock().TryLock(w, 0, 0); !ok || err != nil {
 		t.Fatalf("the writer's read TryLock = %v, %v, want true", ok, err)
 	}
-	fw := lockcore.Field(c1.ID(), "w")
+	fw := layout.Field(c1.ID(), "w")
 	wantHash(t, raw, name, map[string]string{"mode": "write", fw + ":write": "1", fw: "1"})
 	if locked, _ := rw.ReadLock().IsLocked(t.Context()); !locked {
 		t.Error("read IsLocked = false while the writer reads")
@@ -244,7 +244,7 @@ func TestWriterReadsItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, got, handoff, "a reader after the writer went down to a read hold")
-	wantHash(t, raw, name, map[string]string{"mode": "read", fw: "1", lockcore.Field(c2.ID(), "r"): "1"})
+	wantHash(t, raw, name, map[string]string{"mode": "read", fw: "1", layout.Field(c2.ID(), "r"): "1"})
 	if ms := pttl(t, raw, name); ms <= 0 {
 		t.Errorf("hash PTTL after the downgrade = %d, want the readers' lease", ms)
 	}
@@ -307,7 +307,7 @@ func TestReadHoldsRenewed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fa := lockcore.Field(c.ID(), "a")
+	fa := layout.Field(c.ID(), "a")
 	keys := []string{name, rwlock.LeaseKey(name, fa, 1), rwlock.LeaseKey(name, fa, 2)}
 	start := time.Now()
 	// Renewals, every third of the lease, put every key's PTTL back up
@@ -359,7 +359,7 @@ func TestReadHoldLostWhenItsLeaseKeyGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold := r.HoldContext(a)
-	if err := raw.Do(t.Context(), raw.B().Del().Key(rwlock.LeaseKey(name, lockcore.Field(c.ID(), "a"), 1)).Build()).Error(); err != nil {
+	if err := raw.Do(t.Context(), raw.B().Del().Key(rwlock.LeaseKey(name, layout.Field(c.ID(), "a"), 1)).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ var timing = struct{ queueAfter, refresh, waiterTimeout time.Duration }{QueueAft
 
 // NoLease is the lease score Redisson writes for a permit taken without
 // a lease: it never expires.
-const NoLease = "922337203685477"
+const NoLease = layout.NoLease
 
 // attemptTimeout bounds one script; retryBackoff is how long a waiting
 // call sleeps after a transient failure; cleanupTimeout bounds the
@@ -68,7 +69,7 @@ func init() {
 	lockcore.Provide(func(c *lockcore.Core, name string) *Semaphore { return &Semaphore{core: c, name: name} })
 	// Each message (permits came free) wakes one waiter of each Client;
 	// a waiter passes it on while permits are left (see Waiting).
-	lockcore.RegisterWakePolicy(lockcore.SemaphoreChannelPrefix+":", func(string) pubsub.Wake { return pubsub.WakeOne })
+	lockcore.RegisterWakePolicy(layout.SemaphoreChannelPrefix+":", func(string) pubsub.Wake { return pubsub.WakeOne })
 }
 
 // Name is the semaphore's name: the key of its available count.
@@ -91,13 +92,8 @@ type Keys struct {
 
 // KeysOf returns the keys of the semaphore name.
 func KeysOf(name string) Keys {
-	return Keys{
-		Available:      name,
-		Leases:         lockcore.Suffixed(name, "timeout"),
-		Channel:        lockcore.Derived(lockcore.SemaphoreChannelPrefix, name),
-		Queue:          lockcore.Suffixed(name, "relock_queue"),
-		QueueDeadlines: lockcore.Suffixed(name, "relock_queue_timeout"),
-	}
+	k := layout.Semaphore(name)
+	return Keys{Available: k.Available, Leases: k.Leases, Channel: k.Channel, Queue: k.Queue, QueueDeadlines: k.QueueDeadlines}
 }
 
 func (s *Semaphore) check() error {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"sync"
 	"testing"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
@@ -43,12 +43,12 @@ type kind struct {
 	channel func(name, field string) string
 }
 
-func lockChannel(name, _ string) string { return lockcore.Channel(name) }
+func lockChannel(name, _ string) string { return layout.Channel(name) }
 
 var kinds = []kind{
 	{"Lock", func(c *rlock.Client, name string) locker { return c.GetLock(name) }, lockChannel},
 	{"FairLock", func(c *rlock.Client, name string) locker { return c.GetFairLock(name) },
-		func(name, field string) string { return lockcore.Channel(name) + ":" + field }},
+		func(name, field string) string { return layout.Channel(name) + ":" + field }},
 	{"FencedLock", func(c *rlock.Client, name string) locker { return c.GetFencedLock(name) }, lockChannel},
 }
 
@@ -198,7 +198,7 @@ func TestClusterFairOrderAndTokens(t *testing.T) {
 		order []int
 		wg    sync.WaitGroup
 	)
-	queue := lockcore.Derived(lockcore.QueuePrefix, name)
+	queue := layout.Queue(name)
 	for i := range 4 {
 		c := []*rlock.Client{c1, c2}[i%2]
 		wg.Go(func() {
@@ -253,7 +253,7 @@ func TestClusterShardedSubscriptionEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	shardnumsub := func() int64 {
-		msg, err := node.Do(ctx, "PUBSUB", "SHARDNUMSUB", lockcore.Channel(name))
+		msg, err := node.Do(ctx, "PUBSUB", "SHARDNUMSUB", layout.Channel(name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,13 +3,13 @@ package topology_test
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/latch"
@@ -92,7 +92,7 @@ func readersAndWriter(t *testing.T, nodes []*redistest.Server, raw rueidis.Clien
 	if err := r2.Lock(b); err != nil {
 		t.Fatalf("%s: second read: %v", name, err)
 	}
-	leaseKey := rwlock.LeaseKey(name, lockcore.Field(c1.ID(), "a"), 1)
+	leaseKey := rwlock.LeaseKey(name, layout.Field(c1.ID(), "a"), 1)
 	for i := range 3 { // renewals: the lease key's PTTL runs down and comes back
 		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": lease running down ", i), func() bool { return pttlOf(t, raw, leaseKey) < 240 })
 		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": renewal ", i), func() bool { return pttlOf(t, raw, leaseKey) > 260 })

@@ -26,7 +26,7 @@ func (m *Mutex) HoldContext(ctx context.Context) context.Context {
 }
 
 // LossChanneler is implemented by a Kind whose force-unlocks are
-// published on another channel than Channel(name).
+// published on another channel than layout.Channel(name).
 type LossChanneler interface {
 	LossChannel(name string) string
 }

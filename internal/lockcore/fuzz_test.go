@@ -2,6 +2,7 @@ package lockcore_test
 
 import (
 	"errors"
+	"github.com/relock-go/relock/internal/layout"
 	"math"
 	"strconv"
 	"strings"
@@ -108,9 +109,9 @@ func FuzzDerived(f *testing.F) {
 		f.Add(s, "0123e4567-e89b-12d3-a456-426614174000", "job-42")
 	}
 	f.Fuzz(func(t *testing.T, name, clientID, owner string) {
-		for _, prefix := range []string{lockcore.ChannelPrefix, lockcore.QueuePrefix, lockcore.TimeoutPrefix,
-			lockcore.TokenPrefix, lockcore.LatchPrefix} {
-			d := lockcore.Derived(prefix, name)
+		for _, prefix := range []string{layout.ChannelPrefix, layout.QueuePrefix, layout.TimeoutPrefix,
+			layout.TokenPrefix, layout.UnlockLatchPrefix} {
+			d := layout.Derived(prefix, name)
 			want := prefix + ":{" + name + "}"
 			if strings.Contains(name, "{") {
 				want = prefix + ":" + name
@@ -123,10 +124,10 @@ func FuzzDerived(f *testing.F) {
 			}
 			t.Fatalf("Derived(%q, %q) = %q is in slot %d, the lock key in slot %d", prefix, name, d, slot(d), slot(name))
 		}
-		if lockcore.Channel(name) != lockcore.Derived(lockcore.ChannelPrefix, name) {
-			t.Fatalf("Channel(%q) = %q", name, lockcore.Channel(name))
+		if layout.Channel(name) != layout.Derived(layout.ChannelPrefix, name) {
+			t.Fatalf("Channel(%q) = %q", name, layout.Channel(name))
 		}
-		field := lockcore.Field(clientID, owner)
+		field := layout.Field(clientID, owner)
 		if got, ok := strings.CutPrefix(field, clientID+":"); !ok || got != owner {
 			t.Fatalf("Field(%q, %q) = %q does not split back into its owner", clientID, owner, field)
 		}
@@ -141,8 +142,8 @@ func TestDerivedSharesSlot(t *testing.T) {
 		if err := lockcore.CheckName(name); err != nil {
 			continue
 		}
-		for _, prefix := range []string{lockcore.ChannelPrefix, lockcore.TokenPrefix, lockcore.QueuePrefix} {
-			if d := lockcore.Derived(prefix, name); slot(d) != slot(name) {
+		for _, prefix := range []string{layout.ChannelPrefix, layout.TokenPrefix, layout.QueuePrefix} {
+			if d := layout.Derived(prefix, name); slot(d) != slot(name) {
 				t.Errorf("name %q: %q is in slot %d, the lock key in slot %d", name, d, slot(d), slot(name))
 			}
 		}
@@ -257,15 +258,15 @@ func FuzzScriptArgs(f *testing.F) {
 				t.Fatalf("%s.TryLock(name %q, owner %q) = %v, %v", k, name, owner, ok, err)
 			}
 			fields, err := raw.Do(t.Context(), raw.B().Hgetall().Key(name).Build()).AsStrMap()
-			want := lockcore.Field(c.ID(), owner)
+			want := layout.Field(c.ID(), owner)
 			if err != nil || len(fields) != 1 || fields[want] != "1" {
 				t.Fatalf("%s: HGETALL %q = %q, %v, want {%q: 1}", k, name, fields, err, want)
 			}
 			if k == "FencedLock" {
 				tok, err := fenced.Token(ctx)
-				counter, cerr := raw.Do(t.Context(), raw.B().Get().Key(lockcore.Derived(lockcore.TokenPrefix, name)).Build()).AsInt64()
+				counter, cerr := raw.Do(t.Context(), raw.B().Get().Key(layout.Token(name)).Build()).AsInt64()
 				if err != nil || cerr != nil || tok != counter || tok < 1 {
-					t.Fatalf("Token = %d, %v; counter %q = %d, %v", tok, err, lockcore.Derived(lockcore.TokenPrefix, name), counter, cerr)
+					t.Fatalf("Token = %d, %v; counter %q = %d, %v", tok, err, layout.Token(name), counter, cerr)
 				}
 			}
 			var uerr error
@@ -280,7 +281,7 @@ func FuzzScriptArgs(f *testing.F) {
 			if uerr != nil {
 				t.Fatalf("%s.Unlock: %v", k, uerr)
 			}
-			if n, err := raw.Do(t.Context(), raw.B().Exists().Key(name, keys[1], keys[2]).Build()).AsInt64(); n != 0 || err != nil {
+			if n, err := raw.Do(t.Context(), raw.B().Exists().Key(name, layout.Queue(name), layout.Timeouts(name)).Build()).AsInt64(); n != 0 || err != nil {
 				t.Fatalf("%s: %d keys of %q left after Unlock (%v)", k, n, name, err)
 			}
 		}

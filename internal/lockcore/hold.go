@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"strconv"
 	"time"
@@ -119,7 +120,7 @@ func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool)
 			c.sweepIdleLocked()
 		}
 		if field == "" {
-			field = Field(c.ID, key.owner) + key.suffix
+			field = layout.Field(c.ID, key.owner) + key.suffix
 		}
 		h = &hold{core: c, key: key, field: field, renewer: r, shared: shared, sem: make(chan struct{}, 1)}
 		c.holds[key] = h

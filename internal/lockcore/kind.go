@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"time"
 
@@ -21,7 +22,7 @@ type Request struct {
 	LeaseMs  int64
 	LeaseArg string
 	// Chan is the lock's channel, Channel(Name), and Wakers its wake
-	// registry, Derived(WakersPrefix, Name).
+	// registry, layout.Wakers(Name).
 	Chan   string
 	Wakers string
 	// Waiting is set when the caller goes on waiting if this attempt fails
@@ -117,14 +118,14 @@ func (Reentrant) Reenter(ctx context.Context, r Request) (Attempt, error) {
 // Release runs lock_unlock.lua.
 func (Reentrant) Release(ctx context.Context, r Request) (int64, error) {
 	keys, args := r.Core.withWake(r, append(make([]string, 0, 3), r.Name, r.Chan),
-		append(make([]string, 0, 10), UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target)))
+		append(make([]string, 0, 10), layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target)))
 	return lua.LockUnlock.Exec(ctx, r.Core.RDB, keys, args).AsInt64()
 }
 
 // ForceRelease runs lock_force_unlock.lua.
 func (Reentrant) ForceRelease(ctx context.Context, c *Core, name string) (bool, error) {
-	n, err := lua.LockForceUnlock.Exec(ctx, c.RDB, []string{name, Channel(name)},
-		[]string{UnlockMessage, c.publish}).AsInt64()
+	n, err := lua.LockForceUnlock.Exec(ctx, c.RDB, []string{name, layout.Channel(name)},
+		[]string{layout.UnlockMessage, c.publish}).AsInt64()
 	return n == 1, err
 }
 
@@ -151,7 +152,7 @@ type Fenced struct{ Reentrant }
 // Acquire runs fenced_acquire.lua.
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
-		append(make([]string, 0, 3), r.Name, Derived(TokenPrefix, r.Name)),
+		append(make([]string, 0, 3), r.Name, layout.Token(r.Name)),
 		append(make([]string, 0, 4), r.LeaseArg, r.Field))
 	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire, keys, args)
 	vals, err := res.AsIntSlice()
@@ -169,7 +170,7 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 
 // reenter runs lock_reenter.lua for r.
 func (c *Core) reenter(ctx context.Context, r Request) (Attempt, error) {
-	res, unsynced := c.RunAcquire(ctx, lua.LockReenter, []string{r.Name, Derived(TokenPrefix, r.Name), Channel(r.Name)},
+	res, unsynced := c.RunAcquire(ctx, lua.LockReenter, []string{r.Name, layout.Token(r.Name), layout.Channel(r.Name)},
 		[]string{r.LeaseArg, r.Field, strconv.Itoa(r.Target), c.publish})
 	token, err := res.AsInt64()
 	switch {

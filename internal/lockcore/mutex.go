@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"github.com/relock-go/relock/internal/layout"
 	"time"
 )
 
@@ -19,15 +20,15 @@ type Mutex struct {
 	suffix string
 	// shared is set for a role that several owners hold at once.
 	shared  bool
-	channel string // Channel(name)
-	wakers  string // Derived(WakersPrefix, name)
+	channel string // layout.Channel(name)
+	wakers  string // layout.Wakers(name)
 	nameErr error  // CheckName(name), checked once
 }
 
 // NewMutex returns a handle on the lock name of kind k.
 func NewMutex(c *Core, name string, k Kind) *Mutex {
-	return &Mutex{core: c, name: name, kind: k, anonKey: name, channel: Channel(name),
-		wakers: Derived(WakersPrefix, name), nameErr: CheckName(name)}
+	return &Mutex{core: c, name: name, kind: k, anonKey: name, channel: layout.Channel(name),
+		wakers: layout.Wakers(name), nameErr: CheckName(name)}
 }
 
 // Role is one of several locks kept under one name (a read-write lock's
@@ -50,11 +51,11 @@ type Role struct {
 // each role has its own anonymous holds and its own hash fields.
 func NewMutexRole(c *Core, name string, role Role, k Kind) *Mutex {
 	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role.Name, suffix: role.FieldSuffix,
-		shared: role.Shared, channel: Channel(name), wakers: Derived(WakersPrefix, name), nameErr: CheckName(name)}
+		shared: role.Shared, channel: layout.Channel(name), wakers: layout.Wakers(name), nameErr: CheckName(name)}
 }
 
 // Field is the hash field of owner's hold of the lock.
-func (m *Mutex) Field(owner string) string { return Field(m.core.ID, owner) + m.suffix }
+func (m *Mutex) Field(owner string) string { return layout.Field(m.core.ID, owner) + m.suffix }
 
 // Name is the lock's name.
 func (m *Mutex) Name() string { return m.name }

@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -123,23 +124,10 @@ func CheckName(name string) error {
 	if err := checkText(name); err != nil {
 		return invalid("lock name %q: %v", name, err)
 	}
-	if !sharesSlot(name) {
+	if !layout.SharesSlot(name) {
 		return invalid("lock name %q: braces that do not form a hash tag ({tag} with a non-empty tag) would put its keys in different cluster slots", name)
 	}
 	return nil
-}
-
-// sharesSlot reports whether every key Derived makes from name hashes to
-// name's own cluster slot: a name without braces (its derived keys are
-// tagged with the whole name), or one whose first '{' opens a non-empty
-// hash tag (its derived keys keep that tag).
-func sharesSlot(name string) bool {
-	open := strings.IndexByte(name, '{')
-	if open < 0 {
-		return !strings.Contains(name, "}")
-	}
-	close := strings.IndexByte(name[open+1:], '}')
-	return close > 0
 }
 
 type textError string

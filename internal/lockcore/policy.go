@@ -1,6 +1,7 @@
 package lockcore
 
 import (
+	"github.com/relock-go/relock/internal/layout"
 	"strings"
 	"sync"
 
@@ -42,7 +43,7 @@ func wakePolicy(channel, payload string) pubsub.Wake {
 		}
 	}
 	policies.RUnlock()
-	if payload == UnlockMessage {
+	if payload == layout.UnlockMessage {
 		return pubsub.WakeOne
 	}
 	return pubsub.WakeAll

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"strings"
 	"time"
 
@@ -95,7 +96,7 @@ func (m *Mutex) Token(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	if owner != "" {
-		keys, args := []string{m.name, Derived(TokenPrefix, m.name)}, []string{m.Field(owner)}
+		keys, args := []string{m.name, layout.Token(m.name)}, []string{m.Field(owner)}
 		var token int64
 		if !m.core.noReadOnly.Load() {
 			token, err = lua.FencedToken.Exec(ctx, m.core.RDB, keys, args).AsInt64()

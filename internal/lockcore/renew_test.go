@@ -2,10 +2,10 @@ package lockcore_test
 
 import (
 	"fmt"
+	"github.com/relock-go/relock/internal/layout"
 	"testing"
 	"time"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
@@ -22,7 +22,7 @@ func TestRenewalsOfEveryKindAfterScriptFlush(t *testing.T) {
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
 	ctx := rlock.WithOwner(t.Context(), "a")
-	field := lockcore.Field(c.ID(), "a")
+	field := layout.Field(c.ID(), "a")
 	if err := c.GetLock(name + ":lock").Lock(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"github.com/relock-go/relock/internal/layout"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -87,7 +88,7 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		return true
 	}
 	c.mu.Unlock()
-	l, err := c.Hub.ListenAndWait(ctx, Derived(WakePrefix, m.name)+":"+c.ID, m.woken)
+	l, err := c.Hub.ListenAndWait(ctx, layout.WakeChannelPrefix(m.name)+c.ID, m.woken)
 	if err != nil {
 		return false
 	}
@@ -169,7 +170,7 @@ func (m *Mutex) woken() {
 			mine = "1"
 		}
 		_ = lua.LockWake.Exec(ctx, c.RDB, []string{m.name, m.channel, m.wakers},
-			[]string{UnlockMessage, c.publish, Derived(WakePrefix, m.name) + ":", c.numsub, c.ID, mine}).Error()
+			[]string{layout.UnlockMessage, c.publish, layout.WakeChannelPrefix(m.name), c.numsub, c.ID, mine}).Error()
 	}()
 }
 
@@ -188,7 +189,7 @@ func (c *Core) stopWakers() {
 		if w.listener != nil {
 			ls = append(ls, w.listener)
 		}
-		leave = append(leave, c.RDB.B().Zrem().Key(Derived(WakersPrefix, name)).Member(c.ID).Build())
+		leave = append(leave, c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build())
 		delete(c.wakers, name)
 	}
 	c.mu.Unlock()
@@ -234,7 +235,7 @@ func (c *Core) withWake(r Request, keys, args []string) ([]string, []string) {
 		subscribed = "1"
 	}
 	return append(keys, r.Wakers),
-		append(args, Derived(WakePrefix, r.Name)+":", c.numsub, subscribed, c.ID, waiting)
+		append(args, layout.WakeChannelPrefix(r.Name), c.numsub, subscribed, c.ID, waiting)
 }
 
 // withJoin appends to the keys and args of an attempt by r the wake-one
