@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock"
 	"sync"
 	"time"
 
@@ -77,7 +78,7 @@ func (f *fake) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 	f.mu.Unlock()
 	if hang {
 		<-ctx.Done()
-		return false, errors.Join(lockcore.ErrNotAcquired, ctx.Err())
+		return false, errors.Join(relock.ErrNotAcquired, ctx.Err())
 	}
 	if delay > 0 {
 		time.Sleep(delay)
@@ -112,7 +113,7 @@ func (f *fake) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 		case <-limit:
 			return false, nil
 		case <-ctx.Done():
-			return false, errors.Join(lockcore.ErrNotAcquired, ctx.Err())
+			return false, errors.Join(relock.ErrNotAcquired, ctx.Err())
 		}
 	}
 }
@@ -125,7 +126,7 @@ func (f *fake) Unlock(ctx context.Context) error {
 		return f.unlockErr
 	}
 	if f.count == 0 || f.owner != owner(ctx) {
-		return fmt.Errorf("%w: fake %s", lockcore.ErrNotHeld, f.name)
+		return fmt.Errorf("%w: fake %s", relock.ErrNotHeld, f.name)
 	}
 	f.count--
 	if f.count == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock"
 	"sync"
 
 	"github.com/relock-go/relock/internal/lockcore"
@@ -363,7 +364,7 @@ func (g *group) beginRelease(owner string) *hold {
 // owner's hold of it had already ended: not held, lost, or its client
 // closed.
 func gone(err error) bool {
-	return errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) || errors.Is(err, lockcore.ErrClosed)
+	return errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) || errors.Is(err, relock.ErrClosed)
 }
 
 // endRelease records an Unlock by owner. At the last level the record

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock"
 	"sync"
 	"time"
 
@@ -419,7 +420,7 @@ func (r *RedLock) failures(res []result) (permanent bool, err error) {
 			continue
 		}
 		errs = append(errs, r.g.nodeError(x.i, x.err))
-		if errors.Is(x.err, ErrInvalidArgument) || errors.Is(x.err, lockcore.ErrClosed) {
+		if errors.Is(x.err, ErrInvalidArgument) || errors.Is(x.err, relock.ErrClosed) {
 			dead++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock"
 	"strconv"
 	"time"
 
@@ -180,7 +181,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			if from > 0 {
 				// A re-entry found the hold gone: it was lost. Report it,
 				// and acquire anew.
-				a.h.lose(gen, fmt.Errorf("%w: %q: the hold was gone when its owner re-entered it", ErrLockLost, a.m.name))
+				a.h.lose(gen, fmt.Errorf("%w: %q: the hold was gone when its owner re-entered it", relock.ErrLockLost, a.m.name))
 				continue
 			}
 			return at, nil

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"github.com/relock-go/relock"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -73,7 +74,7 @@ type Core struct {
 	obs            *observer // nil without an observer and a logger
 
 	// root is the parent of every hold's life: Close cancels it with
-	// cause ErrClosed, which ends every hold at once.
+	// cause relock.ErrClosed, which ends every hold at once.
 	root      context.Context
 	closeRoot context.CancelCauseFunc
 	// background counts the goroutines that settle, after their call
@@ -205,7 +206,7 @@ func (c *Core) Extension(key any, newValue func() any) any {
 }
 
 // Close stops renewals and subscriptions and waits for them. Waits in
-// progress end with ErrClosed; every hold ends with cause ErrClosed, so
+// progress end with relock.ErrClosed; every hold ends with cause relock.ErrClosed, so
 // running Do functions see their context cancelled with it. Held locks
 // then expire by their lease.
 func (c *Core) Close() error {
@@ -214,7 +215,7 @@ func (c *Core) Close() error {
 		close(c.closed)
 		closing := c.obs.closingLocked(c)
 		c.mu.Unlock()
-		c.closeRoot(ErrClosed)
+		c.closeRoot(relock.ErrClosed)
 		c.obs.closed(closing)
 		c.mu.Lock()
 		closers := c.closers
@@ -274,11 +275,11 @@ func (c *Core) PublishCommand() string { return c.publish }
 // Closed is closed when Close has begun.
 func (c *Core) Closed() <-chan struct{} { return c.closed }
 
-// CheckOpen returns ErrClosed once Close has begun.
+// CheckOpen returns relock.ErrClosed once Close has begun.
 func (c *Core) CheckOpen() error {
 	select {
 	case <-c.closed:
-		return ErrClosed
+		return relock.ErrClosed
 	default:
 		return nil
 	}
@@ -309,11 +310,11 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// closedOr returns err joined with ErrClosed when the Client is closed, so a
-// Redis error caused by Close still matches ErrClosed.
+// closedOr returns err joined with relock.ErrClosed when the Client is closed, so a
+// Redis error caused by Close still matches relock.ErrClosed.
 func (c *Core) closedOr(err error) error {
-	if err != nil && c.CheckOpen() != nil && !errors.Is(err, ErrClosed) {
-		return Join(err, ErrClosed)
+	if err != nil && c.CheckOpen() != nil && !errors.Is(err, relock.ErrClosed) {
+		return Join(err, relock.ErrClosed)
 	}
 	return err
 }

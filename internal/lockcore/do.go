@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock"
 	"time"
 )
 
 // HoldContext returns a context that ends when the current hold of the
 // owner in ctx (or the Client's anonymous hold of the lock) ends: by its
 // final Unlock (context.Cause is then context.Canceled), by its loss (a
-// cause matching ErrLockLost) or by Close (ErrClosed). When the owner
+// cause matching relock.ErrLockLost) or by Close (relock.ErrClosed). When the owner
 // holds nothing this Client knows of, it has already ended with a cause
-// matching ErrNotHeld. It carries no values and no deadline. From the
+// matching relock.ErrNotHeld. It carries no values and no deadline. From the
 // first call on, a hold on the watchdog lease hears of a force-unlock
 // within a round trip (see Core.watch).
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
@@ -42,7 +43,7 @@ func (m *Mutex) lossChannel() string {
 // notHeldContext is the HoldContext of an owner that holds nothing.
 var notHeldContext = func() context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(fmt.Errorf("%w: no current hold", ErrNotHeld))
+	cancel(fmt.Errorf("%w: no current hold", relock.ErrNotHeld))
 	return ctx
 }()
 
@@ -57,12 +58,12 @@ func (m *Mutex) Done(ctx context.Context) <-chan struct{} {
 // Lost reports whether cause, the cause of a hold's end, is a loss or
 // Close rather than a release.
 func Lost(cause error) bool {
-	return errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrClosed)
+	return errors.Is(cause, relock.ErrLockLost) || errors.Is(cause, relock.ErrClosed)
 }
 
 // Do acquires the lock on the watchdog lease, runs fn, and releases it.
-// fn's context is cancelled with cause ErrLockLost as soon as the hold is
-// known to be lost (or ErrClosed at Close); Do then returns fn's error
+// fn's context is cancelled with cause relock.ErrLockLost as soon as the hold is
+// known to be lost (or relock.ErrClosed at Close); Do then returns fn's error
 // joined with that cause. If acquiring fails, fn does not run. The release
 // runs in a deferred call: if fn panics (or calls runtime.Goexit), the
 // lock is released and the panic goes on with its own value.
@@ -101,7 +102,7 @@ func (m *Mutex) do(ctx context.Context, wait time.Duration, fn func(ctx context.
 // Close, then calls unlock. unlock runs in a deferred call, so a panic in
 // fn releases the lock and goes on. It returns fn's error, joined with
 // the loss if there was one; a release that finds the hold gone (an
-// error matching ErrLockLost) also counts as a loss.
+// error matching relock.ErrLockLost) also counts as a loss.
 func RunHeld(ctx context.Context, hold context.Context, fn func(context.Context) error,
 	unlock func(context.Context) error, name string) (err error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
@@ -129,7 +130,7 @@ func RunHeld(ctx context.Context, hold context.Context, fn func(context.Context)
 	}
 	cancel(nil)
 	uerr := unlock(ctx)
-	if cause == nil && errors.Is(uerr, ErrLockLost) {
+	if cause == nil && errors.Is(uerr, relock.ErrLockLost) {
 		// The release found the hold gone: it was lost while fn ran.
 		cause, uerr = uerr, nil
 	}

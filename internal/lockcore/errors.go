@@ -13,20 +13,9 @@ import (
 	"github.com/relock-go/relock"
 )
 
-// The sentinels every kind returns, declared in package relock (see
-// there).
-var (
-	ErrNotAcquired     = relock.ErrNotAcquired
-	ErrNotHeld         = relock.ErrNotHeld
-	ErrLockLost        = relock.ErrLockLost
-	ErrClosed          = relock.ErrClosed
-	ErrInvalidArgument = relock.ErrInvalidArgument
-	ErrReplicaSync     = relock.ErrReplicaSync
-)
-
-// invalid returns an ErrInvalidArgument with detail.
+// invalid returns an relock.ErrInvalidArgument with detail.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{relock.ErrInvalidArgument}, args...)...)
 }
 
 // redisError wraps an error from Redis with what was being done.

@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"errors"
+	"github.com/relock-go/relock"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -14,7 +15,7 @@ import (
 
 // notAcquired is the error of a wait that ended with cause.
 func notAcquired(cause error) error {
-	return Join(ErrNotAcquired, cause)
+	return Join(relock.ErrNotAcquired, cause)
 }
 
 // replyOf returns the error reply in err, if err is one.

@@ -2,6 +2,7 @@ package lockcore_test
 
 import (
 	"errors"
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
 	"math"
 	"strconv"
@@ -48,7 +49,7 @@ func checkTextErr(t *testing.T, what, s string, err error, valid bool) {
 		}
 		return
 	}
-	if !errors.Is(err, lockcore.ErrInvalidArgument) {
+	if !errors.Is(err, relock.ErrInvalidArgument) {
 		t.Fatalf("%s %q = %v, want ErrInvalidArgument", what, s, err)
 	}
 	if msg := err.Error(); !utf8.ValidString(msg) || strings.ContainsFunc(msg, isControl) {
@@ -194,11 +195,11 @@ func FuzzDurations(f *testing.F) {
 	f.Fuzz(func(t *testing.T, n int64) {
 		d := time.Duration(n)
 		leaseOK := d >= time.Millisecond && d <= lockcore.MaxLease
-		if err := lockcore.CheckLease(d); (err == nil) != leaseOK || (err != nil && !errors.Is(err, lockcore.ErrInvalidArgument)) {
+		if err := lockcore.CheckLease(d); (err == nil) != leaseOK || (err != nil && !errors.Is(err, relock.ErrInvalidArgument)) {
 			t.Fatalf("CheckLease(%v) = %v, want valid=%v", d, err, leaseOK)
 		}
 		waitOK := d >= 0 && d <= lockcore.MaxLease
-		if err := lockcore.CheckWait(d); (err == nil) != waitOK || (err != nil && !errors.Is(err, lockcore.ErrInvalidArgument)) {
+		if err := lockcore.CheckWait(d); (err == nil) != waitOK || (err != nil && !errors.Is(err, relock.ErrInvalidArgument)) {
 			t.Fatalf("CheckWait(%v) = %v, want valid=%v", d, err, waitOK)
 		}
 		if !leaseOK {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"strconv"
@@ -25,8 +26,8 @@ type holdKey struct{ name, suffix, owner string }
 //	free --grant--> held (want >= 1) --release to 0--> free (ends, cause nil)
 //	                  |   ^ grant, partial release
 //	                  +--loss (a renewal, re-entry or unlock found it
-//	                  |        gone; ForceUnlock)--> free (ends, ErrLockLost)
-//	                  +--Close--> ended (ends, ErrClosed)
+//	                  |        gone; ForceUnlock)--> free (ends, relock.ErrLockLost)
+//	                  +--Close--> ended (ends, relock.ErrClosed)
 //
 // want is the number of levels the owner was granted and has not
 // released: successful acquisitions minus unlocks. Redis' count of the
@@ -235,14 +236,14 @@ var errHoldChanged = errors.New("relock: the hold ended while it was re-entered"
 // from levels of hold gen. lease is the acquisition's lease (leaseArg in
 // whole ms); renew puts the hold on the watchdog, a fixed lease takes it
 // off. anonKey, if set, makes the hold the Client's latest anonymous hold
-// of its lock. It fails with ErrClosed after Close, and with errHoldChanged when
+// of its lock. It fails with relock.ErrClosed after Close, and with errHoldChanged when
 // the hold was lost meanwhile (the caller then acquires anew).
 func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string, renew bool, anonKey string) error {
 	c := h.core
 	c.mu.Lock()
 	if c.CheckOpen() != nil {
 		c.mu.Unlock()
-		return ErrClosed
+		return relock.ErrClosed
 	}
 	if h.want != from || h.gen != gen {
 		c.mu.Unlock()
@@ -287,7 +288,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	c.obs.holdStarted(start)
 	if replaced != nil {
 		replaced.lose(replacedGen, fmt.Errorf("%w: %q: its lease ended, and a later ownerless hold of this Client took the lock",
-			ErrLockLost, h.key.name))
+			relock.ErrLockLost, h.key.name))
 	}
 	return nil
 }
@@ -337,7 +338,7 @@ func (h *hold) armLocked() error {
 	r.onLost = r.lost
 	l, err := c.Watchdog.Add(h.lease, r, r.onLost)
 	if err != nil {
-		return ErrClosed
+		return relock.ErrClosed
 	}
 	r.lease = l
 	h.renewal = r
@@ -387,44 +388,54 @@ func (h *hold) rearm(gen uint64) {
 // hold gen. At 0 the hold ends with a nil cause (its life's cause is then
 // context.Canceled).
 func (h *hold) released(gen uint64, remaining int) {
-	c := h.core
-	c.mu.Lock()
-	if h.gen != gen || h.want == 0 {
-		c.mu.Unlock()
+	if !h.lockCurrent(gen) {
 		return
 	}
 	if remaining > 0 {
 		h.want = remaining
-		c.mu.Unlock()
+		h.core.mu.Unlock()
 		return
 	}
-	ended := c.obs.holdEndLocked(h, observe.OutcomeReleased, nil)
-	e := h.finishLocked()
-	c.mu.Unlock()
-	c.obs.holdEnded(ended)
-	e.finish(nil)
+	h.endLocked(observe.OutcomeReleased, nil)
 }
 
 // lose ends hold gen, if it is still h's, with cause (which matches
-// ErrLockLost), and tells the lost handler.
+// relock.ErrLockLost), and tells the lost handler.
 func (h *hold) lose(gen uint64, cause error) {
-	c := h.core
-	c.mu.Lock()
-	if h.gen != gen || h.want == 0 {
-		c.mu.Unlock()
+	if !h.lockCurrent(gen) {
 		return
 	}
-	ended := c.obs.holdEndLocked(h, observe.OutcomeLost, cause)
-	e := h.finishLocked()
-	c.mu.Unlock()
-	c.obs.holdEnded(ended)
-	e.finish(cause)
+	c := h.core
+	h.endLocked(observe.OutcomeLost, cause)
 	c.mu.Lock()
 	c.tidyLocked(h)
 	c.mu.Unlock()
 	if c.onLost != nil && c.CheckOpen() == nil {
 		c.onLost(h.key.name, h.key.owner, cause)
 	}
+}
+
+// lockCurrent takes c.mu and reports whether hold gen is h's current
+// hold; when it is not, it lets c.mu go again.
+func (h *hold) lockCurrent(gen uint64) bool {
+	h.core.mu.Lock()
+	if h.gen != gen || h.want == 0 {
+		h.core.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// endLocked ends h's hold with outcome and cause (nil for a release): it
+// unlocks c.mu, which the caller holds, and then tells the observer, stops
+// the renewal and the listener, and ends the hold's life.
+func (h *hold) endLocked(outcome observe.Outcome, cause error) {
+	c := h.core
+	ended := c.obs.holdEndLocked(h, outcome, cause)
+	e := h.finishLocked()
+	c.mu.Unlock()
+	c.obs.holdEnded(ended)
+	e.finish(cause)
 }
 
 // ending is what is left to do, outside c.mu, when a hold ends.
@@ -491,7 +502,7 @@ func (r *renewal) lost(cause error) {
 	h.renewal = nil // already out of the wheel
 	gen := h.gen
 	c.mu.Unlock()
-	lost := fmt.Errorf("%w: %q: %w", ErrLockLost, h.key.name, cause)
+	lost := fmt.Errorf("%w: %q: %w", relock.ErrLockLost, h.key.name, cause)
 	c.obs.renewalLost(h, lost)
 	h.lose(gen, lost)
 	c.mu.Lock()

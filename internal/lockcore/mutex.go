@@ -83,7 +83,7 @@ func (m *Mutex) holder(ctx context.Context) (owner string, anon bool, err error)
 
 // OwnerChecker is implemented by a Kind that refuses some owners (a
 // read-write lock: an owner whose read field would be another owner's
-// write field); its calls fail with ErrInvalidArgument for them.
+// write field); its calls fail with relock.ErrInvalidArgument for them.
 type OwnerChecker interface {
 	CheckOwner(owner string) error
 }

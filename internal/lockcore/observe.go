@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"github.com/relock-go/relock"
 	"log/slog"
 	"time"
 
@@ -214,7 +215,7 @@ func (ob *observer) closingLocked(c *Core) []observe.Hold {
 	for _, h := range c.holds {
 		if h.want > 0 {
 			ends = append(ends, observe.Hold{Lock: h.lock(), Owner: h.key.owner,
-				Outcome: observe.OutcomeClosed, Held: time.Since(h.obs.since), Err: ErrClosed})
+				Outcome: observe.OutcomeClosed, Held: time.Since(h.obs.since), Err: relock.ErrClosed})
 		}
 	}
 	return ends
@@ -307,7 +308,7 @@ func (ob *observer) release(ctx context.Context, lock observe.Lock, owner string
 	switch {
 	case err == nil:
 		ev.Outcome = observe.OutcomeReleased
-	case errors.Is(err, ErrNotHeld):
+	case errors.Is(err, relock.ErrNotHeld):
 		ev.Outcome = observe.OutcomeNotHeld
 	default:
 		ev.Outcome = observe.OutcomeError

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock"
 	"strconv"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // loss (a renewal that finds it gone, a Release that finds it gone) is
 // reported like a lock's, to the lost handler (name: the semaphore's,
 // owner: the permit ID), to the observer, and through the context that
-// watches it. Close ends it with ErrClosed.
+// watches it. Close ends it with relock.ErrClosed.
 
 // permitSuffix keeps the records of permits apart from those of lock holds
 // on the same name.
@@ -25,7 +26,7 @@ const permitSuffix = "\x00permit"
 // GrantPermit records that this Client holds permit id (its member in
 // Redis: field) of the semaphore name on the watchdog lease lease, renewed
 // by r, and returns the hold's life: a context that ends when the hold
-// does (see PermitContext). It fails with ErrClosed after Close; the
+// does (see PermitContext). It fails with relock.ErrClosed after Close; the
 // caller then gives the permit back.
 func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Duration) (context.Context, error) {
 	h := c.enterField(holdKey{name, permitSuffix, id}, field, r, false)
@@ -46,12 +47,12 @@ func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Dur
 	}
 	// Lost already, and reported.
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(fmt.Errorf("%w: permit %s of %q", ErrLockLost, id, name))
+	cancel(fmt.Errorf("%w: permit %s of %q", relock.ErrLockLost, id, name))
 	return ctx, nil
 }
 
 // Life is a context that lives as long as the Client: Close ends it with
-// cause ErrClosed.
+// cause relock.ErrClosed.
 func (c *Core) Life() context.Context { return c.root }
 
 // ReleasePermit gives permit id of the semaphore name back with release,
@@ -59,9 +60,9 @@ func (c *Core) Life() context.Context { return c.root }
 // told of its start and end. When this Client holds the permit on the
 // watchdog, its renewal is stopped first, and its hold ends: as lost when
 // release says the permit was not held (the error then matches
-// ErrLockLost too), as released otherwise (also when Redis did not
+// relock.ErrLockLost too), as released otherwise (also when Redis did not
 // answer: it is no longer renewed, and ends by its lease at the latest).
-// It returns nil, notHeld() (which matches ErrNotHeld) when the permit
+// It returns nil, notHeld() (which matches relock.ErrNotHeld) when the permit
 // was not held, or release's error.
 func (c *Core) ReleasePermit(ctx context.Context, name, id string, release func(context.Context) (bool, error),
 	notHeld func() error) error {
@@ -100,7 +101,7 @@ func (c *Core) releasePermit(ctx context.Context, name, id string, release func(
 	case h == nil:
 		return err
 	case err == nil && !ok:
-		lost := Join(ErrLockLost, notHeld())
+		lost := Join(relock.ErrLockLost, notHeld())
 		h.lose(gen, lost)
 		return lost
 	}
@@ -110,8 +111,8 @@ func (c *Core) releasePermit(ctx context.Context, name, id string, release func(
 
 // PermitContext returns a context that ends when this Client's hold of
 // permit id of the semaphore name ends: by its release (cause
-// context.Canceled), its loss (a cause matching ErrLockLost) or Close
-// (ErrClosed); nil when the Client holds no such permit on the watchdog.
+// context.Canceled), its loss (a cause matching relock.ErrLockLost) or Close
+// (relock.ErrClosed); nil when the Client holds no such permit on the watchdog.
 func (c *Core) PermitContext(name, id string) context.Context {
 	return c.watch(name, permitSuffix, id, "")
 }

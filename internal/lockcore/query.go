@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
 	"strings"
 	"time"
@@ -116,7 +117,7 @@ func (m *Mutex) Token(ctx context.Context) (int64, error) {
 			return 0, m.core.closedOr(redisError("token", m.name, err))
 		}
 	}
-	return 0, fmt.Errorf("%w: %q: no hold, so no token", ErrNotHeld, m.name)
+	return 0, fmt.Errorf("%w: %q: no hold, so no token", relock.ErrNotHeld, m.name)
 }
 
 // isUnknownCommand reports whether err is the reply of a server that does

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock"
 	"time"
 
 	"github.com/relock-go/relock/internal/backoff"
@@ -16,7 +17,7 @@ var releaseRetry = backoff.Policy{Min: 50 * time.Millisecond}
 // anonymous hold of the lock). It works when ctx has already ended: the
 // release then runs on a detached context, and so does the end of one
 // that ctx cut off in flight. When the owner holds nothing this Client
-// knows of, it returns ErrNotHeld and sends nothing to Redis.
+// knows of, it returns relock.ErrNotHeld and sends nothing to Redis.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if m.core.obs != nil {
 		return m.core.obs.unlock(ctx, m)
@@ -35,7 +36,7 @@ func (m *Mutex) unlock(ctx context.Context) error {
 			return err
 		}
 		if owner == "" {
-			return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", ErrNotHeld, m.name)
+			return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", relock.ErrNotHeld, m.name)
 		}
 		nothing, err := m.unlockOwner(ctx, owner)
 		if nothing && anon && m.shared && m.core.anonOwner(m.anonKey) != owner {
@@ -97,16 +98,16 @@ func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, er
 		h.released(gen, want-1)
 		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
-		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", ErrLockLost, m.name)
+		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", relock.ErrLockLost, m.name)
 		h.lose(gen, lost)
-		return false, fmt.Errorf("%w: %w", ErrNotHeld, lost)
+		return false, fmt.Errorf("%w: %w", relock.ErrNotHeld, lost)
 	}
 	h.released(gen, int(remaining))
 	return false, nil
 }
 
 func (m *Mutex) notHeld(owner string) error {
-	return fmt.Errorf("%w: %q by owner %q", ErrNotHeld, m.name, owner)
+	return fmt.Errorf("%w: %q by owner %q", relock.ErrNotHeld, m.name, owner)
 }
 
 // release runs the kind's release script for r until it answers or ctx
@@ -156,7 +157,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, m.core.closedOr(redisError("force unlock", m.name, err))
 	}
 	if ok {
-		m.core.loseAll(dctx, m.name, fmt.Errorf("%w: %q was force-unlocked", ErrLockLost, m.name))
+		m.core.loseAll(dctx, m.name, fmt.Errorf("%w: %q was force-unlocked", relock.ErrLockLost, m.name))
 	}
 	return ok, nil
 }

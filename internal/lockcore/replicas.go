@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"fmt"
+	"github.com/relock-go/relock"
 
 	"github.com/redis/rueidis"
 
@@ -12,7 +13,7 @@ import (
 // RunAcquire runs an acquire script. With replica sync on, it pipelines
 // the script with WAIT on one connection (WAIT counts the acknowledgements
 // of that connection's writes) and returns, beside the script's reply, an
-// error matching ErrReplicaSync when fewer replicas confirmed in time.
+// error matching relock.ErrReplicaSync when fewer replicas confirmed in time.
 func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []string) (rueidis.RedisResult, error) {
 	if c.replicas == 0 {
 		return s.Exec(ctx, c.RDB, keys, args), nil
@@ -30,9 +31,9 @@ func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []strin
 	acked, err := res[1].AsInt64()
 	switch {
 	case err != nil:
-		return res[0], fmt.Errorf("%w: WAIT: %w", ErrReplicaSync, err)
+		return res[0], fmt.Errorf("%w: WAIT: %w", relock.ErrReplicaSync, err)
 	case acked < int64(c.replicas):
-		return res[0], fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrReplicaSync, acked, c.replicas, c.replicaTimeout)
+		return res[0], fmt.Errorf("%w: %d of %d replicas confirmed within %v", relock.ErrReplicaSync, acked, c.replicas, c.replicaTimeout)
 	}
 	return res[0], nil
 }

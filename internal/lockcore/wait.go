@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relock-go/relock"
 	"time"
 
 	"github.com/relock-go/relock/observe"
@@ -122,8 +123,8 @@ type joiner interface{ join(ctx context.Context) }
 // Wait runs the wait loop of k for w. It returns (true, nil) when k got
 // what it waited for, (false, nil) when the wait limit ended the call
 // while w.Ctx is live, and an error otherwise: one that matches
-// ErrNotAcquired and the context's error when w.Ctx ended, ErrNotAcquired
-// and ErrClosed when Close did.
+// relock.ErrNotAcquired and the context's error when w.Ctx ended, relock.ErrNotAcquired
+// and relock.ErrClosed when Close did.
 func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
 	w.core, w.k = c, k
 	if c.obs != nil {
@@ -227,7 +228,7 @@ func (w *Wait) run() (bool, error) {
 			}
 			return w.finish(false, false, notAcquired(Join(w.Ctx.Err(), w.lastErr)))
 		case <-w.core.closed:
-			return w.finish(false, false, notAcquired(ErrClosed))
+			return w.finish(false, false, notAcquired(relock.ErrClosed))
 		}
 		if retry != nil {
 			retry.Stop()
@@ -276,14 +277,14 @@ func (w *Wait) failure(err error) error {
 		// The Client closed under the call: what failed then (a closing
 		// connection, a closed hub) is a consequence.
 		if w.Limit == 0 {
-			return ErrClosed
+			return relock.ErrClosed
 		}
-		return notAcquired(ErrClosed)
+		return notAcquired(relock.ErrClosed)
 	}
 	if w.Ctx.Err() == nil {
 		return err
 	}
-	if !errors.Is(err, ErrNotAcquired) {
+	if !errors.Is(err, relock.ErrNotAcquired) {
 		err = notAcquired(Join(w.Ctx.Err(), err))
 	}
 	if w.lastErr != nil && w.lastErr != err {
@@ -325,8 +326,8 @@ func (w *Wait) subscribe(retry time.Duration) error {
 // connection error, an error reply that means the script did not run, or
 // a slow subscription.
 func (w *Wait) transient(err error) bool {
-	if w.Ctx.Err() != nil || w.core.CheckOpen() != nil || errors.Is(err, ErrInvalidArgument) ||
-		errors.Is(err, ErrReplicaSync) {
+	if w.Ctx.Err() != nil || w.core.CheckOpen() != nil || errors.Is(err, relock.ErrInvalidArgument) ||
+		errors.Is(err, relock.ErrReplicaSync) {
 		return false
 	}
 	return errors.Is(err, errSubscribeSlow) || RetryableFailure(err)
@@ -340,5 +341,5 @@ var errWaitOver = errors.New("relock: the wait is over")
 var errSubscribeSlow = errors.New("relock: subscription not confirmed in time")
 
 // NotAcquired is the error of a wait that ended with cause: it matches
-// ErrNotAcquired and cause.
+// relock.ErrNotAcquired and cause.
 func NotAcquired(cause error) error { return notAcquired(cause) }

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"github.com/relock-go/relock"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -485,11 +486,11 @@ func TestModelLossAtRenewal(t *testing.T) {
 		if d := time.Since(start); d < 10*time.Second || d > 10*time.Second+50*time.Millisecond {
 			t.Errorf("loss reported after %v, want at the renewal 10s later", d)
 		}
-		if cause := context.Cause(l.HoldContext(a)); !errors.Is(cause, ErrNotHeld) {
-			t.Errorf("after the loss, HoldContext's cause = %v, want ErrNotHeld (no hold)", cause)
+		if cause := context.Cause(l.HoldContext(a)); !errors.Is(cause, relock.ErrNotHeld) {
+			t.Errorf("after the loss, HoldContext's cause = %v, want relock.ErrNotHeld (no hold)", cause)
 		}
-		if err := l.Unlock(a); !errors.Is(err, ErrNotHeld) {
-			t.Errorf("Unlock after the loss = %v, want ErrNotHeld", err)
+		if err := l.Unlock(a); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after the loss = %v, want relock.ErrNotHeld", err)
 		}
 	})
 }
@@ -540,8 +541,8 @@ func TestModelAnonymousRecordsRecycled(t *testing.T) {
 			t.Fatal("y expired after 45s: its recycled registration did not renew it")
 		}
 		<-done
-		if cause := context.Cause(y.HoldContext(ctx)); !errors.Is(cause, ErrNotHeld) {
-			t.Errorf("after the loss, HoldContext's cause = %v, want ErrNotHeld (no hold)", cause)
+		if cause := context.Cause(y.HoldContext(ctx)); !errors.Is(cause, relock.ErrNotHeld) {
+			t.Errorf("after the loss, HoldContext's cause = %v, want relock.ErrNotHeld (no hold)", cause)
 		}
 	})
 }
@@ -566,8 +567,8 @@ func TestModelExpiredAnonymousHoldReplaced(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if cause := context.Cause(first); !errors.Is(cause, ErrLockLost) {
-			t.Errorf("the first hold's life ended with %v, want ErrLockLost", cause)
+		if cause := context.Cause(first); !errors.Is(cause, relock.ErrLockLost) {
+			t.Errorf("the first hold's life ended with %v, want relock.ErrLockLost", cause)
 		}
 		c.mu.Lock()
 		records := len(c.holds)

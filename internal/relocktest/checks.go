@@ -3,11 +3,11 @@ package relocktest
 import (
 	"context"
 	"errors"
+	"github.com/relock-go/relock"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -50,7 +50,7 @@ func CheckAcquireErrors(t *testing.T, f *Faulty, l Lockable, acquire, msg string
 	if ok || err == nil || !strings.Contains(err.Error(), prefix) {
 		t.Errorf("TryLock(wait 0) = %v, %v, want false and the %s error", ok, err, prefix)
 	}
-	if errors.Is(err, lockcore.ErrNotHeld) || errors.Is(err, lockcore.ErrInvalidArgument) {
+	if errors.Is(err, relock.ErrNotHeld) || errors.Is(err, relock.ErrInvalidArgument) {
 		t.Errorf("TryLock(wait 0) = %v: a Redis error reported as a lock state", err)
 	}
 	if locked, err := l.IsLocked(t.Context()); locked || err != nil {
@@ -75,7 +75,7 @@ func CheckAcquireErrors(t *testing.T, f *Faulty, l Lockable, acquire, msg string
 	bctx, bcancel := context.WithTimeout(b, 300*time.Millisecond)
 	defer bcancel()
 	err = l.Lock(bctx)
-	if !errors.Is(err, lockcore.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), prefix) {
+	if !errors.Is(err, relock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), prefix) {
 		t.Errorf("Lock until the deadline = %v, want ErrNotAcquired, DeadlineExceeded and the %s error", err, prefix)
 	}
 	ok, err = l.TryLock(b, 300*time.Millisecond, time.Second)
