@@ -11,6 +11,7 @@ package handle
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/relock-go/relock/internal/lockcore"
@@ -136,3 +137,74 @@ func (h *Mutex) HoldContext(ctx context.Context) context.Context { return h.m.Ho
 // Observer returns the observer of the lock's Client (nil if it has none):
 // MultiLock and RedLock report to it.
 func (h *Mutex) Observer() observe.Observer { return h.m.Core().Observer() }
+
+// Hold is one acquisition of a lock: the level it took, bound to the owner
+// that took it, so that it cannot be released with the wrong context. Get
+// one with Mutex.Acquire or Mutex.TryAcquire. A Hold is safe for
+// concurrent use.
+type Hold struct {
+	m     *lockcore.Mutex
+	ctx   context.Context // carries the owner
+	owner string
+	token int64
+	life  context.Context
+	done  atomic.Bool
+}
+
+// Acquire is Lock that returns the hold it took. Without an owner in ctx,
+// the hold gets a fresh owner of its own, so that it is released by its
+// Release and by nothing else. The errors are Lock's.
+func (h *Mutex) Acquire(ctx context.Context) (*Hold, error) {
+	return h.acquire(ctx, func(ctx context.Context) (int64, bool, error) {
+		return h.m.Acquire(ctx, lockcore.NoLimit, 0)
+	})
+}
+
+// TryAcquire is TryLock that returns the hold it took: nil, and no error,
+// when the wait ended without the lock while ctx is live.
+func (h *Mutex) TryAcquire(ctx context.Context, wait, lease time.Duration) (*Hold, error) {
+	return h.acquire(ctx, func(ctx context.Context) (int64, bool, error) {
+		return h.m.TryAcquire(ctx, wait, lease)
+	})
+}
+
+// acquire takes the lock with take, for the owner in ctx or a fresh one,
+// and returns its Hold (nil when take did not get it).
+func (h *Mutex) acquire(ctx context.Context, take func(context.Context) (int64, bool, error)) (*Hold, error) {
+	ctx, owner := h.m.BindOwner(ctx)
+	token, ok, err := take(ctx)
+	if !ok {
+		return nil, err
+	}
+	return &Hold{m: h.m, ctx: lockcore.WithOwnerOf(context.Background(), ctx), owner: owner, token: token,
+		life: h.m.HoldContext(ctx)}, nil
+}
+
+// Release releases the level the hold took, as Unlock does for its owner;
+// it works when ctx has ended. A second Release returns an error matching
+// ErrNotHeld and sends nothing to Redis. When the hold was lost, the error
+// matches ErrLockLost too.
+func (h *Hold) Release(ctx context.Context) error {
+	if h.done.Swap(true) {
+		return h.m.ReleasedTwice(h.owner)
+	}
+	return h.m.Unlock(lockcore.WithOwnerOf(ctx, h.ctx))
+}
+
+// Context returns a context that ends when the owner's hold of the lock
+// ends: after its final release (context.Cause is context.Canceled), at
+// its loss (a cause matching ErrLockLost) or at Close (ErrClosed). It
+// carries no values; work that needs the lock should run under it.
+func (h *Hold) Context() context.Context { return h.life }
+
+// Done is Context().Done().
+func (h *Hold) Done() <-chan struct{} { return h.life.Done() }
+
+// Owner is the owner the hold belongs to: the one in the context it was
+// taken with, or the fresh one it was given.
+func (h *Hold) Owner() string { return h.owner }
+
+// Token is the hold's fencing token, for a rlock.FencedLock (strictly
+// greater than every token of an earlier hold of the lock); 0 for the
+// other kinds.
+func (h *Hold) Token() int64 { return h.token }

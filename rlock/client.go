@@ -43,6 +43,15 @@ func WithLostHandler(fn func(name, owner string, cause error)) Option {
 	return func(c *lockcore.Config) { c.OnLost = fn }
 }
 
+// WithClientName names the Client in the hash fields of its holds that
+// have no owner: their owner part is "anon-<n>@<name>", so that relock
+// status and relock scan show which process holds a lock. The default is
+// "<hostname>:<pid>". A name is non-empty, at most 200 bytes, without
+// control characters. Owners given with WithOwner are written as given.
+func WithClientName(name string) Option {
+	return func(c *lockcore.Config) { c.Name = name }
+}
+
 // WithShardedPubSub makes unlocks publish with SPUBLISH and waiters listen
 // with SSUBSCRIBE (Redis 7 sharded pub/sub). On Redis Cluster a message
 // then travels only within the shard that holds the lock, instead of over
@@ -158,6 +167,16 @@ func (c *Client) Close() error { return c.core.Close() }
 // ID is the UUID, made once per Client, at the start of every hash field
 // this Client writes ("<ID>:<owner>").
 func (c *Client) ID() string { return c.core.ID }
+
+// Name is the Client's name (WithClientName), part of the owner of its
+// holds without an owner: "anon-<n>@<name>".
+func (c *Client) Name() string { return c.core.Name() }
+
+// Redis is the rueidis client the Client uses: its own when it was made by
+// NewClient (do not close it; Close does), the caller's with New. It is
+// there for what works beside the locks on the same Redis, such as a
+// fence.Register.
+func (c *Client) Redis() rueidis.Client { return c.core.RDB }
 
 // describe names the servers of opt for an error message: the addresses,
 // with any user information in them masked, and the Sentinel master set.

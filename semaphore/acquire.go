@@ -28,7 +28,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait, lease time.Duration) (*ac
 	w := lockcore.Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: observe.KindSemaphore, Name: s.name},
 		Owner: a.id, Lease: lease, Acquire: true}
 	if lease == 0 {
-		a.renew, a.lease = true, s.core.WatchdogTimeout
+		a.renew, a.lease = true, s.watchdogTimeout()
 	}
 	ok, err := s.core.Wait(&w, a)
 	if !ok {

@@ -63,6 +63,10 @@ const (
 type Semaphore struct {
 	core *lockcore.Core
 	name string
+	// watchdog is the lease of the permits taken with lease 0 (0: the
+	// Client's watchdog timeout); watchdogErr says why it is refused.
+	watchdog    time.Duration
+	watchdogErr error
 }
 
 func init() {
@@ -100,7 +104,32 @@ func (s *Semaphore) check() error {
 	if err := s.core.CheckOpen(); err != nil {
 		return err
 	}
+	if s.watchdogErr != nil {
+		return s.watchdogErr
+	}
 	return lockcore.CheckName(s.name)
+}
+
+// WithWatchdogTimeout returns a handle on the same semaphore whose permits
+// taken with lease 0 are held on the watchdog lease d, renewed every d/3,
+// instead of the Client's watchdog timeout (rlock.WithWatchdogTimeout),
+// which its locks keep. A permit of a process that died comes back after
+// d at most: pick it short for a pool that must recover quickly from a
+// crashed worker. d must be between 30ms and 100 years; otherwise every
+// call of the handle returns ErrInvalidArgument.
+func (s *Semaphore) WithWatchdogTimeout(d time.Duration) *Semaphore {
+	c := *s
+	c.watchdog = d
+	c.watchdogErr = lockcore.CheckWatchdogTimeout(d)
+	return &c
+}
+
+// watchdogTimeout is the lease of the permits taken with lease 0.
+func (s *Semaphore) watchdogTimeout() time.Duration {
+	if s.watchdog > 0 {
+		return s.watchdog
+	}
+	return s.core.WatchdogTimeout
 }
 
 // fail wraps a Redis error with what was being done; after Close it also
@@ -258,7 +287,7 @@ func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 		}
 		return n == 1, nil
 	}, func() error {
-		return fmt.Errorf("%w: %q: no permit %s is held (unknown, released, or its lease ended)", ErrNotHeld, s.name, permitID)
+		return fmt.Errorf("%w: permit %s of semaphore %q (unknown, released, or its lease ran out)", ErrNotHeld, permitID, s.name)
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relock-go/relock"
 	"strconv"
 	"time"
 
@@ -40,7 +39,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	}
 	a := acquisition{m: m, renew: lease == 0, lease: lease}
 	if !named {
-		owner = AnonymousOwner()
+		owner = m.core.anonymousOwner()
 		a.anonKey = m.anonKey
 	}
 	w := Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: owner,
@@ -181,7 +180,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			if from > 0 {
 				// A re-entry found the hold gone: it was lost. Report it,
 				// and acquire anew.
-				a.h.lose(gen, fmt.Errorf("%w: %q: the hold was gone when its owner re-entered it", relock.ErrLockLost, a.m.name))
+				a.h.lose(gen, a.h.loss(whyReentry, nil))
 				continue
 			}
 			return at, nil

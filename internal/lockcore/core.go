@@ -50,6 +50,9 @@ type Config struct {
 	// WakeOne makes a release wake one waiting Client instead of every
 	// Client that waits (see wake.go).
 	WakeOne bool
+	// Name names the Client in the owners of its anonymous holds
+	// ("anon-<n>@<name>"); "" means DefaultClientName.
+	Name string
 	// Observer and Logger, when set, are told of the locks' life (see
 	// observe.go).
 	Observer observe.Observer
@@ -67,6 +70,7 @@ type Core struct {
 	Watchdog        *watchdog.Watchdog
 
 	ownsRDB        bool
+	name           string // see Config.Name
 	onLost         func(name, owner string, cause error)
 	publish        string
 	replicas       int
@@ -111,6 +115,10 @@ type Core struct {
 	// the Client's anonymous holds, latest last: the latest only for an
 	// exclusive lock, every one for a shared role (a read lock).
 	anon map[string][]string
+	// anonLost keeps, per lock (and role), the cause of the loss of the
+	// Client's last anonymous hold, until an ownerless release learns of
+	// it or a new anonymous hold begins.
+	anonLost map[string]error
 	// noReadOnly is set once the server refused a read-only script
 	// (EVALSHA_RO, Redis 7): read-only scripts then go as EVALSHA.
 	noReadOnly atomic.Bool
@@ -133,11 +141,15 @@ func NewCore(cfg Config) (*Core, error) {
 	if cfg.WatchdogTimeout == 0 {
 		cfg.WatchdogTimeout = DefaultWatchdogTimeout
 	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultClientName
+	}
 	c := &Core{
 		RDB:             cfg.RDB,
 		ID:              uuid.NewString(),
 		WatchdogTimeout: cfg.WatchdogTimeout,
 		ownsRDB:         cfg.OwnsRDB,
+		name:            cfg.Name,
 		onLost:          cfg.OnLost,
 		publish:         "publish",
 		replicas:        cfg.Replicas,
@@ -147,6 +159,7 @@ func NewCore(cfg Config) (*Core, error) {
 		holds:           make(map[holdKey]*hold),
 		sweepAt:         minSweep,
 		anon:            make(map[string][]string),
+		anonLost:        make(map[string]error),
 		wakeOne:         cfg.WakeOne,
 		numsub:          "numsub",
 		wakers:          make(map[string]*waker),
@@ -166,15 +179,30 @@ func NewCore(cfg Config) (*Core, error) {
 // CheckConfig checks the options of cfg (not its client). A zero watchdog
 // timeout means the default.
 func CheckConfig(cfg Config) error {
-	d := cfg.WatchdogTimeout
-	if (d != 0 || cfg.WatchdogTimeoutSet) && (d < MinWatchdogTimeout || d > MaxLease) {
-		return invalid("watchdog timeout %v is outside [%v, %v]", d, MinWatchdogTimeout, MaxLease)
+	if d := cfg.WatchdogTimeout; d != 0 || cfg.WatchdogTimeoutSet {
+		if err := CheckWatchdogTimeout(d); err != nil {
+			return err
+		}
+	}
+	if cfg.Name != "" {
+		if err := CheckClientName(cfg.Name); err != nil {
+			return err
+		}
 	}
 	if cfg.Replicas < 0 {
 		return invalid("negative replica count %d", cfg.Replicas)
 	}
 	if cfg.Replicas > 0 && cfg.ReplicaTimeout < time.Millisecond {
 		return invalid("replica sync timeout %v is under 1ms", cfg.ReplicaTimeout)
+	}
+	return nil
+}
+
+// CheckWatchdogTimeout checks a watchdog timeout: between
+// MinWatchdogTimeout and MaxLease.
+func CheckWatchdogTimeout(d time.Duration) error {
+	if d < MinWatchdogTimeout || d > MaxLease {
+		return invalid("watchdog timeout %v is outside [%v, %v]", d, MinWatchdogTimeout, MaxLease)
 	}
 	return nil
 }
@@ -268,6 +296,9 @@ func (c *Core) listen(channel string, fn func()) (waiter, error) {
 	}
 	return l, nil
 }
+
+// Name is the Client's name (Config.Name).
+func (c *Core) Name() string { return c.name }
 
 // PublishCommand is the command the scripts publish with.
 func (c *Core) PublishCommand() string { return c.publish }

@@ -88,7 +88,7 @@ func (m *Mutex) do(ctx context.Context, wait time.Duration, fn func(ctx context.
 		return false, invalid("nil function given to Do")
 	}
 	if _, ok := OwnerFrom(ctx); !ok {
-		ctx = WithReservedOwner(ctx, AnonymousOwner())
+		ctx = WithReservedOwner(ctx, m.core.anonymousOwner())
 	}
 	if _, ok, err := m.Acquire(ctx, wait, 0); !ok {
 		return false, err

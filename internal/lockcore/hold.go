@@ -83,6 +83,14 @@ type hold struct {
 	listener  waiter // hears force-unlocks while the hold is watched (see watch)
 	listening bool   // set from the moment a listener is being made
 	users     int    // calls using the record
+	// forced is set when a message on the lock's channel (a
+	// force-unlock) brought the hold's renewal forward: a loss that
+	// renewal finds was a force-unlock.
+	forced bool
+	// lost is the cause of the record's last hold's end by loss, kept
+	// until a release of the owner learns of it (takeLoss) or a new hold
+	// begins.
+	lost error
 	// granted is made for waiting calls of the owner, and closed at the
 	// next grant, so that they re-enter at once.
 	granted chan struct{}
@@ -156,7 +164,9 @@ func (c *Core) leave(h *hold) {
 // tidyLocked forgets h if it is idle and the record of an anonymous owner
 // or of a permit, which never come back (see leave). c.mu is held.
 func (c *Core) tidyLocked(h *hold) {
-	if h.idle() && (reservedOwner(h.key.owner) || h.key.suffix == permitSuffix) {
+	// A permit's record stays while its loss is untold (see takeLoss); a
+	// sweep forgets it all the same.
+	if h.idle() && (reservedOwner(h.key.owner) || h.key.suffix == permitSuffix && h.lost == nil) {
 		c.forgetLocked(h)
 	}
 }
@@ -252,6 +262,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	var start observe.Hold
 	if from == 0 {
 		h.gen++
+		h.forced, h.lost = false, nil
 		start = c.obs.holdStartLocked(h)
 	}
 	h.want++
@@ -259,6 +270,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	var replaced *hold
 	var replacedGen uint64
 	if anonKey != "" {
+		delete(c.anonLost, anonKey)
 		h.anonKey = anonKey
 		if h.shared {
 			c.anon[anonKey] = append(c.anon[anonKey], h.key.owner)
@@ -287,8 +299,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	}
 	c.obs.holdStarted(start)
 	if replaced != nil {
-		replaced.lose(replacedGen, fmt.Errorf("%w: %q: its lease ended, and a later ownerless hold of this Client took the lock",
-			relock.ErrLockLost, h.key.name))
+		replaced.lose(replacedGen, replaced.loss(whyReplaced, nil))
 	}
 	return nil
 }
@@ -415,6 +426,31 @@ func (h *hold) lose(gen uint64, cause error) {
 	}
 }
 
+// takeLoss returns the cause of the loss of the record's last hold, once:
+// the release that learns of it says so. nil when that hold did not end
+// by loss, or a release learned of it already.
+func (h *hold) takeLoss() error {
+	h.core.mu.Lock()
+	defer h.core.mu.Unlock()
+	lost := h.lost
+	h.lost = nil
+	return lost
+}
+
+// forgetLoss forgets the loss of the record's last hold: the caller told
+// it already.
+func (h *hold) forgetLoss() { _ = h.takeLoss() }
+
+// takeAnonLoss is takeLoss for the Client's last anonymous hold under key,
+// whose record is not kept once it ended.
+func (c *Core) takeAnonLoss(key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lost := c.anonLost[key]
+	delete(c.anonLost, key)
+	return lost
+}
+
 // lockCurrent takes c.mu and reports whether hold gen is h's current
 // hold; when it is not, it lets c.mu go again.
 func (h *hold) lockCurrent(gen uint64) bool {
@@ -431,6 +467,12 @@ func (h *hold) lockCurrent(gen uint64) bool {
 // the renewal and the listener, and ends the hold's life.
 func (h *hold) endLocked(outcome observe.Outcome, cause error) {
 	c := h.core
+	if cause != nil {
+		h.lost = cause
+		if h.anonKey != "" {
+			c.anonLost[h.anonKey] = cause
+		}
+	}
 	ended := c.obs.holdEndLocked(h, outcome, cause)
 	e := h.finishLocked()
 	c.mu.Unlock()
@@ -502,7 +544,10 @@ func (r *renewal) lost(cause error) {
 	h.renewal = nil // already out of the wheel
 	gen := h.gen
 	c.mu.Unlock()
-	lost := fmt.Errorf("%w: %q: %w", relock.ErrLockLost, h.key.name, cause)
+	c.mu.Lock()
+	forced := h.forced
+	c.mu.Unlock()
+	lost := h.renewalLoss(cause, fmt.Sprint(r.lease.Duration()), forced)
 	c.obs.renewalLost(h, lost)
 	h.lose(gen, lost)
 	c.mu.Lock()
@@ -562,6 +607,9 @@ func (h *hold) checkNow() {
 	c := h.core
 	c.mu.Lock()
 	r := h.renewal
+	if r != nil {
+		h.forced = true
+	}
 	c.mu.Unlock()
 	if r != nil {
 		r.lease.RenewNow()

@@ -2,6 +2,9 @@ package lockcore
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
 	"time"
 )
@@ -131,4 +134,21 @@ func (m *Mutex) TryAcquire(ctx context.Context, wait, lease time.Duration) (int6
 		}
 	}
 	return m.Acquire(ctx, wait, lease)
+}
+
+// BindOwner returns ctx with the owner an acquisition made with it acts
+// for: the one it carries, or a fresh anonymous owner of the Client
+// (which only a context from BindOwner carries).
+func (m *Mutex) BindOwner(ctx context.Context) (context.Context, string) {
+	if owner, ok := OwnerFrom(ctx); ok {
+		return ctx, owner
+	}
+	owner := m.core.anonymousOwner()
+	return WithReservedOwner(ctx, owner), owner
+}
+
+// ReleasedTwice is the error of a second release of one acquisition (a
+// Hold's): nothing is sent to Redis.
+func (m *Mutex) ReleasedTwice(owner string) error {
+	return fmt.Errorf("%w: lock %q by owner %q: this hold was released already", relock.ErrNotHeld, m.name, owner)
 }

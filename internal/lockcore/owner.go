@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"github.com/relock-go/relock/internal/layout"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,16 @@ func WithReservedOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, ownerValue{owner: owner, reserved: true})
 }
 
+// WithOwnerOf returns ctx carrying the owner that from carries (none when
+// from carries none), as from carries it: given, or made by relock.
+func WithOwnerOf(ctx, from context.Context) context.Context {
+	v, ok := from.Value(ownerKey{}).(ownerValue)
+	if !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, ownerKey{}, v)
+}
+
 // OwnerFrom returns the owner ctx carries, if any.
 func OwnerFrom(ctx context.Context) (string, bool) {
 	v, ok := ctx.Value(ownerKey{}).(ownerValue)
@@ -69,18 +80,34 @@ func ContextOwner(ctx context.Context) (owner string, ok bool, err error) {
 var anonSeq atomic.Uint64
 
 // AnonymousOwner returns a fresh owner, "anon-<n>", for an acquisition made
-// with a context that carries none. The form is reserved: CheckOwner
-// refuses it, so it never names a user's owner.
+// with a context that carries none, outside any one Client (a MultiLock's).
+// A Client's own anonymous owners also name the Client (see
+// Core.anonymousOwner). The form is reserved: CheckOwner refuses it, so it
+// never names a user's owner.
 func AnonymousOwner() string {
 	return anonPrefix + strconv.FormatUint(anonSeq.Add(1), 10)
 }
 
+// anonymousOwner returns a fresh anonymous owner of this Client:
+// "anon-<n>@<name>", the Client's name (Config.Name) telling an operator
+// which process holds the lock.
+func (c *Core) anonymousOwner() string {
+	return AnonymousOwner() + "@" + c.name
+}
+
 const anonPrefix = "anon-"
 
-// reservedOwner reports whether owner has the form "anon-<digits>".
+// reservedOwner reports whether owner has the form "anon-<digits>", or
+// "anon-<digits>@<anything>".
 func reservedOwner(owner string) bool {
 	digits, ok := strings.CutPrefix(owner, anonPrefix)
-	if !ok || digits == "" {
+	if !ok {
+		return false
+	}
+	if at := strings.IndexByte(digits, '@'); at >= 0 {
+		digits = digits[:at]
+	}
+	if digits == "" {
 		return false
 	}
 	for i := 0; i < len(digits); i++ {
@@ -90,6 +117,34 @@ func reservedOwner(owner string) bool {
 	}
 	return true
 }
+
+// MaxClientNameLen is the longest Client name, in bytes: an anonymous
+// owner, "anon-<n>@<name>", stays within MaxOwnerLen.
+const MaxClientNameLen = 200
+
+// CheckClientName reports whether name is a valid Client name: non-empty,
+// at most MaxClientNameLen bytes, valid UTF-8, no control characters.
+func CheckClientName(name string) error {
+	if name == "" {
+		return invalid("empty client name")
+	}
+	if len(name) > MaxClientNameLen {
+		return invalid("client name is %d bytes, the limit is %d", len(name), MaxClientNameLen)
+	}
+	if err := checkText(name); err != nil {
+		return invalid("client name %q: %v", name, err)
+	}
+	return nil
+}
+
+// DefaultClientName is "<hostname>:<pid>" of this process.
+var DefaultClientName = func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" || checkText(host) != nil {
+		host = "localhost"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}()
 
 // CheckOwner reports whether owner is a valid owner string: non-empty, at
 // most MaxOwnerLen bytes, valid UTF-8, no control characters, and not of
@@ -105,7 +160,7 @@ func CheckOwner(owner string) error {
 		return invalid("owner %q: %v", owner, err)
 	}
 	if reservedOwner(owner) {
-		return invalid("owner %q: the form anon-<n> is reserved for anonymous holds", owner)
+		return invalid("owner %q: the forms anon-<n> and anon-<n>@<name> are reserved for anonymous holds", owner)
 	}
 	return nil
 }

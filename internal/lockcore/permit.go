@@ -2,7 +2,6 @@ package lockcore
 
 import (
 	"context"
-	"fmt"
 	"github.com/relock-go/relock"
 	"strconv"
 	"time"
@@ -47,7 +46,7 @@ func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Dur
 	}
 	// Lost already, and reported.
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(fmt.Errorf("%w: permit %s of %q", relock.ErrLockLost, id, name))
+	cancel(h.loss("it was lost before it could be watched", nil))
 	return ctx, nil
 }
 
@@ -89,6 +88,10 @@ func (c *Core) releasePermit(ctx context.Context, name, id string, release func(
 	if h != nil {
 		var want int
 		if want, gen = h.state(); want == 0 {
+			if lost := h.takeLoss(); lost != nil {
+				// Lost while held, and reported: the release says so.
+				return Join(relock.ErrNotHeld, lost)
+			}
 			h = nil
 		} else {
 			h.stopRenewal()
@@ -101,9 +104,10 @@ func (c *Core) releasePermit(ctx context.Context, name, id string, release func(
 	case h == nil:
 		return err
 	case err == nil && !ok:
-		lost := Join(relock.ErrLockLost, notHeld())
+		lost := h.loss(whyPermit, nil)
 		h.lose(gen, lost)
-		return lost
+		h.forgetLoss()
+		return Join(relock.ErrNotHeld, lost)
 	}
 	h.released(gen, 0)
 	return err

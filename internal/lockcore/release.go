@@ -36,7 +36,10 @@ func (m *Mutex) unlock(ctx context.Context) error {
 			return err
 		}
 		if owner == "" {
-			return fmt.Errorf("%w: %q: no owner in the context and no anonymous hold of this Client", relock.ErrNotHeld, m.name)
+			if lost := m.core.takeAnonLoss(m.anonKey); lost != nil {
+				return Join(relock.ErrNotHeld, lost)
+			}
+			return fmt.Errorf("%w: lock %q: no owner in the context, and no hold without an owner of this Client", relock.ErrNotHeld, m.name)
 		}
 		nothing, err := m.unlockOwner(ctx, owner)
 		if nothing && anon && m.shared && m.core.anonOwner(m.anonKey) != owner {
@@ -70,6 +73,11 @@ func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, er
 	want, gen, lease, leaseArg := h.want, h.gen, h.lease, h.leaseArg
 	h.core.mu.Unlock()
 	if want == 0 {
+		if lost := h.takeLoss(); lost != nil {
+			// The hold was lost and this Client knows it: the release
+			// says so, whoever noticed first.
+			return false, Join(relock.ErrNotHeld, lost)
+		}
 		return true, m.notHeld(owner)
 	}
 	if want == 1 {
@@ -98,16 +106,17 @@ func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, er
 		h.released(gen, want-1)
 		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
-		lost := fmt.Errorf("%w: %q: the hold was gone when its owner released it", relock.ErrLockLost, m.name)
+		lost := h.loss(whyRelease, nil)
 		h.lose(gen, lost)
-		return false, fmt.Errorf("%w: %w", relock.ErrNotHeld, lost)
+		h.forgetLoss()
+		return false, Join(relock.ErrNotHeld, lost)
 	}
 	h.released(gen, int(remaining))
 	return false, nil
 }
 
 func (m *Mutex) notHeld(owner string) error {
-	return fmt.Errorf("%w: %q by owner %q", relock.ErrNotHeld, m.name, owner)
+	return fmt.Errorf("%w: lock %q by owner %q", relock.ErrNotHeld, m.name, owner)
 }
 
 // release runs the kind's release script for r until it answers or ctx
@@ -157,7 +166,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, m.core.closedOr(redisError("force unlock", m.name, err))
 	}
 	if ok {
-		m.core.loseAll(dctx, m.name, fmt.Errorf("%w: %q was force-unlocked", relock.ErrLockLost, m.name))
+		m.core.loseAll(dctx, m.name)
 	}
 	return ok, nil
 }
@@ -167,13 +176,13 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 // them records a level after the loss). A hold taken again after the
 // force-unlock ran (its field is in Redis) is kept; when Redis cannot say,
 // the hold is taken for lost.
-func (c *Core) loseAll(ctx context.Context, name string, cause error) {
+func (c *Core) loseAll(ctx context.Context, name string) {
 	for _, h := range c.holdsOn(name) {
 		locked := h.acquire(ctx) == nil
 		_, gen := h.state()
 		n, err := c.RDB.Do(ctx, c.RDB.B().Hexists().Key(name).Field(h.field).Build()).AsInt64()
 		if err != nil || n == 0 {
-			h.lose(gen, cause)
+			h.lose(gen, h.loss(whyForced, nil))
 		}
 		if locked {
 			h.release()
