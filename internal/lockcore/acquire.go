@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/relock-go/relock/internal/backoff"
@@ -37,12 +38,19 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	if err := ctx.Err(); err != nil {
 		return 0, false, notAcquired(err)
 	}
-	a := acquisition{m: m, renew: lease == 0, lease: lease}
-	if !named {
-		owner = m.core.anonymousOwner()
+	// The call's state and its wait loop's, in one value from a pool:
+	// nothing keeps it once the call returned.
+	a := acquisitions.Get().(*acquisition)
+	defer a.free()
+	a.m, a.renew, a.lease = m, lease == 0, lease
+	if named {
+		a.h = m.core.enter(m.name, m.suffix, owner, m.kind, m.shared)
+	} else {
+		a.h = m.core.enterAnon(m.name, m.suffix, m.kind, m.shared)
 		a.anonKey = m.anonKey
 	}
-	w := Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: owner,
+	defer m.core.leave(a.h)
+	a.w = Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: a.h.key.owner,
 		Lease: lease, Acquire: true}
 	leaseArg := m.core.watchdogArg
 	if a.renew {
@@ -50,23 +58,32 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	} else {
 		leaseArg = strconv.FormatInt(Millis(lease), 10)
 	}
-	a.h = m.core.enter(m.name, m.suffix, owner, m.kind, m.shared)
-	defer m.core.leave(a.h)
 	if m.core.obs != nil {
 		m.core.mu.Lock()
 		if a.h.obs == nil {
-			a.h.obs = &holdObs{kind: w.Lock.Kind}
+			a.h.obs = &holdObs{}
 		}
+		a.h.obs.kind = a.w.Lock.Kind
 		m.core.mu.Unlock()
 	}
 	a.r = Request{Core: m.core, Name: m.name, Field: a.h.field, LeaseMs: Millis(a.lease), LeaseArg: leaseArg,
 		Chan: m.channel, Wakers: m.wakers, Waiting: wait != 0}
-	ok, err := m.core.Wait(&w, &a)
+	ok, err := m.core.Wait(&a.w, a)
 	return a.token, ok, err
+}
+
+// acquisitions are the states of calls of Mutex.Acquire that returned.
+var acquisitions = sync.Pool{New: func() any { return new(acquisition) }}
+
+// free puts a back in the pool, cleared.
+func (a *acquisition) free() {
+	*a = acquisition{}
+	acquisitions.Put(a)
 }
 
 // acquisition is one call of Mutex.Acquire: the Waiter of a lock.
 type acquisition struct {
+	w       Wait
 	m       *Mutex
 	h       *hold
 	r       Request

@@ -111,10 +111,15 @@ type Core struct {
 	// spares are stopped watchdog registrations of forgotten records, for
 	// the next hold that has none of its own (see forgetLocked).
 	spares []*renewal
-	// anon names, per lock (and role, see Mutex.anonKey), the owners of
-	// the Client's anonymous holds, latest last: the latest only for an
-	// exclusive lock, every one for a shared role (a read lock).
-	anon map[string][]string
+	// anon names, per lock (and role, see Mutex.anonKey), the owner of
+	// the Client's latest anonymous hold of an exclusive role; anonShared
+	// the owners of every one of a shared role (a read lock), latest
+	// last.
+	anon       map[string]string
+	anonShared map[string][]string
+	// anonFree are idle records of ownerless acquisitions, for the next
+	// (see enterAnon).
+	anonFree []*hold
 	// anonLost keeps, per lock (and role), the cause of the loss of the
 	// Client's last anonymous hold, until an ownerless release learns of
 	// it or a new anonymous hold begins.
@@ -158,7 +163,8 @@ func NewCore(cfg Config) (*Core, error) {
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),
 		sweepAt:         minSweep,
-		anon:            make(map[string][]string),
+		anon:            make(map[string]string),
+		anonShared:      make(map[string][]string),
 		anonLost:        make(map[string]error),
 		wakeOne:         cfg.WakeOne,
 		numsub:          "numsub",

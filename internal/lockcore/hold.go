@@ -91,6 +91,9 @@ type hold struct {
 	// until a release of the owner learns of it (takeLoss) or a new hold
 	// begins.
 	lost error
+	// anonymous marks the record of an ownerless acquisition, reused once
+	// idle (see enterAnon).
+	anonymous bool
 	// granted is made for waiting calls of the owner, and closed at the
 	// next grant, so that they re-enter at once.
 	granted chan struct{}
@@ -138,6 +141,65 @@ func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool)
 	return h
 }
 
+// enterAnon is enter for a fresh anonymous owner of the Client: the
+// record of an ownerless acquisition. It reuses the record, and so the
+// owner, of an earlier anonymous hold that ended, when there is one: no
+// call can reach that owner any more (it never left the Client: only the
+// Client's map of anonymous holds named it, and it was dropped from there
+// when the hold ended), so it is as fresh as a new one, and taking the
+// same lock again with it only finds in Redis what that owner may have
+// left, which was the Client's own. It saves the record, its owner and its
+// field on the way of every ownerless Lock.
+func (c *Core) enterAnon(name, suffix string, k Kind, shared bool) *hold {
+	c.mu.Lock()
+	n := len(c.anonFree)
+	if n == 0 {
+		c.mu.Unlock()
+		h := c.enter(name, suffix, c.anonymousOwner(), k, shared)
+		c.mu.Lock()
+		h.anonymous = true
+		c.mu.Unlock()
+		return h
+	}
+	defer c.mu.Unlock()
+	h := c.anonFree[n-1]
+	c.anonFree[n-1] = nil
+	c.anonFree = c.anonFree[:n-1]
+	if h.key.suffix != suffix {
+		h.field = layout.Field(c.ID, h.key.owner) + suffix
+	}
+	h.key.name, h.key.suffix = name, suffix
+	h.renewer, _ = k.(KindRenewer)
+	h.shared = shared
+	h.users = 1
+	c.holds[h.key] = h
+	return h
+}
+
+// maxAnonFree bounds Core.anonFree.
+const maxAnonFree = 256
+
+// findAnon is find for the Client's latest anonymous hold under anonKey
+// (a lock's, in a role with field suffix suffix): its owner ("" when there
+// is none) and its record (nil when there is none).
+func (c *Core) findAnon(name, suffix, anonKey string) (string, *hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	owner, ok := c.anon[anonKey]
+	if !ok {
+		owners := c.anonShared[anonKey]
+		if len(owners) == 0 {
+			return "", nil
+		}
+		owner = owners[len(owners)-1]
+	}
+	h := c.holds[holdKey{name, suffix, owner}]
+	if h != nil {
+		h.users++
+	}
+	return owner, h
+}
+
 // find is enter for a record that exists: nil when this Client has none.
 func (c *Core) find(name, suffix, owner string) *hold {
 	c.mu.Lock()
@@ -179,6 +241,13 @@ const maxSpares = 64
 func (c *Core) forgetLocked(h *hold) {
 	if c.holds[h.key] == h {
 		delete(c.holds, h.key)
+	}
+	if h.anonymous && len(c.anonFree) < maxAnonFree {
+		// Reused by the next ownerless acquisition, with its spare
+		// registration (see enterAnon).
+		h.granted, h.lost, h.forced = nil, nil, false
+		c.anonFree = append(c.anonFree, h)
+		return
 	}
 	if h.spare != nil && len(c.spares) < maxSpares {
 		c.spares = append(c.spares, h.spare)
@@ -273,10 +342,10 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 		delete(c.anonLost, anonKey)
 		h.anonKey = anonKey
 		if h.shared {
-			c.anon[anonKey] = append(c.anon[anonKey], h.key.owner)
+			c.anonShared[anonKey] = append(c.anonShared[anonKey], h.key.owner)
 		} else {
 			replaced, replacedGen = c.replacedAnonLocked(h, anonKey)
-			c.anon[anonKey] = []string{h.key.owner}
+			c.anon[anonKey] = h.key.owner
 		}
 	}
 	if h.granted != nil {
@@ -311,11 +380,11 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 // lost and nobody has been told yet), and no call can reach it any more:
 // the caller ends it, or its record would stay forever. c.mu is held.
 func (c *Core) replacedAnonLocked(h *hold, anonKey string) (*hold, uint64) {
-	owners := c.anon[anonKey]
-	if len(owners) == 0 || owners[0] == h.key.owner {
+	owner := c.anon[anonKey]
+	if owner == "" || owner == h.key.owner {
 		return nil, 0
 	}
-	p := c.holds[holdKey{h.key.name, h.key.suffix, owners[0]}]
+	p := c.holds[holdKey{h.key.name, h.key.suffix, owner}]
 	if p == nil || p.want == 0 {
 		return nil, 0
 	}
@@ -407,7 +476,42 @@ func (h *hold) released(gen uint64, remaining int) {
 		h.core.mu.Unlock()
 		return
 	}
-	h.endLocked(observe.OutcomeReleased, nil)
+	h.endLocked(observe.OutcomeReleased, nil, false)
+}
+
+// releasedLeave is released, with spare (a registration the caller took
+// off h and stopped, or nil) kept for the next hold, and the end of the
+// caller's use of h (leave), in one critical section: the way out of an
+// Unlock that Redis confirmed.
+func (h *hold) releasedLeave(gen uint64, remaining int, spare *renewal) {
+	c := h.core
+	c.mu.Lock()
+	if spare != nil && h.spare == nil {
+		h.spare = spare
+	}
+	h.users--
+	if h.gen != gen || h.want == 0 || remaining > 0 {
+		if h.gen == gen && h.want > 0 {
+			h.want = remaining
+		}
+		c.tidyLocked(h)
+		c.mu.Unlock()
+		return
+	}
+	h.endLocked(observe.OutcomeReleased, nil, true)
+}
+
+// keepSpare keeps r, a registration the caller took off h and stopped,
+// for h's next hold (nil: nothing to keep).
+func (h *hold) keepSpare(r *renewal) {
+	if r == nil {
+		return
+	}
+	h.core.mu.Lock()
+	if h.spare == nil {
+		h.spare = r
+	}
+	h.core.mu.Unlock()
 }
 
 // lose ends hold gen, if it is still h's, with cause (which matches
@@ -417,7 +521,7 @@ func (h *hold) lose(gen uint64, cause error) {
 		return
 	}
 	c := h.core
-	h.endLocked(observe.OutcomeLost, cause)
+	h.endLocked(observe.OutcomeLost, cause, false)
 	c.mu.Lock()
 	c.tidyLocked(h)
 	c.mu.Unlock()
@@ -463,9 +567,10 @@ func (h *hold) lockCurrent(gen uint64) bool {
 }
 
 // endLocked ends h's hold with outcome and cause (nil for a release): it
-// unlocks c.mu, which the caller holds, and then tells the observer, stops
-// the renewal and the listener, and ends the hold's life.
-func (h *hold) endLocked(outcome observe.Outcome, cause error) {
+// unlocks c.mu, which the caller holds (after forgetting the record if it
+// is idle and tidy is set, see tidyLocked), and then tells the observer,
+// stops the renewal and the listener, and ends the hold's life.
+func (h *hold) endLocked(outcome observe.Outcome, cause error, tidy bool) {
 	c := h.core
 	if cause != nil {
 		h.lost = cause
@@ -475,6 +580,9 @@ func (h *hold) endLocked(outcome observe.Outcome, cause error) {
 	}
 	ended := c.obs.holdEndLocked(h, outcome, cause)
 	e := h.finishLocked()
+	if tidy {
+		c.tidyLocked(h)
+	}
 	c.mu.Unlock()
 	c.obs.holdEnded(ended)
 	e.finish(cause)
@@ -632,7 +740,10 @@ func (c *Core) lookupHold(name, suffix, owner string) int {
 func (c *Core) anonOwner(key string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	owners := c.anon[key]
+	if owner, ok := c.anon[key]; ok {
+		return owner
+	}
+	owners := c.anonShared[key]
 	if len(owners) == 0 {
 		return ""
 	}
@@ -641,14 +752,18 @@ func (c *Core) anonOwner(key string) string {
 
 // dropAnon forgets owner's anonymous hold under key. c.mu is held.
 func (c *Core) dropAnon(key, owner string) {
-	owners := c.anon[key]
+	if c.anon[key] == owner {
+		delete(c.anon, key)
+		return
+	}
+	owners := c.anonShared[key]
 	if i := slices.Index(owners, owner); i >= 0 {
 		owners = slices.Delete(owners, i, i+1)
 	}
 	if len(owners) == 0 {
-		delete(c.anon, key)
+		delete(c.anonShared, key)
 	} else {
-		c.anon[key] = owners
+		c.anonShared[key] = owners
 	}
 }
 

@@ -30,10 +30,16 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	if err := m.check(); err != nil {
 		return err
 	}
+	owner, named, err := m.contextOwner(ctx)
+	if err != nil {
+		return err
+	}
 	for {
-		owner, anon, err := m.holder(ctx)
-		if err != nil {
-			return err
+		var h *hold
+		if named {
+			h = m.core.find(m.name, m.suffix, owner)
+		} else {
+			owner, h = m.core.findAnon(m.name, m.suffix, m.anonKey)
 		}
 		if owner == "" {
 			if lost := m.core.takeAnonLoss(m.anonKey); lost != nil {
@@ -41,8 +47,8 @@ func (m *Mutex) unlock(ctx context.Context) error {
 			}
 			return fmt.Errorf("%w: lock %q: no owner in the context, and no hold without an owner of this Client", relock.ErrNotHeld, m.name)
 		}
-		nothing, err := m.unlockOwner(ctx, owner)
-		if nothing && anon && m.shared && m.core.anonOwner(m.anonKey) != owner {
+		nothing, err := m.unlockHold(ctx, owner, h)
+		if nothing && !named && m.shared && m.core.anonOwner(m.anonKey) != owner {
 			// Another ownerless Unlock released that anonymous hold
 			// first; a shared role (a read lock) may have more of them.
 			continue
@@ -51,14 +57,19 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	}
 }
 
-// unlockOwner is unlock for owner; nothing reports that the owner held
-// nothing.
-func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, err error) {
-	h := m.core.find(m.name, m.suffix, owner)
+// unlockHold is unlock for owner, whose record h is (nil: none), counted
+// as used by the caller; it ends that use. nothing reports that the owner
+// held nothing.
+func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing bool, err error) {
 	if h == nil {
 		return true, m.notHeld(owner)
 	}
-	defer m.core.leave(h)
+	left := false // the use of h ended on the way
+	defer func() {
+		if !left {
+			m.core.leave(h)
+		}
+	}()
 	rctx := ctx
 	if h.acquire(ctx) != nil {
 		var cancel context.CancelFunc
@@ -71,6 +82,12 @@ func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, er
 	defer h.release()
 	h.core.mu.Lock()
 	want, gen, lease, leaseArg := h.want, h.gen, h.lease, h.leaseArg
+	var stop *renewal
+	if want == 1 {
+		// The last level: stop renewing first, synchronously (below), so
+		// that no renewal reaches Redis after the release.
+		stop, h.renewal = h.renewal, nil
+	}
 	h.core.mu.Unlock()
 	if want == 0 {
 		if lost := h.takeLoss(); lost != nil {
@@ -80,10 +97,8 @@ func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, er
 		}
 		return true, m.notHeld(owner)
 	}
-	if want == 1 {
-		// The last level: stop renewing first, synchronously, so that no
-		// renewal reaches Redis after the release.
-		h.stopRenewal()
+	if stop != nil {
+		stop.lease.Stop()
 	}
 	r := Request{Core: m.core, Name: m.name, Field: h.field, LeaseMs: Millis(lease), LeaseArg: leaseArg,
 		Chan: m.channel, Wakers: m.wakers, Target: want - 1}
@@ -103,15 +118,23 @@ func (m *Mutex) unlockOwner(ctx context.Context, owner string) (nothing bool, er
 		// renewed and ends in Redis at the latest with its lease. (Keeping
 		// the level would leave it held, and renewed, after the caller's
 		// outer Unlock.)
+		h.keepSpare(stop)
 		h.released(gen, want-1)
 		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
+		h.keepSpare(stop)
 		lost := h.loss(whyRelease, nil)
 		h.lose(gen, lost)
 		h.forgetLoss()
 		return false, Join(relock.ErrNotHeld, lost)
 	}
-	h.released(gen, int(remaining))
+	// The common way out, in one critical section: the level released,
+	// the registration kept for the next hold, the use of h ended. The
+	// call slot goes last, so that the owner's next call sees the count
+	// this release left (the record may already be another's then: the
+	// slot is all it could wait for, and only for a moment).
+	left = true
+	h.releasedLeave(gen, int(remaining), stop)
 	return false, nil
 }
 

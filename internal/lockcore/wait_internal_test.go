@@ -496,9 +496,10 @@ func TestModelLossAtRenewal(t *testing.T) {
 }
 
 // TestModelAnonymousRecordsRecycled: ownerless holds leave no records
-// behind, and a watchdog registration passed on from a forgotten record
-// renews its new hold (and only that one), which is reported lost when
-// it goes.
+// behind (one idle record is kept for the next), and the record's watchdog
+// registration, passed on with it to an ownerless hold of another lock,
+// renews its new hold (and only that one), which is reported lost when it
+// goes.
 func TestModelAnonymousRecordsRecycled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newModel()
@@ -514,10 +515,12 @@ func TestModelAnonymousRecordsRecycled(t *testing.T) {
 			}
 		}
 		c.mu.Lock()
-		records, spares := len(c.holds), len(c.spares)
+		records, free := len(c.holds), len(c.anonFree)
+		spare := free == 1 && c.anonFree[0].spare != nil
 		c.mu.Unlock()
-		if records != 0 || spares != 1 {
-			t.Fatalf("after 100 ownerless holds: %d records, %d spare registrations; want 0 and 1", records, spares)
+		if records != 0 || free != 1 || !spare {
+			t.Fatalf("after 100 ownerless holds: %d records, %d free records (with a spare registration: %v); want 0, 1, true",
+				records, free, spare)
 		}
 
 		y := NewMutex(c, "y", m)
@@ -525,10 +528,10 @@ func TestModelAnonymousRecordsRecycled(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.mu.Lock()
-		spares = len(c.spares)
+		free = len(c.anonFree)
 		c.mu.Unlock()
-		if spares != 0 {
-			t.Fatalf("the new hold did not take the spare registration (%d left)", spares)
+		if free != 0 {
+			t.Fatalf("the new hold did not take the free record and its registration (%d left)", free)
 		}
 		time.Sleep(45 * time.Second) // past the first lease: renewed at 10s, 20s, 30s, 40s
 		synctest.Wait()
