@@ -59,6 +59,10 @@ func kinds(rdb rueidis.Client) []holdScripts {
 				"0", lease, field, "publish", strconv.Itoa(target)))
 		}
 	}
+	fair := func(key string) []string {
+		return []string{key, "redisson_lock_queue:{" + key + "}", "redisson_lock_timeout:{" + key + "}",
+			"relock_lock_alive:{" + key + "}", "redisson_lock__channel:{" + key + "}"}
+	}
 	rw := func(key, field string, read bool) holdScripts {
 		prefix, channel := "{"+key+"}", "redisson_rwlock:{"+key+"}"
 		acq, re, un, msg := lua.RWWriteAcquire, lua.RWWriteReenter, lua.RWWriteUnlock, "1"
@@ -89,6 +93,14 @@ func kinds(rdb rueidis.Client) []holdScripts {
 				require.Equal(t, int64(1), got[0], "fenced acquire: taken")
 			},
 			reenter: reenter("counts:fenced"), unlock: unlock("counts:fenced")},
+		{kind: "fair", key: "counts:fair", field: field,
+			acquire: func(t *testing.T) {
+				acquired(t, exec(t, lua.FairAcquire, fair("counts:fair"), lease, field, "750", "1", "300000", "publish", "0"))
+			},
+			reenter: reenter("counts:fair"),
+			unlock: func(t *testing.T, target int) int64 {
+				return count(t, exec(t, lua.FairUnlock, fair("counts:fair"), "0", lease, field, "publish", strconv.Itoa(target)))
+			}},
 		rw("counts:rw-read", field, true),
 		rw("counts:rw-write", field+":write", false),
 	}

@@ -19,10 +19,10 @@
 // that for a hold lost before), and a single attempt must fail at once on
 // a dead connection, not retry until its deadline.
 //
-// The fair-lock scripts that read the queue are built as fair_prune.lua
-// followed by the script's own file, so the pruning of dead waiters is
-// written once; the scripts that change a count follow count_down.lua; in
-// the same way the read-write lock's scripts follow
+// Every fair-lock script is built as fair_prune.lua followed by the
+// script's own file, so the pruning of dead waiters and the wake-up of the
+// head are written once; the scripts that change a count follow
+// count_down.lua; in the same way the read-write lock's scripts follow
 // rw_reads.lua, the semaphore's scripts that look at permits follow
 // sem_reclaim.lua, and the scripts that may shorten a lock's lease follow
 // lease.lua, which tells the waiters when they do: a waiter sleeps until
@@ -184,12 +184,12 @@ var (
 
 	// FairAcquire takes a fair lock, or joins (refreshes a place in) its
 	// queue. Safe to resend (by relock).
-	FairAcquire = script(fairPrune+fairAcquire, false)
+	FairAcquire = script(countDown+fairPrune+fairAcquire, false)
 	// FairUnlock brings a hold of a fair lock down to a count and wakes the
 	// head of its queue when that frees it. Resent by relock itself.
 	FairUnlock = script(countDown+fairPrune+fairUnlock, false)
 	// FairAbandon takes a waiter out of a fair lock's queue. Idempotent.
-	FairAbandon = script(fairAbandon, true)
+	FairAbandon = script(fairPrune+fairAbandon, true)
 	// FairForceUnlock deletes a fair lock and wakes the head of its queue.
 	FairForceUnlock = script(fairPrune+fairForceUnlock, false)
 

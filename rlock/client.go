@@ -58,6 +58,26 @@ func WithShardedPubSub() Option {
 	return func(c *lockcore.Config) { c.ShardedPubSub = true }
 }
 
+// WithFairLockWaitTimeout sets the thread wait time of fair-lock waiters:
+// Redisson's fairLockWaitTimeout, which sets how long a waiter may stay
+// queued before it is dropped (see the fairlock package for the rule).
+// relock's waiters find a dead relock waiter by its heartbeat in about a
+// second whatever this is; it governs how long a Redisson waiter that died
+// holds up a queue, and when Redisson's clients drop a waiter of a queue
+// that stalls (a holder that keeps the lock for minutes).
+//
+// It must equal the fairLockWaitTimeout of the Redisson clients that share
+// the fair locks. Shorter, every waiter queued behind a relock waiter (and
+// that waiter itself) has that much less time before Redisson's clients
+// drop it from a stalled queue while it lives, and a waiter dropped goes
+// to the back of the queue when it next looks; longer, a waiter that died
+// holds up a queue of Redisson waiters for that much longer.
+// The default is 5 minutes (Redisson's); d must be between 1ms and 100
+// years.
+func WithFairLockWaitTimeout(d time.Duration) Option {
+	return func(c *lockcore.Config) { c.FairLockWaitTimeout, c.FairLockWaitTimeoutSet = d, true }
+}
+
 // WithReplicaSync makes every acquisition wait, with WAIT, until at least
 // replicas replicas confirmed it, for up to timeout. When fewer confirm,
 // the acquisition is released and fails with an error matching
