@@ -50,10 +50,17 @@ func WithLostHandler(fn func(name, owner string, cause error)) Option {
 // the whole cluster bus, and each waiter subscribes on the node that
 // serves its lock (one goroutine per lock name being waited on).
 //
-// Turn it on for a large cluster with heavy lock traffic when every client
-// of these locks is relock with this option. Leave it off (the default)
-// when Redisson clients share the locks: they publish and subscribe with
-// classic PUBLISH/SUBSCRIBE and would neither wake nor be woken by ours.
+// Every client of a lock must use the same kind of pub/sub, or a release
+// on one side wakes no waiter on the other (they then go on only when the
+// lease they last saw runs out). Redisson chooses by topology: on a Redis
+// 7 Cluster it uses sharded pub/sub by default (its cluster setting
+// shardedSubscriptionMode is AUTO, which turns it on where the servers
+// support it); on a single server, with Sentinel or master and replicas,
+// on an older cluster, or with that setting OFF, it uses classic
+// PUBLISH/SUBSCRIBE. So turn this on when the locks are shared with
+// Redisson clients of a Redis 7 Cluster, and leave it off (the default)
+// when they are shared with Redisson anywhere else. Among relock clients
+// alone, it pays on a large cluster with heavy lock traffic.
 func WithShardedPubSub() Option {
 	return func(c *lockcore.Config) { c.ShardedPubSub = true }
 }
