@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redissontest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -106,10 +108,6 @@ func TestInteropFairWakes(t *testing.T) {
 // TestInteropFairContention: relock owners and Redisson threads take one
 // fair lock in turn; every party finishes, and no two hold it at once.
 func TestInteropFairContention(t *testing.T) {
-	t.Skip("fails until the fair lock keeps Redisson's deadlines: a Redisson acquisition takes the 5-minute wait time " +
-		"off every queued deadline, so a Redisson waiter queued behind a relock waiter (whose deadline is the " +
-		"server's now + 750ms) ends up with a deadline about a second away; relock's pruning then drops it at the " +
-		"head while it lives, nobody tells it, and it sleeps through the free lock until the TTL it last read (up to 30s)")
 	name := relocktest.Name(t)
 	var parties []redissontest.Party
 	c := relocktest.Client(t)
@@ -136,9 +134,6 @@ func TestInteropFairContention(t *testing.T) {
 // R4 G5. Released in turn, they acquire in arrival order, each hand-off
 // within the bound, none stalled.
 func TestInteropFairMixedQueue(t *testing.T) {
-	t.Skip("fails until the fair lock keeps Redisson's deadlines: when R0 acquires it takes the 5-minute wait time " +
-		"off G1's deadline (the server's now + 750ms), the next prune drops G1 and R2 is served before it (order R0 R2 ...); " +
-		"R2 and R4, whose deadlines were built on relock's, are then dropped while they live and can sleep through a free lock")
 	const (
 		waiters = 6
 		spacing = 100 * time.Millisecond
@@ -235,4 +230,153 @@ func previous(names []string, i int) string {
 		return "the holder"
 	}
 	return names[i-1]
+}
+
+// TestInteropFairDeadRedissonWaiter: a Redisson waiter that died while
+// queued (its thread made one attempt of lock(), which queued it, and
+// never another) holds up the queue until its deadline, and no longer,
+// as it does in Redisson itself: relock's scripts drop a Redisson waiter
+// by Redisson's rule only, so a relock waiter queued behind it takes the
+// lock when a Redisson waiter would. Both sides run with a 1s thread wait
+// time here; the deadline is the lock's remaining lease when the dead
+// waiter joined plus that.
+func TestInteropFairDeadRedissonWaiter(t *testing.T) {
+	const wait = time.Second
+	for _, behind := range []string{redissontest.SideRelock, redissontest.SideRedisson} {
+		t.Run(behind+" waiter behind", func(t *testing.T) {
+			c := relocktest.Client(t, rlock.WithFairLockWaitTimeout(wait))
+			raw := relocktest.Raw(t)
+			j := redissontest.New(t, relocktest.Raw(t), redissontest.WithFairLockWaitTimeout(wait))
+			name := relocktest.Name(t)
+			jl := j.FairLock(name)
+			h := rlock.WithOwner(t.Context(), "h")
+			require.NoError(t, c.GetFairLock(name).LockLease(h, 300*time.Millisecond))
+
+			taken, _, err := jl.Attempt(t.Context(), 1, 0)
+			require.NoError(t, err)
+			require.False(t, taken)
+			deadline := time.UnixMilli(score(t, raw, jl.Timeouts(), jl.Field(1)))
+
+			var got <-chan redissontest.Result
+			var field string
+			if behind == redissontest.SideRelock {
+				g := rlock.WithOwner(t.Context(), "g")
+				field = c.ID() + ":g"
+				got = redissontest.Async(func() error {
+					if err := c.GetFairLock(name).Lock(g); err != nil {
+						return err
+					}
+					return c.GetFairLock(name).Unlock(g)
+				})
+			} else {
+				field = jl.Field(2)
+				got = redissontest.Async(func() error {
+					if err := jl.Lock(t.Context(), 2, 0); err != nil {
+						return err
+					}
+					return jl.Unlock(t.Context(), 2)
+				})
+			}
+			relocktest.Eventually(t, 5*time.Second, "the live waiter queued", func() bool {
+				return slices.Equal(queue(t, raw, name), []string{jl.Field(1), field})
+			})
+			require.NoError(t, c.GetFairLock(name).Unlock(h))
+
+			select {
+			case r := <-got:
+				require.NoError(t, r.Err)
+				// The server and the stand-in read the same clock; allow
+				// for the millisecond it rounds to.
+				assert.False(t, r.At.Before(deadline.Add(-5*time.Millisecond)),
+					"the live waiter acquired %v before the dead waiter's deadline", deadline.Sub(r.At))
+				late := r.At.Sub(deadline)
+				assert.LessOrEqual(t, late, fairlock.RefreshInterval+250*time.Millisecond,
+					"the live waiter acquired %v after the dead waiter's deadline", late)
+				t.Logf("the %s waiter behind went on %v after the dead Redisson waiter's deadline", behind, late.Round(time.Millisecond))
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the live waiter still waits 5s after the release (queue %v)", queue(t, raw, name))
+			}
+			assert.Empty(t, queue(t, raw, name), "queue at the end")
+		})
+	}
+}
+
+// TestInteropFairDeadRelockWaiter: a relock waiter that died at the head
+// of a mixed queue costs it about a second when a live relock waiter is
+// queued behind it: that one's refresh drops it and wakes the Redisson
+// waiter that heads the queue then, which goes on before the relock
+// waiter, in arrival order. (With Redisson waiters only behind it, it
+// costs what a dead Redisson waiter costs: Redisson's scripts know no
+// heartbeats.)
+func TestInteropFairDeadRelockWaiter(t *testing.T) {
+	holderClient := relocktest.Client(t)
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	j := redissontest.New(t, relocktest.Raw(t))
+	name := relocktest.Name(t)
+	jl := j.FairLock(name)
+	h := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, holderClient.GetFairLock(name).Lock(h))
+	d := startDoomed(t, name)
+	relocktest.Eventually(t, 5*time.Second, "the doomed waiter queued", func() bool { return len(queue(t, raw, name)) == 1 })
+	type grant struct {
+		who string
+		at  time.Time
+	}
+	granted := make(chan grant, 2)
+	failed := make(chan error, 2)
+	go func() {
+		if err := jl.Lock(t.Context(), 1, 0); err != nil {
+			failed <- fmt.Errorf("redisson waiter: %w", err)
+			return
+		}
+		granted <- grant{"redisson", time.Now()}
+		if err := jl.Unlock(context.WithoutCancel(t.Context()), 1); err != nil {
+			failed <- fmt.Errorf("redisson waiter: unlock: %w", err)
+		}
+	}()
+	relocktest.Eventually(t, 5*time.Second, "the Redisson waiter queued", func() bool { return len(queue(t, raw, name)) == 2 })
+	g := rlock.WithOwner(t.Context(), "g")
+	go func() {
+		if err := c.GetFairLock(name).Lock(g); err != nil {
+			failed <- fmt.Errorf("relock waiter: %w", err)
+			return
+		}
+		granted <- grant{"relock", time.Now()}
+		if err := c.GetFairLock(name).Unlock(context.WithoutCancel(g)); err != nil {
+			failed <- fmt.Errorf("relock waiter: unlock: %w", err)
+		}
+	}()
+	relocktest.Eventually(t, 5*time.Second, "the relock waiter queued", func() bool { return len(queue(t, raw, name)) == 3 })
+	require.Equal(t, []string{d.field, jl.Field(1), c.ID() + ":g"}, queue(t, raw, name))
+
+	d.kill()
+	released := time.Now()
+	require.NoError(t, holderClient.GetFairLock(name).Unlock(h))
+	var order []string
+	for range 2 {
+		select {
+		case gr := <-granted:
+			order = append(order, gr.who)
+			if len(order) == 1 {
+				cost := gr.at.Sub(released)
+				assert.LessOrEqual(t, cost, deadBound, "the Redisson waiter went on %v after the release", cost)
+				t.Logf("a dead relock waiter at the head cost the mixed queue %v (bound %v)", cost.Round(time.Millisecond), deadBound)
+			}
+		case err := <-failed:
+			t.Fatal(err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no waiter acquired 5s after the release (order so far %v, queue %v)", order, queue(t, raw, name))
+		}
+	}
+	assert.Equal(t, []string{"redisson", "relock"}, order, "acquisition order")
+	assert.Empty(t, queue(t, raw, name), "queue at the end")
+}
+
+// score is member's score in the sorted set key.
+func score(t *testing.T, raw rueidis.Client, key, member string) int64 {
+	t.Helper()
+	s, err := raw.Do(t.Context(), raw.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
+	require.NoError(t, err, "ZSCORE %s %s", key, member)
+	return int64(s)
 }

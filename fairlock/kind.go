@@ -13,15 +13,16 @@ import (
 	"github.com/relock-go/relock/observe"
 )
 
-// WaiterTimeout is how long a queued waiter keeps its place without
-// refreshing it. A waiter whose process died is dropped once it reaches
-// the head of the queue and this has passed since its last refresh.
+// WaiterTimeout is how long a queued relock waiter keeps its place
+// without refreshing its heartbeat. A waiter whose process died is dropped
+// once it reaches the head of the queue and this has passed since its last
+// refresh.
 const WaiterTimeout = 750 * time.Millisecond
 
 // waiterTimeoutArg is WaiterTimeout as fair_acquire.lua takes it.
 var waiterTimeoutArg = strconv.FormatInt(WaiterTimeout.Milliseconds(), 10)
 
-// RefreshInterval is how often a live waiter refreshes its place (and
+// RefreshInterval is how often a live waiter refreshes its heartbeat (and
 // looks at the lock when no notification came).
 const RefreshInterval = WaiterTimeout / 3
 
@@ -30,22 +31,33 @@ type kind struct{}
 
 var _ lockcore.Kind = kind{}
 
-func keys(name string) (queue, timeouts, channel string) {
-	return layout.Queue(name),
+// keys are the keys every fair-lock script takes (see fair_prune.lua):
+// the lock hash, the queue, the deadlines, the heartbeats, and the unlock
+// channel, which the head's channel extends.
+func keys(name string) []string {
+	return []string{name,
+		layout.Queue(name),
 		layout.Timeouts(name),
-		layout.Channel(name)
+		layout.Alive(name),
+		layout.Channel(name)}
+}
+
+// waitTimeArg is the thread wait time of c's waiters, as the scripts take
+// it.
+func waitTimeArg(c *lockcore.Core) string {
+	return strconv.FormatInt(lockcore.Millis(c.FairLockWaitTimeout), 10)
 }
 
 // Acquire runs fair_acquire.lua: take, re-enter, or keep a place in the
 // queue (when r.Waiting), sleeping at most until the next refresh.
 func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
-	queue, timeouts, _ := keys(r.Name)
 	join := "0"
 	if r.Waiting {
 		join = "1"
 	}
-	res, unsynced := r.Core.RunAcquire(ctx, lua.FairAcquire, []string{r.Name, queue, timeouts},
-		[]string{r.LeaseArg, r.Field, waiterTimeoutArg, join})
+	res, unsynced := r.Core.RunAcquire(ctx, lua.FairAcquire, keys(r.Name),
+		[]string{r.LeaseArg, r.Field, waiterTimeoutArg, join, waitTimeArg(r.Core), r.Core.PublishCommand(),
+			layout.UnlockMessage})
 	pttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return lockcore.Attempt{Acquired: true, Unsynced: unsynced}, nil
@@ -70,26 +82,24 @@ func (kind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 
 // Release runs fair_unlock.lua.
 func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
-	queue, timeouts, channel := keys(r.Name)
-	return lua.FairUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
+	return lua.FairUnlock.Exec(ctx, r.Core.RDB, keys(r.Name),
 		[]string{layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.PublishCommand(),
 			strconv.Itoa(r.Target)}).AsInt64()
 }
 
 // ForceRelease runs fair_force_unlock.lua.
 func (kind) ForceRelease(ctx context.Context, c *lockcore.Core, name string) (bool, error) {
-	queue, timeouts, channel := keys(name)
-	n, err := lua.FairForceUnlock.Exec(ctx, c.RDB, []string{name, queue, timeouts, channel},
+	n, err := lua.FairForceUnlock.Exec(ctx, c.RDB, keys(name),
 		[]string{layout.UnlockMessage, c.PublishCommand()}).AsInt64()
 	return n == 1, err
 }
 
-// Abandon runs fair_abandon.lua: the waiter leaves the queue, and the next
-// one is woken if it was the head of a free lock.
+// Abandon runs fair_abandon.lua: the waiter leaves the queue (those behind
+// it get its thread wait time off their deadlines, as in Redisson), and
+// the head is woken if the lock is free.
 func (kind) Abandon(ctx context.Context, r lockcore.Request) error {
-	queue, timeouts, channel := keys(r.Name)
-	return lua.FairAbandon.Exec(ctx, r.Core.RDB, []string{r.Name, queue, timeouts, channel},
-		[]string{r.Field, r.Core.PublishCommand(), layout.UnlockMessage}).Error()
+	return lua.FairAbandon.Exec(ctx, r.Core.RDB, keys(r.Name),
+		[]string{r.Field, r.Core.PublishCommand(), layout.UnlockMessage, waitTimeArg(r.Core)}).Error()
 }
 
 // WaitChannel is the waiter's own channel: an unlock wakes only the head

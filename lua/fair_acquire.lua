@@ -1,53 +1,84 @@
--- fair_acquire.lua (after fair_prune.lua): take a fair lock for an owner
--- that holds none of it as far as its client knows, or keep a place in its
--- queue (Redisson RFairLock layout, deadlines from the server's clock).
--- KEYS[1] lock hash
--- KEYS[2] waiter queue redisson_lock_queue:{name} (list of fields)
--- KEYS[3] waiter deadlines redisson_lock_timeout:{name} (sorted set, ms)
+-- fair_acquire.lua (after count_down.lua and fair_prune.lua): take a fair
+-- lock for an owner that holds none of it as far as its client knows, or
+-- keep a place in its queue (Redisson RFairLock layout; the keys are
+-- fair_prune.lua's).
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
--- ARGV[3] waiter timeout in ms: a queued waiter that has not refreshed its
---         place for this long is dropped when it reaches the head
+-- ARGV[3] heartbeat timeout in ms: a queued relock waiter that has not
+--         refreshed its place for this long is dropped when it reaches
+--         the head
 -- ARGV[4] '1' to join (or stay in) the queue when the lock is not taken,
---         '0' for a single attempt that leaves no trace; the queue keys
---         expire at the latest deadline in them
--- Returns nil when the field holds the lock after the call, with a count of
--- exactly 1 (taken: it was free and the queue empty or headed by this
--- field; or a level of this owner whose reply was lost, taken over), else
--- the lock's remaining lease in ms (-2 when it is free but others are
--- queued ahead, -1 when it has no expiry). Sending it twice has the effect
--- of sending it once.
-
+--         '0' for a single attempt that leaves no trace
+-- ARGV[5] thread wait time in ms (Redisson's fairLockWaitTimeout)
+-- ARGV[6] publish command ('publish' or 'spublish')
+-- ARGV[7] unlock message ('0')
+-- The deadlines follow Redisson's rule: a waiter that joins gets the
+-- deadline of the waiter queued before it (the first: now plus the
+-- holder's remaining lease) plus the thread wait time, and every
+-- acquisition takes the thread wait time off every deadline still queued.
+-- A relock waiter also keeps a heartbeat (now plus ARGV[3]), refreshed by
+-- every call with ARGV[4] '1'; the heartbeat key expires at the latest of
+-- the heartbeat and the latest deadline. The shared queue keys get no
+-- expiry (Redisson's waiters join them without setting one).
+-- Returns nil when the field holds the lock after the call, with a count
+-- of exactly 1 (taken: it was free and the queue empty or headed by this
+-- field, the count going from 0 to 1 by HINCRBY; or a level of this owner
+-- whose reply was lost, taken over at 1), else the lock's remaining lease
+-- in ms (-2 when it is free but another waiter heads the queue: that one
+-- is woken; -1 when it has no expiry). Sending it twice has the effect of
+-- sending it once.
+local head = prune()
 if redis.call('exists', KEYS[1]) == 0 then
-  local head = redis.call('lindex', KEYS[2], 0)
   if (not head) or head == ARGV[2] then
     if head then
       redis.call('lpop', KEYS[2])
     end
     redis.call('zrem', KEYS[3], ARGV[2])
-    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('zrem', KEYS[4], ARGV[2])
+    local wait = tonumber(ARGV[5])
+    for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+      redis.call('zincrby', KEYS[3], -wait, waiter)
+    end
+    count_up(KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
   end
+  wake(head, ARGV[6], ARGV[7])
 end
 
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   if redis.call('zrem', KEYS[3], ARGV[2]) == 1 then
     redis.call('lrem', KEYS[2], 0, ARGV[2])
   end
-  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('zrem', KEYS[4], ARGV[2])
+  count_up(KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
 
 if ARGV[4] == '1' then
-  if redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2]) == 1 then
+  if not redis.call('zscore', KEYS[3], ARGV[2]) then
+    local base
+    local tail = redis.call('lindex', KEYS[2], -1)
+    if tail and tail ~= ARGV[2] then
+      base = tonumber(redis.call('zscore', KEYS[3], tail))
+    end
+    if not base then
+      base = now + math.max(redis.call('pttl', KEYS[1]), 0)
+    end
+    redis.call('zadd', KEYS[3], base + tonumber(ARGV[5]), ARGV[2])
     redis.call('rpush', KEYS[2], ARGV[2])
+    -- Heartbeats of relock waiters that left the queue otherwise
+    -- (Redisson's scripts dropped them) are swept here, as one joins.
+    for _, field in ipairs(redis.call('zrangebyscore', KEYS[4], '-inf', now)) do
+      if not redis.call('zscore', KEYS[3], field) then
+        redis.call('zrem', KEYS[4], field)
+      end
+    end
   end
-  -- The queue lives as long as its latest deadline: a waiter that dies
-  -- leaves nothing behind for long, whoever calls next.
+  local beat = now + tonumber(ARGV[3])
+  redis.call('zadd', KEYS[4], beat, ARGV[2])
   local last = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')
-  redis.call('pexpireat', KEYS[2], last[2])
-  redis.call('pexpireat', KEYS[3], last[2])
+  redis.call('pexpireat', KEYS[4], math.max(beat, math.ceil(tonumber(last[2]))))
 end
 return redis.call('pttl', KEYS[1])

@@ -1,34 +1,30 @@
--- fair_unlock.lua (after count_down.lua and fair_prune.lua): bring a hold of a fair lock down
--- to a count, and wake the head of its queue when that frees the lock.
--- KEYS[1] lock hash
--- KEYS[2] waiter queue redisson_lock_queue:{name}
--- KEYS[3] waiter deadlines redisson_lock_timeout:{name}
--- KEYS[4] unlock channel redisson_lock__channel:{name}; the head waiter
---         listens on KEYS[4] .. ':' .. <its field>
+-- fair_unlock.lua (after count_down.lua and fair_prune.lua): bring a hold
+-- of a fair lock down to a count, and wake the head of its queue when
+-- that frees the lock (the keys are fair_prune.lua's).
 -- ARGV[1] unlock message ('0')
 -- ARGV[2] lease in ms, reset while levels remain
 -- ARGV[3] hash field <clientID>:<owner>
 -- ARGV[4] publish command ('publish' or 'spublish')
 -- ARGV[5] the count to leave (>= 0); a count at or under it is kept
 -- Returns -1 when the field holds nothing (nothing is changed), else the
--- count left. The count is set, not decremented, so a resent request does
--- not release twice.
+-- count left. Above 0 the count is decremented by HINCRBY when it stands
+-- at one over the count to leave, and left when it is there already (an
+-- earlier send of this request), so a resent request does not release
+-- twice (see count_down.lua); at 0 the field goes. Whenever the lock is
+-- free after the call, the waiters that are gone are pruned and the head
+-- is woken.
 local target = tonumber(ARGV[5])
+local left = -1
 if target > 0 then
   local n = count_down(KEYS[1], ARGV[3], target)
-  if not n then
-    return -1
+  if n then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return n
   end
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return n
-end
-if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then
-  return -1
+elseif redis.call('hdel', KEYS[1], ARGV[3]) == 1 then
+  left = 0
 end
 if redis.call('exists', KEYS[1]) == 0 then
-  local head = redis.call('lindex', KEYS[2], 0)
-  if head then
-    redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1])
-  end
+  wake(prune(), ARGV[4], ARGV[1])
 end
-return 0
+return left

@@ -1,5 +1,5 @@
--- fenced_acquire.lua: take a fenced lock for an owner that holds none of
--- it as far as its client knows.
+-- fenced_acquire.lua (after count_down.lua): take a fenced lock for an
+-- owner that holds none of it as far as its client knows.
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter redisson_lock_token:{name}
 -- KEYS[3] with ARGV[3], the wake registry relock_wakers:{name}
@@ -9,14 +9,15 @@
 --         wake-one on (see lock_acquire.lua)
 -- ARGV[4] with ARGV[3], the registration's lifetime in ms
 -- Returns {1, token} when the field holds the lock after the call, with a
--- count of exactly 1, the lease reset and a token from the counter that no
--- acquisition had before (a field that was already there, a level of this
--- owner whose reply was lost, is taken over, and also gets a new token).
+-- count of exactly 1 (from 0 by HINCRBY), the lease reset and a token from
+-- the counter that no acquisition had before (a field that was already
+-- there, a level of this owner whose reply was lost, is taken over at 1,
+-- and also gets a new token).
 -- Returns {0, pttl} when another field holds the lock (pttl -1 when the key
 -- has no expiry).
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local token = redis.call('incr', KEYS[2])
-  redis.call('hset', KEYS[1], ARGV[2], 1)
+  count_up(KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, token}
 end

@@ -1,5 +1,6 @@
--- lock_acquire.lua: take a reentrant lock for an owner that holds none of
--- it as far as its client knows (Redisson RLock layout).
+-- lock_acquire.lua (after count_down.lua): take a reentrant lock for an
+-- owner that holds none of it as far as its client knows (Redisson RLock
+-- layout).
 -- KEYS[1] lock hash
 -- KEYS[2] with ARGV[3], the wake registry relock_wakers:{name} (sorted
 --         set: client ID -> deadline in server ms)
@@ -12,11 +13,12 @@
 -- Returns nil when the field holds the lock after the call, with a count
 -- of exactly 1 and the lease reset; else the holder's remaining lease in ms
 -- (-1 when the key has no expiry).
--- A field that is already there can only be a level of this owner whose
--- reply was lost: it is taken over, not stacked on, so sending the script
--- twice has the effect of sending it once.
+-- The count goes from 0 to 1 by HINCRBY. A field that is already there can
+-- only be a level of this owner whose reply was lost (at 1: an earlier
+-- send of this request): it is taken over at 1, not stacked on, so sending
+-- the script twice has the effect of sending it once.
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hset', KEYS[1], ARGV[2], 1)
+  count_up(KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end

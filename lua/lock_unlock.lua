@@ -1,6 +1,7 @@
--- lock_unlock.lua (after count_down.lua, lease.lua and wake.lua): bring a hold of a reentrant lock down to a count: one
--- level fewer for an unlock, or back to what its owner was granted after
--- an acquisition whose reply was lost.
+-- lock_unlock.lua (after count_down.lua, lease.lua and wake.lua): bring a
+-- hold of a reentrant lock down to a count: one level fewer for an unlock,
+-- or back to what its owner was granted after an acquisition whose reply
+-- was lost.
 -- KEYS[1] lock hash
 -- KEYS[2] unlock channel redisson_lock__channel:{name}
 -- KEYS[3] with ARGV[6], the wake registry relock_wakers:{name}
@@ -24,8 +25,10 @@
 -- registers again when it tries; registrations of clients that no longer
 -- listen are dropped, see wake.lua), and on KEYS[2] too only when it has
 -- subscribers that are not registered clients (Redisson's waiters, or
--- clients without wake-one). The count is set, not decremented, so a
--- resent request does not release twice; nothing else is written.
+-- clients without wake-one). Above 0 the count is decremented by HINCRBY
+-- when it stands at one over the count to leave, and left when it is
+-- there already (an earlier send of this request), so a resent request
+-- does not release twice (see count_down.lua); nothing else is written.
 local target = tonumber(ARGV[5])
 if target <= 0 then
   if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then

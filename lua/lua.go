@@ -2,20 +2,27 @@
 // binary. Each file opens with a header that states its KEYS, its ARGV and
 // what it returns.
 //
-// The scripts that change a hold set its count rather than add to it: an
-// acquisition by an owner that holds nothing sets the count to 1, a
-// re-entry to the count its client expects plus one, an unlock to the
-// count it expects minus one. Sending such a script twice has the effect
-// of sending it once, so a request whose reply was lost can be sent again,
-// or undone by setting the count back. relock does that itself rather than
-// let rueidis resend them: it knows when a request is a resend (a resent
-// unlock at the last level finds the field gone, and must not take that
-// for a hold lost before), and a single attempt must fail at once on a
-// dead connection, not retry until its deadline.
+// The scripts that change a hold move its count with HINCRBY, one level
+// at a time, as Redisson's do: +1 for an acquisition by an owner that
+// holds nothing and for a re-entry, -1 for an unlock (the last level
+// removes the field). Each is told the count its client expects after the
+// call, and moves the count only when it stands where the client expects
+// it before the call (one level away); a count already at the target is
+// an earlier send of the same request and is left, and a count that
+// matches neither (moved by a request whose reply was lost) is set to the
+// client's, the truth about its own field (see count_down.lua). Sending
+// such a script twice has the effect of sending it once, so a request
+// whose reply was lost can be sent again, or undone by bringing the count
+// back to what the client was granted. relock does that itself rather
+// than let rueidis resend them: it knows when a request is a resend (a
+// resent unlock at the last level finds the field gone, and must not take
+// that for a hold lost before), and a single attempt must fail at once on
+// a dead connection, not retry until its deadline.
 //
-// The fair-lock scripts that read the queue are built as fair_prune.lua
-// followed by the script's own file, so the pruning of dead waiters is
-// written once; in the same way the read-write lock's scripts follow
+// Every fair-lock script is built as fair_prune.lua followed by the
+// script's own file, so the pruning of dead waiters and the wake-up of the
+// head are written once; the scripts that change a count follow
+// count_down.lua; in the same way the read-write lock's scripts follow
 // rw_reads.lua, the semaphore's scripts that look at permits follow
 // sem_reclaim.lua, and the scripts that may shorten a lock's lease follow
 // lease.lua, which tells the waiters when they do: a waiter sleeps until
@@ -146,7 +153,7 @@ var (
 var (
 	// LockAcquire takes a reentrant lock for an owner that holds none of it.
 	// Safe to resend (by relock).
-	LockAcquire = script(lockAcquire, false)
+	LockAcquire = script(countDown+lockAcquire, false)
 	// LockUnlock brings a hold down to a count. Resent by relock itself,
 	// not by rueidis (see the package documentation).
 	LockUnlock = script(countDown+lease+wake+lockUnlock, false)
@@ -156,16 +163,16 @@ var (
 	// LockRenew resets the lease of a hold that still exists. Owner-checked,
 	// so resending it is safe.
 	LockRenew = script(lockRenew, true)
-	// LockReenter sets the count of an existing hold of any lock kind one
-	// level up, or reports it gone. Safe to resend (by relock).
-	LockReenter = script(lease+lockReenter, false)
+	// LockReenter adds a level to an existing hold of any lock kind, or
+	// reports it gone. Safe to resend (by relock).
+	LockReenter = script(countDown+lease+lockReenter, false)
 	// LockWake hands on a wake-up that reached a client with no waiter left
 	// (wake-one). Safe to resend: a second one only wakes one more client.
 	LockWake = script(wake+lockWake, true)
 	// FencedAcquire takes a fenced lock and returns its token. Safe to
 	// resend by relock (a resent request may skip a token; tokens only
 	// grow).
-	FencedAcquire = script(fencedAcquire, false)
+	FencedAcquire = script(countDown+fencedAcquire, false)
 	// FencedToken reads the token of the caller's current hold, as a
 	// read-only script (EVALSHA_RO, which a client that sends reads to
 	// replicas may send there).
@@ -179,33 +186,33 @@ var (
 
 	// FairAcquire takes a fair lock, or joins (refreshes a place in) its
 	// queue. Safe to resend (by relock).
-	FairAcquire = script(fairPrune+fairAcquire, false)
+	FairAcquire = script(countDown+fairPrune+fairAcquire, false)
 	// FairUnlock brings a hold of a fair lock down to a count and wakes the
 	// head of its queue when that frees it. Resent by relock itself.
 	FairUnlock = script(countDown+fairPrune+fairUnlock, false)
 	// FairAbandon takes a waiter out of a fair lock's queue. Idempotent.
-	FairAbandon = script(fairAbandon, true)
+	FairAbandon = script(fairPrune+fairAbandon, true)
 	// FairForceUnlock deletes a fair lock and wakes the head of its queue.
 	FairForceUnlock = script(fairPrune+fairForceUnlock, false)
 
 	// RWReadAcquire takes a read-write lock's read side for an owner that
 	// holds no read level of it. Safe to resend (by relock).
-	RWReadAcquire = script(rwReads+rwReadAcquire, false)
-	// RWReadReenter sets the count of an existing read hold one level up,
-	// or reports it gone. Safe to resend (by relock).
-	RWReadReenter = script(rwReads+lease+rwReadReenter, false)
+	RWReadAcquire = script(countDown+rwReads+rwReadAcquire, false)
+	// RWReadReenter adds a level to an existing read hold, or reports it
+	// gone. Safe to resend (by relock).
+	RWReadReenter = script(countDown+rwReads+lease+rwReadReenter, false)
 	// RWReadUnlock brings a read hold down to a count. Resent by relock
 	// itself.
-	RWReadUnlock = script(rwReads+lease+rwReadUnlock, false)
+	RWReadUnlock = script(countDown+rwReads+lease+rwReadUnlock, false)
 	// RWReadRenew resets the lease of a read hold that still exists.
 	// Owner-checked, so resending it is safe.
 	RWReadRenew = script(rwReads+rwReadRenew, true)
 	// RWWriteAcquire takes a read-write lock's write side for an owner
 	// that holds no write level of it. Safe to resend (by relock).
-	RWWriteAcquire = script(rwReads+rwWriteAcquire, false)
-	// RWWriteReenter sets the count of an existing write hold one level
-	// up, or reports it gone. Safe to resend (by relock).
-	RWWriteReenter = script(rwReads+lease+rwWriteReenter, false)
+	RWWriteAcquire = script(countDown+rwReads+rwWriteAcquire, false)
+	// RWWriteReenter adds a level to an existing write hold, or reports it
+	// gone. Safe to resend (by relock).
+	RWWriteReenter = script(countDown+rwReads+lease+rwWriteReenter, false)
 	// RWWriteUnlock brings a write hold down to a count. Resent by relock
 	// itself.
 	RWWriteUnlock = script(countDown+rwReads+lease+rwWriteUnlock, false)

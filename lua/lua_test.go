@@ -11,10 +11,11 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// TestScriptsSetCounts: the scripts that change a hold set its count, so
-// a request sent twice has the effect of sending it once, and an unlock
-// writes nothing but the hold (no key is left behind).
-func TestScriptsSetCounts(t *testing.T) {
+// TestScriptsResentOnce: the scripts that change a hold move its count to
+// the one the client expects, so a request sent twice has the effect of
+// sending it once, and an unlock writes nothing but the hold (no key is
+// left behind).
+func TestScriptsResentOnce(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	ctx := t.Context()
 	key := "lua-test:counts"

@@ -1,6 +1,6 @@
--- rw_read_acquire.lua (after rw_reads.lua): take the read lock of a
--- read-write lock for an owner that holds no read level of it as far as
--- its client knows.
+-- rw_read_acquire.lua (after count_down.lua and rw_reads.lua): take the
+-- read lock of a read-write lock for an owner that holds no read level of
+-- it as far as its client knows.
 -- KEYS[1] lock hash <name>: field 'mode' ('read' or 'write'), reader
 --         fields <clientID>:<owner> and the writer field
 --         <clientID>:<owner>:write, each -> hold count
@@ -8,14 +8,15 @@
 -- ARGV[2] reader field <clientID>:<owner>
 -- ARGV[3] key prefix: {<name>}, or <name> when it has a hash tag
 -- Returns nil when the field holds a read lock after the call, with a
--- count of exactly 1, its lease key <prefix>:<field>:rwlock_timeout:1 set
+-- count of exactly 1 (from 0 by HINCRBY), its lease key <prefix>:<field>:rwlock_timeout:1 set
 -- to the lease and the hash's lease at least that long; else the hash's
 -- remaining lease in ms (-1 when it has no expiry). It is taken when the
 -- lock is free, in read mode, or in write mode held by the same owner's
 -- writer field. A level of the field that is already there can only be
--- this owner's, won by an attempt whose reply was lost: it is taken over
--- (count 1, the keys of higher levels deleted), so sending the script
--- twice has the effect of sending it once.
+-- this owner's, won by an attempt whose reply was lost (at 1: an earlier
+-- send of this request): it is taken over (count 1, the keys of higher
+-- levels deleted), so sending the script twice has the effect of sending
+-- it once.
 local mode = redis.call('hget', KEYS[1], 'mode')
 local free = (not mode) and redis.call('exists', KEYS[1]) == 0
 if free or mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
@@ -27,7 +28,7 @@ if free or mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1],
   if free then
     redis.call('hset', KEYS[1], 'mode', 'read')
   end
-  redis.call('hset', KEYS[1], ARGV[2], 1)
+  count_up(KEYS[1], ARGV[2], 1)
   redis.call('set', key .. '1', 1, 'px', ARGV[1])
   extend(KEYS[1], tonumber(ARGV[1]))
   return nil

@@ -1,15 +1,17 @@
--- rw_read_reenter.lua (after rw_reads.lua and lease.lua): add a level to
--- a read hold the caller has.
+-- rw_read_reenter.lua (after count_down.lua, rw_reads.lua and lease.lua):
+-- add a level to a read hold the caller has.
 -- KEYS[1] lock hash <name>
 -- KEYS[2] channel redisson_rwlock:{name}
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] reader field <clientID>:<owner>
 -- ARGV[3] key prefix: {<name>}, or <name> when it has a hash tag
 -- ARGV[4] the hold count the field has after the call (the caller's count
---         plus one): the count is set, not incremented, so sending the
---         script twice has the effect of sending it once
+--         plus one): the count is incremented by HINCRBY when it stands at
+--         one under it, and left when it is there already (an earlier send
+--         of this request), so sending the script twice has the effect of
+--         sending it once (see count_down.lua)
 -- ARGV[5] publish command ('publish' or 'spublish')
--- Returns 0 after setting the count and giving every level's lease key
+-- Returns 0 after moving the count and giving every level's lease key
 -- <prefix>:<field>:rwlock_timeout:<level> (1..count) the lease (a
 -- re-entry resets the hold's lease); in read mode the hash's lease then
 -- becomes the longest lease among the read holds (shorter when this
@@ -26,7 +28,7 @@ local key = ARGV[3] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
 for level = n, target + 1, -1 do
   redis.call('del', key .. level)
 end
-redis.call('hset', KEYS[1], ARGV[2], target)
+count_up(KEYS[1], ARGV[2], target)
 for level = 1, target do
   redis.call('set', key .. level, 1, 'px', ARGV[1])
 end

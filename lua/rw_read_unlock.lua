@@ -1,6 +1,7 @@
--- rw_read_unlock.lua (after rw_reads.lua and lease.lua): bring a read hold down to a
--- count: one level fewer for an unlock, or back to what its owner was
--- granted after an acquisition whose reply was lost.
+-- rw_read_unlock.lua (after count_down.lua, rw_reads.lua and lease.lua):
+-- bring a read hold down to a count: one level fewer for an unlock, or
+-- back to what its owner was granted after an acquisition whose reply was
+-- lost.
 -- KEYS[1] lock hash <name>
 -- KEYS[2] channel redisson_rwlock:{name}
 -- ARGV[1] message of a read release ('0': wakes one waiter)
@@ -17,8 +18,11 @@
 -- when none is alive (the other readers died) or no field is left, the
 -- hash is deleted and the message published. When the longest lease left
 -- is shorter than the hash's, the waiters are told (see lease.lua): a
--- writer sleeping until the hash's old end looks again. The count is set,
--- not decremented, so a resent request does not release twice.
+-- writer sleeping until the hash's old end looks again. Above 0 the count
+-- is decremented by HINCRBY when it stands at one over the count to
+-- leave, and left when it is there already (an earlier send of this
+-- request), so a resent request does not release twice (see
+-- count_down.lua).
 local n = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not n then
   return -1
@@ -29,10 +33,7 @@ for level = n, math.max(target, 0) + 1, -1 do
   redis.call('del', key .. level)
 end
 if target > 0 then
-  if n > target then
-    redis.call('hset', KEYS[1], ARGV[3], target)
-    n = target
-  end
+  n = count_down(KEYS[1], ARGV[3], target)
   for level = 1, n do
     redis.call('set', key .. level, 1, 'px', ARGV[2])
   end

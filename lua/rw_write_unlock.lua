@@ -1,6 +1,7 @@
--- rw_write_unlock.lua (after count_down.lua, rw_reads.lua and lease.lua): bring a write hold down to a
--- count: one level fewer for an unlock, or back to what its owner was
--- granted after an acquisition whose reply was lost.
+-- rw_write_unlock.lua (after count_down.lua, rw_reads.lua and lease.lua):
+-- bring a write hold down to a count: one level fewer for an unlock, or
+-- back to what its owner was granted after an acquisition whose reply was
+-- lost.
 -- KEYS[1] lock hash <name>
 -- KEYS[2] channel redisson_rwlock:{name}
 -- ARGV[1] message of a write release ('1': wakes every waiter)
@@ -13,8 +14,10 @@
 -- count left. At 0 the field goes; when the owner still has read holds
 -- the lock goes to read mode, living as long as their longest lease,
 -- else the hash is deleted; either way the message is published, so
--- that waiting readers come in. The count is set, not decremented, so a
--- resent request does not release twice.
+-- that waiting readers come in. Above 0 the count is decremented by
+-- HINCRBY when it stands at one over the count to leave, and left when it
+-- is there already (an earlier send of this request), so a resent request
+-- does not release twice (see count_down.lua).
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
   return -1
 end

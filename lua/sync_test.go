@@ -9,10 +9,10 @@ import (
 	"github.com/relock-go/relock/lua"
 )
 
-// TestRWScriptsSetCounts: the read-write lock's scripts that change a hold
-// set its count, and its lease keys with it, so a request sent twice has
-// the effect of sending it once.
-func TestRWScriptsSetCounts(t *testing.T) {
+// TestRWScriptsResentOnce: the read-write lock's scripts that change a
+// hold move its count, and its lease keys with it, to what the client
+// expects, so a request sent twice has the effect of sending it once.
+func TestRWScriptsResentOnce(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	ctx := t.Context()
 	key, prefix, field := "lua-test:rw", "{lua-test:rw}", "c:o"

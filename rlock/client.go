@@ -58,12 +58,39 @@ func WithClientName(name string) Option {
 // the whole cluster bus, and each waiter subscribes on the node that
 // serves its lock (one goroutine per lock name being waited on).
 //
-// Turn it on for a large cluster with heavy lock traffic when every client
-// of these locks is relock with this option. Leave it off (the default)
-// when Redisson clients share the locks: they publish and subscribe with
-// classic PUBLISH/SUBSCRIBE and would neither wake nor be woken by ours.
+// Every client of a lock must use the same kind of pub/sub, or a release
+// on one side wakes no waiter on the other (they then go on only when the
+// lease they last saw runs out). Redisson chooses by topology: on a Redis
+// 7 Cluster it uses sharded pub/sub by default (its cluster setting
+// shardedSubscriptionMode is AUTO, which turns it on where the servers
+// support it); on a single server, with Sentinel or master and replicas,
+// on an older cluster, or with that setting OFF, it uses classic
+// PUBLISH/SUBSCRIBE. So turn this on when the locks are shared with
+// Redisson clients of a Redis 7 Cluster, and leave it off (the default)
+// when they are shared with Redisson anywhere else. Among relock clients
+// alone, it pays on a large cluster with heavy lock traffic.
 func WithShardedPubSub() Option {
 	return func(c *lockcore.Config) { c.ShardedPubSub = true }
+}
+
+// WithFairLockWaitTimeout sets the thread wait time of fair-lock waiters:
+// Redisson's fairLockWaitTimeout, which sets how long a waiter may stay
+// queued before it is dropped (see the fairlock package for the rule).
+// relock's waiters find a dead relock waiter by its heartbeat in about a
+// second whatever this is; it governs how long a Redisson waiter that died
+// holds up a queue, and when Redisson's clients drop a waiter of a queue
+// that stalls (a holder that keeps the lock for minutes).
+//
+// It must equal the fairLockWaitTimeout of the Redisson clients that share
+// the fair locks. Shorter, every waiter queued behind a relock waiter (and
+// that waiter itself) has that much less time before Redisson's clients
+// drop it from a stalled queue while it lives, and a waiter dropped goes
+// to the back of the queue when it next looks; longer, a waiter that died
+// holds up a queue of Redisson waiters for that much longer.
+// The default is 5 minutes (Redisson's); d must be between 1ms and 100
+// years.
+func WithFairLockWaitTimeout(d time.Duration) Option {
+	return func(c *lockcore.Config) { c.FairLockWaitTimeout, c.FairLockWaitTimeoutSet = d, true }
 }
 
 // WithReplicaSync makes every acquisition wait, with WAIT, until at least

@@ -97,11 +97,13 @@
 // not run (LOADING, READONLY, BUSY, OOM): it retries every 100ms until its
 // wait ends, and then returns the last failure with ErrNotAcquired. A
 // single attempt returns the failure at once. Every script that changes a
-// hold sets its count (to 1 for a first acquisition, to the count the
-// Client granted plus one for a re-entry, minus one for an unlock) instead
-// of adding to it, so a request resent after a lost reply has the effect of
-// one request, and an acquisition that ends without the lock sets the count
-// back to what the owner was granted. A re-entry whose hold turns out to
+// hold moves its count one level with HINCRBY, as Redisson's do, but only
+// from the count the Client expects before the call, to the one it expects
+// after (1 for a first acquisition, the count the Client granted plus one
+// for a re-entry, minus one for an unlock); a count already at the target
+// is an earlier send of the same request. So a request resent after a lost
+// reply has the effect of one request, and an acquisition that ends
+// without the lock brings the count back to what the owner was granted. A re-entry whose hold turns out to
 // be gone reports that hold lost (Done, Do, WithLostHandler) and acquires
 // anew. No unlock writes anything but the hold itself: there are no latch
 // keys to leave behind.

@@ -52,6 +52,7 @@ func Classify(key, typ string) (m Match, ok bool) {
 		prefixed(RoleTimeouts, TypeZSet, TimeoutPrefix),
 		prefixed(RoleToken, TypeString, TokenPrefix),
 		prefixed(RoleWakers, TypeZSet, WakersPrefix),
+		prefixed(RoleAlive, TypeZSet, AlivePrefix),
 		suffixed(RoleWaitDeadlines, SemaphoreQueueDeadlinesSuffix),
 		suffixed(RoleWaitQueue, SemaphoreQueueSuffix),
 		suffixed(RoleLeases, SemaphoreLeasesSuffix):

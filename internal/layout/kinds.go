@@ -34,6 +34,7 @@ const (
 	RoleToken         // fenced lock's token counter (Token)
 	RoleQueue         // fair lock's queue (Queue)
 	RoleTimeouts      // fair lock's waiter deadlines (Timeouts)
+	RoleAlive         // fair lock's heartbeats of relock's waiters (Alive)
 	RoleUnlockLatch   // Redisson's in-flight unlock (UnlockLatch)
 	RoleReadLease     // a read hold's level lease (ReadLeaseKey)
 	RoleLeases        // semaphore's permits held
@@ -51,7 +52,7 @@ const (
 
 var roleNames = [...]string{
 	RoleNone: "none", RoleLock: "lock", RoleCount: "count", RoleWakers: "wakers",
-	RoleToken: "token", RoleQueue: "queue", RoleTimeouts: "timeouts",
+	RoleToken: "token", RoleQueue: "queue", RoleTimeouts: "timeouts", RoleAlive: "heartbeats",
 	RoleUnlockLatch: "unlock latch", RoleReadLease: "read lease", RoleLeases: "leases",
 	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
@@ -73,7 +74,7 @@ func (r Role) Kind() Kind {
 	switch r {
 	case RoleToken:
 		return KindFenced
-	case RoleQueue, RoleTimeouts, RoleWaiterChannel:
+	case RoleQueue, RoleTimeouts, RoleAlive, RoleWaiterChannel:
 		return KindFair
 	case RoleReadLease, RoleRWChannel:
 		return KindRWLock
@@ -120,7 +121,7 @@ type Spec struct {
 var Specs = []Spec{
 	{KindLock, "lock", []Role{RoleLock, RoleWakers}, RoleChannel},
 	{KindFenced, "fenced lock", []Role{RoleLock, RoleToken, RoleWakers}, RoleChannel},
-	{KindFair, "fair lock", []Role{RoleLock, RoleQueue, RoleTimeouts}, RoleChannel},
+	{KindFair, "fair lock", []Role{RoleLock, RoleQueue, RoleTimeouts, RoleAlive}, RoleChannel},
 	{KindRWLock, "read-write lock", []Role{RoleLock}, RoleRWChannel},
 	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines}, RoleSemChannel},
 	{KindLatch, "count-down latch", []Role{RoleCount}, RoleLatchChannel},
@@ -153,6 +154,8 @@ func KeyOf(name string, r Role) Key {
 		return Key{Queue(name), TypeList, r}
 	case RoleTimeouts:
 		return Key{Timeouts(name), TypeZSet, r}
+	case RoleAlive:
+		return Key{Alive(name), TypeZSet, r}
 	case RoleLeases:
 		return Key{Semaphore(name).Leases, TypeZSet, r}
 	case RoleWaitQueue:

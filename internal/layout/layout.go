@@ -42,6 +42,11 @@ const (
 	// set: client ID -> deadline); WakePrefix its per-Client wake channels.
 	WakersPrefix = "relock_wakers"
 	WakePrefix   = "relock_wake"
+	// AlivePrefix names relock's heartbeats of a fair lock's waiters (a
+	// sorted set: waiter field -> server ms of its last heartbeat), by
+	// which relock finds its dead waiters without touching Redisson's
+	// deadlines.
+	AlivePrefix = "relock_lock_alive"
 	// RWLockChannelPrefix names a read-write lock's channel.
 	RWLockChannelPrefix = "redisson_rwlock"
 	// SemaphoreChannelPrefix names a semaphore's channel.
@@ -162,6 +167,9 @@ func Token(name string) string { return Derived(TokenPrefix, name) }
 func UnlockLatch(name, requestID string) string {
 	return Derived(UnlockLatchPrefix, name) + ":" + requestID
 }
+
+// Alive is relock's heartbeats of the waiters of the fair lock name.
+func Alive(name string) string { return Derived(AlivePrefix, name) }
 
 // Wakers is the wake-one registry of a lock (relock's own).
 func Wakers(name string) string { return Derived(WakersPrefix, name) }

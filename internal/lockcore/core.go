@@ -21,6 +21,10 @@ import (
 // DefaultWatchdogTimeout is the lease the watchdog keeps renewing.
 const DefaultWatchdogTimeout = 30 * time.Second
 
+// DefaultFairLockWaitTimeout is the thread wait time of fair-lock
+// waiters, Redisson's default fairLockWaitTimeout.
+const DefaultFairLockWaitTimeout = 5 * time.Minute
+
 // MinWatchdogTimeout is the shortest watchdog lease accepted: renewals run
 // every third of it, and each needs a round trip.
 const MinWatchdogTimeout = 30 * time.Millisecond
@@ -42,6 +46,11 @@ type Config struct {
 	OnLost             func(name, owner string, cause error)
 	// ShardedPubSub publishes with SPUBLISH and waits with SSUBSCRIBE.
 	ShardedPubSub bool
+	// FairLockWaitTimeout is the thread wait time of the fair lock's
+	// waiters (Redisson's fairLockWaitTimeout); 0 for the default.
+	// FairLockWaitTimeoutSet is set when it was given (0 is then refused).
+	FairLockWaitTimeout    time.Duration
+	FairLockWaitTimeoutSet bool
 	// Replicas, when above 0, makes every acquisition wait (up to
 	// ReplicaTimeout) for that many replicas to confirm it, and fail
 	// otherwise.
@@ -68,6 +77,9 @@ type Core struct {
 	WatchdogTimeout time.Duration
 	Hub             *pubsub.Hub
 	Watchdog        *watchdog.Watchdog
+	// FairLockWaitTimeout is Config.FairLockWaitTimeout, the default
+	// filled in.
+	FairLockWaitTimeout time.Duration
 
 	ownsRDB        bool
 	name           string // see Config.Name
@@ -149,6 +161,9 @@ func NewCore(cfg Config) (*Core, error) {
 	if cfg.Name == "" {
 		cfg.Name = DefaultClientName
 	}
+	if cfg.FairLockWaitTimeout == 0 {
+		cfg.FairLockWaitTimeout = DefaultFairLockWaitTimeout
+	}
 	c := &Core{
 		RDB:             cfg.RDB,
 		ID:              uuid.NewString(),
@@ -170,6 +185,7 @@ func NewCore(cfg Config) (*Core, error) {
 		numsub:          "numsub",
 		wakers:          make(map[string]*waker),
 	}
+	c.FairLockWaitTimeout = cfg.FairLockWaitTimeout
 	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
 	// The root of every hold's life. It is not a call's context: it
 	// lives as long as the Client and ends at Close.
@@ -194,6 +210,9 @@ func CheckConfig(cfg Config) error {
 		if err := CheckClientName(cfg.Name); err != nil {
 			return err
 		}
+	}
+	if w := cfg.FairLockWaitTimeout; (w != 0 || cfg.FairLockWaitTimeoutSet) && (w < time.Millisecond || w > MaxLease) {
+		return invalid("fair lock wait timeout %v is outside [1ms, %v]", w, MaxLease)
 	}
 	if cfg.Replicas < 0 {
 		return invalid("negative replica count %d", cfg.Replicas)

@@ -32,8 +32,9 @@ type holdKey struct{ name, suffix, owner string }
 // want is the number of levels the owner was granted and has not
 // released: successful acquisitions minus unlocks. Redis' count of the
 // field is want, except after a call whose reply was lost: every script
-// that changes a hold sets the count from want instead of adding to it,
-// so the next call brings Redis back in line.
+// that changes a hold brings the count to a target made from want (one
+// HINCRBY from where want puts it, or set when it is elsewhere), so the
+// next call brings Redis back in line.
 //
 // sem makes the Redis calls that change the hold go one at a time, so
 // that want is exact when a script is built from it, also when several

@@ -56,7 +56,8 @@ type Attempt struct {
 // hold lifecycle and the wait loop talk to Redis, so their tests can put a
 // model of Redis in its place.
 //
-// Every script that changes a hold sets its count instead of adding to it
+// Every script that changes a hold moves its count by HINCRBY, one level,
+// only from the count the client expects before the call, to r.Target
 // (see package lua), so a request sent twice has the effect of sending it
 // once.
 type Kind interface {
@@ -64,8 +65,8 @@ type Kind interface {
 	// none of it; a level of the field that is already there (won by an
 	// attempt whose reply was lost) is taken over with a count of 1.
 	Acquire(ctx context.Context, r Request) (Attempt, error)
-	// Reenter sets the count of the owner's existing hold to r.Target and
-	// resets its lease. It reports Acquired false when the field holds
+	// Reenter brings the count of the owner's existing hold up to
+	// r.Target (one level) and resets its lease. It reports Acquired false when the field holds
 	// nothing (the hold was lost), changing nothing.
 	Reenter(ctx context.Context, r Request) (Attempt, error)
 	// Release brings the field's count down to r.Target (never up),

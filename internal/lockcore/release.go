@@ -112,7 +112,7 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	switch {
 	case err != nil:
 		// Redis did not confirm the release. The level is released as far
-		// as the Client knows all the same: the scripts set the count from
+		// as the Client knows all the same: the scripts bring the count to
 		// the Client's own, so the owner's next call on the lock brings
 		// Redis in line, and at the last level the hold is no longer
 		// renewed and ends in Redis at the latest with its lease. (Keeping
@@ -143,8 +143,9 @@ func (m *Mutex) notHeld(owner string) error {
 }
 
 // release runs the kind's release script for r until it answers or ctx
-// ends; resent says that an earlier send of it may have run. The script sets the count rather than decrementing it, so sending
-// it again is safe; relock resends it itself (not rueidis) because only it
+// ends; resent says that an earlier send of it may have run. The script
+// moves the count only from where the Client expects it (see package
+// lua), so sending it again is safe; relock resends it itself (not rueidis) because only it
 // knows that a request is a resend: when a resent release to 0 finds the
 // field gone, the first request released it.
 //

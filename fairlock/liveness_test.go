@@ -1,0 +1,166 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"github.com/relock-go/relock/internal/layout"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/redissontest"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// deadBound is what a dead relock waiter may cost a queue of relock
+// waiters once the lock is free: its heartbeat runs out at most
+// WaiterTimeout after its last refresh, the next waiter looks within a
+// RefreshInterval, and a round trip or two (with room for a loaded
+// machine).
+const deadBound = fairlock.WaiterTimeout + fairlock.RefreshInterval + 250*time.Millisecond
+
+// doomedWaiter starts a relock waiter on name whose Client the test can
+// kill: the Client runs on a rueidis client of its own. It returns when
+// the waiter is queued.
+type doomedWaiter struct {
+	rdb    rueidis.Client
+	c      *rlock.Client
+	field  string
+	cancel context.CancelFunc
+	done   chan redissontest.Result
+}
+
+func startDoomed(t *testing.T, name string) *doomedWaiter {
+	t.Helper()
+	rdb, err := rueidis.NewClient(redistest.Shared(t).ClientOption())
+	require.NoError(t, err)
+	c, err := rlock.New(rdb)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "doomed"))
+	d := &doomedWaiter{rdb: rdb, c: c, field: c.ID() + ":doomed", cancel: cancel}
+	d.done = make(chan redissontest.Result, 1)
+	go func() {
+		err := c.GetFairLock(name).Lock(ctx)
+		d.done <- redissontest.Result{Err: err, At: time.Now()}
+	}()
+	t.Cleanup(func() {
+		d.cancel()
+		select {
+		case <-d.done:
+		case <-time.After(5 * time.Second):
+			t.Errorf("the doomed waiter's Lock did not return 5s after its context ended")
+		}
+		_ = c.Close()
+		rdb.Close()
+	})
+	return d
+}
+
+// kill ends the waiter's process as far as Redis can tell: its
+// connections are closed, as a killed process's are, and nothing it sends
+// arrives any more.
+func (d *doomedWaiter) kill() { d.rdb.Close() }
+
+// TestDeadWaiterCostsAboutASecond: a queue of relock waiters loses at most
+// about a second (WaiterTimeout plus a RefreshInterval) to a waiter whose
+// Client died while it was queued, whatever the thread wait time (the
+// default 5 minutes here): its heartbeat, not its deadline, decides.
+func TestDeadWaiterCostsAboutASecond(t *testing.T) {
+	for _, death := range []struct {
+		how  string
+		kill func(d *doomedWaiter)
+	}{
+		{"killed", (*doomedWaiter).kill},
+		{"closed", func(d *doomedWaiter) { _ = d.c.Close() }},
+	} {
+		t.Run(death.how, func(t *testing.T) {
+			holderClient := relocktest.Client(t)
+			c := relocktest.Client(t)
+			raw := relocktest.Raw(t)
+			name := relocktest.Name(t)
+			holder := rlock.WithOwner(t.Context(), "holder")
+			require.NoError(t, holderClient.GetFairLock(name).Lock(holder))
+			d := startDoomed(t, name)
+			relocktest.Eventually(t, 5*time.Second, "the doomed waiter queued", func() bool {
+				return len(queue(t, raw, name)) == 1
+			})
+			next := rlock.WithOwner(t.Context(), "next")
+			got := redissontest.Async(func() error { return c.GetFairLock(name).Lock(next) })
+			relocktest.Eventually(t, 5*time.Second, "the next waiter queued", func() bool {
+				return len(queue(t, raw, name)) == 2
+			})
+			require.Equal(t, d.field, queue(t, raw, name)[0], "the doomed waiter heads the queue")
+
+			death.kill(d)
+			released := time.Now()
+			require.NoError(t, holderClient.GetFairLock(name).Unlock(holder))
+			select {
+			case r := <-got:
+				require.NoError(t, r.Err)
+				cost := r.At.Sub(released)
+				assert.LessOrEqual(t, cost, deadBound, "the next waiter acquired %v after the release", cost)
+				t.Logf("a %s waiter at the head cost the queue %v (bound %v)", death.how, cost.Round(time.Millisecond), deadBound)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the next waiter still waits 5s after the release (queue %v)", queue(t, raw, name))
+			}
+			require.NoError(t, c.GetFairLock(name).Unlock(next))
+			assert.Empty(t, queue(t, raw, name), "queue at the end")
+			alive, err := raw.Do(t.Context(), raw.B().Zrange().Key(aliveKey(name)).Min("0").Max("-1").Build()).AsStrSlice()
+			require.NoError(t, err)
+			assert.Empty(t, alive, "heartbeats at the end")
+			if death.how == "closed" {
+				r := <-d.done
+				assert.True(t, errors.Is(r.Err, rlock.ErrClosed), "the closed waiter's Lock = %v, want ErrClosed", r.Err)
+				d.done <- r
+			}
+		})
+	}
+}
+
+// TestFairLockWaitTimeoutOption: the thread wait time is what a waiter
+// adds to the deadline of the waiter before it; out-of-range values are
+// refused.
+func TestFairLockWaitTimeoutOption(t *testing.T) {
+	raw := relocktest.Raw(t)
+	for _, d := range []time.Duration{0, -time.Second, time.Millisecond / 2, 200 * 365 * 24 * time.Hour} {
+		_, err := rlock.New(raw, rlock.WithFairLockWaitTimeout(d))
+		assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "WithFairLockWaitTimeout(%v)", d)
+	}
+
+	const wait = 2 * time.Second
+	c := relocktest.Client(t, rlock.WithFairLockWaitTimeout(wait))
+	name := relocktest.Name(t)
+	l := c.GetFairLock(name)
+	h := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, l.Lock(h))
+	var waiters []<-chan redissontest.Result
+	for _, owner := range []string{"a", "b"} {
+		ctx := rlock.WithOwner(t.Context(), owner)
+		waiters = append(waiters, redissontest.Async(func() error {
+			if err := l.Lock(ctx); err != nil {
+				return err
+			}
+			return l.Unlock(ctx)
+		}))
+		relocktest.Eventually(t, 5*time.Second, owner+" queued", func() bool { return slices.Contains(queue(t, raw, name), c.ID()+":"+owner) })
+	}
+	timeouts := layout.Timeouts(name)
+	a, b := score(t, raw, timeouts, c.ID()+":a"), score(t, raw, timeouts, c.ID()+":b")
+	assert.Equal(t, wait.Milliseconds(), b-a, "deadline of the second waiter less the first's")
+	require.NoError(t, l.Unlock(h))
+	for _, w := range waiters {
+		select {
+		case r := <-w:
+			require.NoError(t, r.Err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a waiter still waits 5s after the release")
+		}
+	}
+}

@@ -1,0 +1,289 @@
+package lua_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/lua"
+)
+
+// The thread wait time and heartbeat timeout the fair scripts get here.
+const (
+	waitMs      = 300000
+	heartbeatMs = 750
+)
+
+// fairLock sends the fair-lock scripts for one lock and reads its keys.
+type fairLock struct {
+	t                                     *testing.T
+	rdb                                   rueidis.Client
+	name, queue, timeouts, alive, channel string
+}
+
+func newFairLock(t *testing.T, rdb rueidis.Client, name string) *fairLock {
+	f := &fairLock{t: t, rdb: rdb, name: name,
+		queue:    "redisson_lock_queue:{" + name + "}",
+		timeouts: "redisson_lock_timeout:{" + name + "}",
+		alive:    "relock_lock_alive:{" + name + "}",
+		channel:  "redisson_lock__channel:{" + name + "}"}
+	t.Cleanup(func() {
+		rdb.Do(context.Background(), rdb.B().Del().Key(f.keys()[:4]...).Build())
+	})
+	return f
+}
+
+func (f *fairLock) keys() []string { return []string{f.name, f.queue, f.timeouts, f.alive, f.channel} }
+
+func (f *fairLock) do(cmd rueidis.Completed) rueidis.RedisResult {
+	return f.rdb.Do(f.t.Context(), cmd)
+}
+
+// acquire sends fair_acquire.lua for field ('1': join the queue). It
+// returns true when the field holds the lock, else the PTTL replied.
+func (f *fairLock) acquire(field, join string) (bool, int64) {
+	f.t.Helper()
+	res := lua.FairAcquire.Exec(f.t.Context(), f.rdb, f.keys(),
+		[]string{"10000", field, "750", join, "300000", "publish", "0"})
+	if rueidis.IsRedisNil(res.Error()) {
+		return true, 0
+	}
+	n, err := res.AsInt64()
+	require.NoError(f.t, err, "fair acquire of %s", field)
+	return false, n
+}
+
+func (f *fairLock) unlock(field string, target string) int64 {
+	f.t.Helper()
+	n, err := lua.FairUnlock.Exec(f.t.Context(), f.rdb, f.keys(),
+		[]string{"0", "10000", field, "publish", target}).AsInt64()
+	require.NoError(f.t, err)
+	return n
+}
+
+func (f *fairLock) abandon(field string) int64 {
+	f.t.Helper()
+	n, err := lua.FairAbandon.Exec(f.t.Context(), f.rdb, f.keys(),
+		[]string{field, "publish", "0", "300000"}).AsInt64()
+	require.NoError(f.t, err)
+	return n
+}
+
+// hold makes field hold the lock (as another client would).
+func (f *fairLock) hold(field string) {
+	f.t.Helper()
+	require.NoError(f.t, f.do(f.rdb.B().Hset().Key(f.name).FieldValue().FieldValue(field, "1").Build()).Error())
+	require.NoError(f.t, f.do(f.rdb.B().Pexpire().Key(f.name).Milliseconds(10000).Build()).Error())
+}
+
+func (f *fairLock) queued() []string {
+	f.t.Helper()
+	q, err := f.do(f.rdb.B().Lrange().Key(f.queue).Start(0).Stop(-1).Build()).AsStrSlice()
+	require.NoError(f.t, err)
+	return q
+}
+
+// score is field's score in key, -1 when it has none.
+func (f *fairLock) score(key, field string) int64 {
+	f.t.Helper()
+	s, err := f.do(f.rdb.B().Zscore().Key(key).Member(field).Build()).AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return -1
+	}
+	require.NoError(f.t, err)
+	return int64(s)
+}
+
+// enqueue puts field at the tail of the queue with a deadline and, when
+// beat >= 0, a heartbeat (both in server ms), as a waiter that went away
+// would leave them.
+func (f *fairLock) enqueue(field string, deadline, beat int64) {
+	f.t.Helper()
+	require.NoError(f.t, f.do(f.rdb.B().Rpush().Key(f.queue).Element(field).Build()).Error())
+	require.NoError(f.t, f.do(f.rdb.B().Zadd().Key(f.timeouts).ScoreMember().ScoreMember(float64(deadline), field).Build()).Error())
+	if beat >= 0 {
+		require.NoError(f.t, f.do(f.rdb.B().Zadd().Key(f.alive).ScoreMember().ScoreMember(float64(beat), field).Build()).Error())
+	}
+}
+
+// serverNow is the server's clock in ms.
+func serverNow(t *testing.T, rdb rueidis.Client) int64 {
+	t.Helper()
+	v, err := rdb.Do(t.Context(), rdb.B().Time().Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Len(t, v, 2)
+	sec, err := strconv.ParseInt(v[0], 10, 64)
+	require.NoError(t, err)
+	usec, err := strconv.ParseInt(v[1], 10, 64)
+	require.NoError(t, err)
+	return sec*1000 + usec/1000
+}
+
+// TestFairDeadlinesFollowRedisson: a waiter joins with the deadline of the
+// waiter before it (the first: now plus the holder's lease) plus the
+// thread wait time; a join sent twice keeps one place and one deadline;
+// an acquisition takes the thread wait time off every queued deadline;
+// heartbeats are kept beside, and leave with their waiter.
+func TestFairDeadlinesFollowRedisson(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	f := newFairLock(t, rdb, "lua-test:fair-deadlines")
+	f.hold("h:1")
+	before := serverNow(t, rdb)
+	for range 2 {
+		taken, pttl := f.acquire("c:a", "1")
+		require.False(t, taken)
+		assert.Greater(t, pttl, int64(9000), "PTTL of the holder")
+	}
+	after := serverNow(t, rdb)
+	a := f.score(f.timeouts, "c:a")
+	assert.GreaterOrEqual(t, a, before+9000+waitMs, "first deadline: now + the holder's lease + the wait time")
+	assert.LessOrEqual(t, a, after+10000+waitMs)
+	for range 2 {
+		taken, _ := f.acquire("c:b", "1")
+		require.False(t, taken)
+	}
+	assert.Equal(t, a+waitMs, f.score(f.timeouts, "c:b"), "second deadline: the first's + the wait time")
+	assert.Equal(t, []string{"c:a", "c:b"}, f.queued(), "a join sent twice keeps one place")
+	beat := f.score(f.alive, "c:b")
+	assert.GreaterOrEqual(t, beat, before+heartbeatMs, "heartbeat")
+	assert.LessOrEqual(t, beat, serverNow(t, rdb)+heartbeatMs)
+	ttl, err := rdb.Do(t.Context(), rdb.B().Pttl().Key(f.alive).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, int64(2*waitMs-5000), "the heartbeats live as long as the latest deadline")
+	for _, k := range []string{f.queue, f.timeouts} {
+		ttl, err := rdb.Do(t.Context(), rdb.B().Pttl().Key(k).Build()).AsInt64()
+		require.NoError(t, err)
+		assert.Equal(t, int64(-1), ttl, "%s: the shared queue keys get no expiry", k)
+	}
+
+	assert.Equal(t, int64(0), f.unlock("h:1", "0"), "the holder's release")
+	taken, _ := f.acquire("c:b", "1")
+	assert.False(t, taken, "the second waiter does not jump the queue")
+	for range 2 {
+		taken, _ = f.acquire("c:a", "1")
+		assert.True(t, taken, "the head takes the free lock (sent twice)")
+	}
+	assert.Equal(t, []string{"c:b"}, f.queued())
+	assert.Equal(t, a, f.score(f.timeouts, "c:b"), "an acquisition takes the wait time off every queued deadline, once")
+	assert.Equal(t, int64(-1), f.score(f.alive, "c:a"), "the heartbeat leaves with its waiter")
+	assert.Equal(t, "1", hget(t, rdb, f.name, "c:a"))
+}
+
+func hget(t *testing.T, rdb rueidis.Client, key, field string) string {
+	t.Helper()
+	v, err := rdb.Do(t.Context(), rdb.B().Hget().Key(key).Field(field).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// TestFairPruneRules: a head is dropped when it is a relock waiter whose
+// heartbeat passed (whatever its deadline), or a waiter without a
+// heartbeat (Redisson's) whose deadline passed; a Redisson waiter before
+// its deadline and a relock waiter with a live heartbeat stay. Pruning
+// changes no other deadline.
+func TestFairPruneRules(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	cases := []struct {
+		desc           string
+		deadline, beat int64 // relative to now; beat -1: none
+		dropped        bool
+	}{
+		{"relock waiter, heartbeat passed, deadline minutes away", waitMs, -10, true},
+		{"relock waiter, heartbeat live, deadline passed", -10, heartbeatMs, false},
+		{"redisson waiter, deadline minutes away", waitMs, -1, false},
+		{"redisson waiter, deadline passed", -10, -1, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFairLock(t, rdb, "lua-test:fair-prune")
+			now := serverNow(t, rdb)
+			beat := int64(-1)
+			if tc.beat != -1 {
+				beat = now + tc.beat
+			}
+			f.enqueue("x:head", now+tc.deadline, beat)
+			f.enqueue("x:next", now+tc.deadline+waitMs, -1)
+			taken, _ := f.acquire("c:newcomer", "0")
+			assert.False(t, taken, "a newcomer's single attempt")
+			if tc.dropped {
+				assert.Equal(t, []string{"x:next"}, f.queued())
+				assert.Equal(t, int64(-1), f.score(f.alive, "x:head"))
+			} else {
+				assert.Equal(t, []string{"x:head", "x:next"}, f.queued())
+			}
+			assert.Equal(t, now+tc.deadline+waitMs, f.score(f.timeouts, "x:next"), "the next deadline is left as it was")
+		})
+	}
+}
+
+// TestFairWakesHeadOfFreeLock: every script that finds the lock free with
+// another waiter at the head publishes the unlock message on the head's
+// channel.
+func TestFairWakesHeadOfFreeLock(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	f := newFairLock(t, rdb, "lua-test:fair-wake")
+	msgs := make(chan string, 16)
+	dc, cancel := rdb.Dedicate()
+	t.Cleanup(cancel)
+	dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(m rueidis.PubSubMessage) {
+		select {
+		case msgs <- m.Message:
+		default:
+		}
+	}})
+	require.NoError(t, dc.Do(t.Context(), dc.B().Subscribe().Channel(f.channel+":x:head").Build()).Error())
+	f.enqueue("x:head", serverNow(t, rdb)+waitMs, -1)
+	f.enqueue("c:b", serverNow(t, rdb)+2*waitMs, -1)
+	heard := func(what string) {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			assert.Equal(t, "0", m, what)
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: no message on the head's channel", what)
+		}
+	}
+	for _, join := range []string{"0", "1"} {
+		taken, pttl := f.acquire("c:a", join)
+		assert.False(t, taken)
+		assert.Equal(t, int64(-2), pttl, "free, another waiter at the head")
+		heard("an acquire with join " + join)
+	}
+	assert.Equal(t, int64(-1), f.unlock("c:none", "0"))
+	heard("an unlock by a field that holds nothing")
+	assert.Equal(t, int64(1), f.abandon("c:a"))
+	heard("an abandon")
+	n, err := lua.FairForceUnlock.Exec(t.Context(), rdb, f.keys(), []string{"0", "publish"}).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n, "force unlock of a free lock")
+	heard("a force unlock")
+}
+
+// TestFairAbandonSentTwice: a waiter that gives up leaves the queue, and
+// the waiters behind it get the wait time off their deadlines once, as in
+// Redisson; sent again it changes nothing.
+func TestFairAbandonSentTwice(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	f := newFairLock(t, rdb, "lua-test:fair-abandon")
+	f.hold("h:1")
+	now := serverNow(t, rdb)
+	f.enqueue("c:a", now+waitMs, now+heartbeatMs)
+	f.enqueue("c:b", now+2*waitMs, now+heartbeatMs)
+	f.enqueue("c:c", now+3*waitMs, -1)
+	assert.Equal(t, int64(1), f.abandon("c:b"))
+	assert.Equal(t, int64(0), f.abandon("c:b"), "sent again")
+	assert.Equal(t, []string{"c:a", "c:c"}, f.queued())
+	assert.Equal(t, now+waitMs, f.score(f.timeouts, "c:a"), "the waiter ahead keeps its deadline")
+	assert.Equal(t, now+2*waitMs, f.score(f.timeouts, "c:c"), "the waiter behind gets the wait time off, once")
+	assert.Equal(t, int64(-1), f.score(f.alive, "c:b"), "the heartbeat leaves")
+	assert.Equal(t, int64(-1), f.score(f.timeouts, "c:b"))
+}
