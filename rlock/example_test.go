@@ -120,7 +120,7 @@ func ExampleNewClient() {
 		if err := l.Lock(ctx); err != nil { // waits; the watchdog keeps it held
 			return err
 		}
-		defer l.Unlock(ctx) // works even if ctx is cancelled by then
+		defer l.Unlock(ctx) // the same ctx, so the same owner; works even once ctx is cancelled
 		// README end
 		return nil
 	}
@@ -148,8 +148,8 @@ func ExampleLock_Do_lost() {
 	)
 	// README begin
 	err := l.Do(ctx, func(ctx context.Context) error {
-		// ctx is cancelled, with context.Cause(ctx) == rlock.ErrLockLost,
-		// as soon as the hold is known to be lost.
+		// ctx is cancelled as soon as the hold is known to be lost:
+		// errors.Is(context.Cause(ctx), rlock.ErrLockLost) is then true.
 		return settle(ctx)
 	})
 	// README end
