@@ -2,7 +2,7 @@
 // only while every one of its locks is held, and RedLock, the Redlock
 // algorithm, held while a majority of its locks, each on an independent
 // Redis master, is held. Both work on the small Locker interface, which
-// *rlock.Lock, *rlock.FencedLock and *fairlock.Lock satisfy, and satisfy it
+// *rlock.Lock, *rlock.FencedLock, *fairlock.Lock and *rwlock.Lock satisfy, and satisfy it
 // themselves, so they compose: a MultiLock of a RedLock and a Lock, a
 // RedLock of MultiLocks.
 //
@@ -61,7 +61,7 @@
 // timeout). While held, the RedLock watches its locks through their Done
 // channels (the Watchable interface, which *rlock.Lock implements): as soon
 // as fewer than a majority are held, the hold is lost, RedLock.Done closes
-// and Do's context is cancelled with cause ErrLockLost. A MultiLock on the
+// and Do's context is cancelled with a cause matching ErrLockLost. A MultiLock on the
 // watchdog lease is lost as soon as any one of its locks is. The watching
 // starts with the first Done, HoldContext or Do of the hold (at once when
 // there is an observer, so that it hears of a loss when it happens), and

@@ -11,7 +11,7 @@ import (
 )
 
 // Locker is what a MultiLock or a RedLock is built from. *rlock.Lock,
-// *rlock.FencedLock and *fairlock.Lock satisfy it, and so do *MultiLock and
+// *rlock.FencedLock, *fairlock.Lock and *rwlock.Lock satisfy it, and so do *MultiLock and
 // *RedLock, so the two compose.
 //
 // The owner of a hold travels in the context, as in rlock: a MultiLock or
@@ -39,7 +39,7 @@ type Locker interface {
 // its final Unlock, by loss, or because its client closed), and that is
 // already closed when the owner holds nothing.
 //
-// *rlock.Lock, *rlock.FencedLock, *fairlock.Lock, *MultiLock and *RedLock
+// *rlock.Lock, *rlock.FencedLock, *fairlock.Lock, *rwlock.Lock, *MultiLock and *RedLock
 // implement it. A hold taken on the watchdog lease (lease 0) watches every
 // lock that implements it; the loss of a lock that does not is never
 // noticed.

@@ -105,7 +105,7 @@ func (m *MultiLock) LockLease(ctx context.Context, lease time.Duration) error {
 // locks one by one should take them in name order too, or bound its waits.
 //
 // lease 0 holds every lock on its watchdog lease; the hold is then lost,
-// and Do's context cancelled with cause ErrLockLost, as soon as one lock
+// and Do's context cancelled with a cause matching ErrLockLost, as soon as one lock
 // that implements Watchable reports its hold ended. lease > 0 is a fixed
 // lease on each lock; the set counts as held only while the first lock's
 // lease, less drift (1% plus 2ms), has not run out, and a set that took

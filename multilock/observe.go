@@ -15,7 +15,7 @@ import (
 // group.endRelease report their start and end).
 
 // Observed is implemented by locks that report to an observer:
-// *rlock.Lock, *rlock.FencedLock, *fairlock.Lock, *MultiLock and
+// *rlock.Lock, *rlock.FencedLock, *fairlock.Lock, *rwlock.Lock, *MultiLock and
 // *RedLock. A MultiLock or a RedLock reports to the observer of the first
 // of its locks that has one (a RedLock's WithObserver overrides it).
 type Observed interface {

@@ -64,7 +64,7 @@
 // third of that while the owner holds the lock, and stops, synchronously,
 // at the final Unlock. If a renewal finds the hold gone, or none succeeds
 // before the lease runs out, the hold is lost: Do's context is cancelled
-// with cause ErrLockLost, the channel from Done closes, and the handler of
+// with a cause matching ErrLockLost, the channel from Done closes, and the handler of
 // WithLostHandler runs. A fixed lease (LockLease, TryLock with lease > 0) is
 // never renewed. Close stops every renewal; locks still held then expire.
 //

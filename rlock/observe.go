@@ -19,8 +19,9 @@ import (
 type Observer = observe.Observer
 
 // WithObserver sets the Observer told of the life of every lock of the
-// Client: Lock, FencedLock and fair locks, and MultiLocks and RedLocks
-// made of them (see multilock). The default is none: with no observer and
+// Client: Lock, FencedLock, fair locks, both sides of read-write locks,
+// semaphore permits, and MultiLocks and RedLocks made of them (see
+// multilock). The default is none: with no observer and
 // no logger, no event is built and the calls cost nothing more.
 func WithObserver(o Observer) Option {
 	return func(c *lockcore.Config) { c.Observer = o }

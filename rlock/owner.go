@@ -11,8 +11,9 @@ import (
 // taking a lock it already holds re-enters it and raises its hold count.
 //
 // An owner is any non-empty string of at most 256 bytes without control
-// characters, other than the form "anon-<number>", which relock reserves
-// for the owners it makes up (anonymous holds, Do without an owner). An
+// characters, other than the forms "anon-<number>" and
+// "anon-<number>@<anything>", which relock reserves for the owners it
+// makes up (anonymous holds, Do and Acquire without an owner). An
 // invalid owner is reported, as ErrInvalidArgument, by the lock call that
 // uses it.
 //

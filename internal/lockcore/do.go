@@ -62,7 +62,7 @@ func Lost(cause error) bool {
 }
 
 // Do acquires the lock on the watchdog lease, runs fn, and releases it.
-// fn's context is cancelled with cause relock.ErrLockLost as soon as the hold is
+// fn's context is cancelled with a cause matching relock.ErrLockLost as soon as the hold is
 // known to be lost (or relock.ErrClosed at Close); Do then returns fn's error
 // joined with that cause. If acquiring fails, fn does not run. The release
 // runs in a deferred call: if fn panics (or calls runtime.Goexit), the
