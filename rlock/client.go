@@ -49,7 +49,7 @@ func WithLostHandler(fn func(name, owner string, cause error)) Option {
 // "<hostname>:<pid>". A name is non-empty, at most 200 bytes, without
 // control characters. Owners given with WithOwner are written as given.
 func WithClientName(name string) Option {
-	return func(c *lockcore.Config) { c.Name = name }
+	return func(c *lockcore.Config) { c.Name, c.NameSet = name, true }
 }
 
 // WithShardedPubSub makes unlocks publish with SPUBLISH and waiters listen
@@ -98,41 +98,22 @@ func WithFairLockWaitTimeout(d time.Duration) Option {
 // the acquisition is released and fails with an error matching
 // ErrNotAcquired and ErrReplicaSync. The default is no check.
 //
-// What it guarantees: when an acquisition succeeds, the lock's write was on
-// that many replicas at that moment, so a failover to one of them keeps the
-// hold. What it does not: WAIT does not make Redis strongly consistent. A
-// failover can still promote a replica that missed the write (Sentinel and
-// Cluster pick replicas by their offset, not by this check), renewals and
-// releases are not checked, and a replica that confirmed can still lose
-// the write if it restarts without persistence. Use fencing tokens for
-// safety; this check only narrows the window.
-//
-// The script and WAIT go out together on one connection from rueidis'
-// pool of dedicated connections (WAIT blocks its connection).
+// It narrows the window in which a failover loses an acquisition; it does
+// not make Redis strongly consistent (renewals and releases are not
+// checked, and a failover may still promote a replica that missed the
+// write): use fencing tokens for safety. docs/operations.md says more.
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
 	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout = replicas, timeout }
 }
 
-// WithWakeOne makes a release wake one waiting process instead of all of
-// them. Without it (the default, and Redisson's way), every release of a
-// lock is published on its channel, and every Client with a waiter for it
-// wakes one: with N processes waiting, N attempts race for one grant.
-// With it, a Client whose waiter goes on waiting registers in the lock's
-// wake registry (relock_wakers:{name}, a sorted set beside the lock) and
-// listens on its own wake channel; a release by a Client with the option
-// wakes the Client that registered longest ago (the turn goes round), and
-// publishes on the lock's channel only when that has other subscribers
-// (Redisson's waiters, Clients without the option), so they still wake
-// as they always did. Waiters still hear every release published on the
-// lock's channel, whoever made it.
-//
-// A waiting Client that dies while registered could swallow a wake-up:
-// registered waiters therefore try again after 1s to 2s without one, so
-// such a lock is taken within 2s by a live waiter; a registration ends 3s
-// after its Client's last attempt. It applies to Lock and FencedLock (a
-// fair lock already wakes only the head of its queue). On Redis Cluster it
-// needs WithShardedPubSub (the count of a channel's subscribers is only
-// right on the node that serves its slot). The default is off.
+// WithWakeOne makes a release wake one waiting process instead of one in
+// each process that waits (the default, and Redisson's way, where N
+// waiting processes race for one grant). Waiters of other Clients and of
+// Redisson still hear every release as before. It applies to Lock and
+// FencedLock (a fair lock already wakes only the head of its queue); on
+// Redis Cluster it needs WithShardedPubSub. The package documentation
+// (Waking one process per release) says how it works and what a Client
+// that dies while it waits costs. The default is off.
 func WithWakeOne() Option {
 	return func(c *lockcore.Config) { c.WakeOne = true }
 }

@@ -90,6 +90,26 @@
 // cannot act (a stopped process) delays the other registered waiters by at
 // most 2s. The bounds of the other kinds are in their packages.
 //
+// # Waking one process per release
+//
+// With WithWakeOne, a Client whose waiter goes on waiting registers in the
+// lock's wake registry (relock_wakers:{name}, a sorted set beside the
+// lock: client ID -> the end of its registration) and listens on its own
+// wake channel (relock_wake:{name}:<clientID>). A release by a Client with
+// the option wakes the live Client that registered longest ago (each
+// attempt registers again, so the turn goes round), on its wake channel,
+// and publishes on the lock's channel only when that has other
+// subscribers (Redisson's waiters, Clients without the option). A Client
+// woken with no waiter left hands the wake-up on. A Client that closes
+// leaves every registry at once; one that died is dropped by the next
+// release, which finds no subscriber on its wake channel. One that lives
+// but cannot act (a stopped process) swallows the wake-ups meant for it
+// until its registration ends, 3s after its last attempt: registered
+// waiters therefore try again after 1s to 2s without a wake-up, so such a
+// lock is taken within 2s by a live waiter. On Redis Cluster the option
+// needs WithShardedPubSub: a channel's subscribers are counted right only
+// on the node that serves its slot.
+//
 // # Failures
 //
 // A waiting call (Lock, LockLease, TryLock with wait > 0) rides out a

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -151,4 +152,35 @@ func TestReleaseAfterLoss(t *testing.T) {
 		wantLoss(t, l.Unlock(t.Context()), "renewal found it gone")
 		assert.ErrorIs(t, l.Unlock(t.Context()), rlock.ErrNotHeld)
 	})
+}
+
+// TestClientName: a Client's name is in the owner of its ownerless holds,
+// as Redis shows them; a bad name is refused before anything is sent.
+func TestClientName(t *testing.T) {
+	raw := relocktest.Raw(t)
+	c := relocktest.Client(t, rlock.WithClientName("billing-7"))
+	assert.Equal(t, "billing-7", c.Name())
+	name := relocktest.Name(t)
+	l := c.GetLock(name)
+	require.NoError(t, l.Lock(t.Context()))
+	fields := relocktest.HGetAll(t, raw, name)
+	require.Len(t, fields, 1)
+	for field := range fields {
+		assert.True(t, strings.HasPrefix(field, c.ID()+":anon-"), "field %q", field)
+		assert.True(t, strings.HasSuffix(field, "@billing-7"), "field %q", field)
+	}
+	require.NoError(t, l.Unlock(t.Context()))
+
+	d := relocktest.Client(t)
+	assert.NotEmpty(t, d.Name(), "the default name (host:pid)")
+	assert.Contains(t, d.Name(), ":", "the default name (host:pid)")
+
+	srv := redistest.Shared(t)
+	for _, bad := range []string{"", "a\nb", strings.Repeat("x", 201)} {
+		_, err := rlock.NewClient(srv.ClientOption(), rlock.WithClientName(bad))
+		assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "WithClientName(%q)", bad)
+	}
+	// An owner of the reserved form is refused from users.
+	err := l.Lock(rlock.WithOwner(t.Context(), "anon-3@billing-7"))
+	assert.ErrorIs(t, err, rlock.ErrInvalidArgument)
 }

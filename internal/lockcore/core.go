@@ -60,8 +60,10 @@ type Config struct {
 	// Client that waits (see wake.go).
 	WakeOne bool
 	// Name names the Client in the owners of its anonymous holds
-	// ("anon-<n>@<name>"); "" means DefaultClientName.
-	Name string
+	// ("anon-<n>@<name>"); "" means DefaultClientName, unless NameSet
+	// says it was given (and is then refused).
+	Name    string
+	NameSet bool
 	// Observer and Logger, when set, are told of the locks' life (see
 	// observe.go).
 	Observer observe.Observer
@@ -206,7 +208,7 @@ func CheckConfig(cfg Config) error {
 			return err
 		}
 	}
-	if cfg.Name != "" {
+	if cfg.Name != "" || cfg.NameSet {
 		if err := CheckClientName(cfg.Name); err != nil {
 			return err
 		}
