@@ -1,4 +1,4 @@
--- fenced_acquire.lua (after count_down.lua): take a fenced lock for an
+-- fenced_acquire.lua (after count_down.lua and wake.lua): take a fenced lock for an
 -- owner that holds none of it as far as its client knows.
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter redisson_lock_token:{name}
@@ -21,10 +21,5 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, token}
 end
-if (ARGV[3] or '') ~= '' then
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
-  redis.call('pexpire', KEYS[3], ARGV[4])
-end
+register(KEYS[3], ARGV[3], ARGV[4])
 return {0, redis.call('pttl', KEYS[1])}

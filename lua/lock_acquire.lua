@@ -1,6 +1,6 @@
--- lock_acquire.lua (after count_down.lua): take a reentrant lock for an
--- owner that holds none of it as far as its client knows (Redisson RLock
--- layout).
+-- lock_acquire.lua (after count_down.lua and wake.lua): take a reentrant
+-- lock for an owner that holds none of it as far as its client knows
+-- (Redisson RLock layout).
 -- KEYS[1] lock hash
 -- KEYS[2] with ARGV[3], the wake registry relock_wakers:{name} (sorted
 --         set: client ID -> deadline in server ms)
@@ -22,10 +22,5 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
-if (ARGV[3] or '') ~= '' then
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('zadd', KEYS[2], now + tonumber(ARGV[4]), ARGV[3])
-  redis.call('pexpire', KEYS[2], ARGV[4])
-end
+register(KEYS[2], ARGV[3], ARGV[4])
 return redis.call('pttl', KEYS[1])

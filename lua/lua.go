@@ -153,7 +153,7 @@ var (
 var (
 	// LockAcquire takes a reentrant lock for an owner that holds none of it.
 	// Safe to resend (by relock).
-	LockAcquire = script(countDown+lockAcquire, false)
+	LockAcquire = script(countDown+wake+lockAcquire, false)
 	// LockUnlock brings a hold down to a count. Resent by relock itself,
 	// not by rueidis (see the package documentation).
 	LockUnlock = script(countDown+lease+wake+lockUnlock, false)
@@ -172,7 +172,7 @@ var (
 	// FencedAcquire takes a fenced lock and returns its token. Safe to
 	// resend by relock (a resent request may skip a token; tokens only
 	// grow).
-	FencedAcquire = script(countDown+fencedAcquire, false)
+	FencedAcquire = script(countDown+wake+fencedAcquire, false)
 	// FencedToken reads the token of the caller's current hold, as a
 	// read-only script (EVALSHA_RO, which a client that sends reads to
 	// replicas may send there).

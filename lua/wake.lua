@@ -1,5 +1,9 @@
--- wake.lua: put before the scripts that wake one registered client
--- (wake-one; see lock_unlock.lua). It defines
+-- wake.lua: put before the scripts of the wake-one registry (see
+-- lock_unlock.lua). It defines
+-- register(registry, id, ttl): registers client id (again) for one
+-- wake-up at a time, for ttl ms from now (the server's clock), when id is
+-- given (not nil or ''): the attempts of a waiter that goes on waiting
+-- register its client; and
 -- next_waker(registry, prefix, numsub, skip): the client registered
 -- longest ago in the sorted set registry (client ID -> deadline) that
 -- still listens on its wake channel prefix .. ID, other than skip; nil
@@ -8,6 +12,16 @@
 -- dead: the server dropped their connection), so that a dead client never
 -- swallows a wake-up. numsub is the PUBSUB subcommand that counts a
 -- channel's subscribers ('numsub' or 'shardnumsub').
+local function register(registry, id, ttl)
+  if (id or '') == '' then
+    return
+  end
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('zadd', registry, now + tonumber(ttl), id)
+  redis.call('pexpire', registry, ttl)
+end
+
 local function next_waker(registry, prefix, numsub, skip)
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
