@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const root = "../.."
@@ -23,9 +26,7 @@ const root = "../.."
 func readmeBlocks(t *testing.T) map[string]int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	blocks := map[string]int{}
 	var cur []string
 	in, start := false, 0
@@ -40,9 +41,7 @@ func readmeBlocks(t *testing.T) map[string]int {
 			cur = append(cur, line)
 		}
 	}
-	if in {
-		t.Fatalf("README.md:%d: a go block is not closed", start)
-	}
+	require.False(t, in, "README.md:%d: a go block is not closed", start)
 	return blocks
 }
 
@@ -87,28 +86,20 @@ func exampleRegions(t *testing.T) map[string]region {
 				fn = strings.TrimPrefix(line, "func ")
 				fn, _, _ = strings.Cut(fn, "(")
 			case trimmed == "// README begin":
-				if !strings.HasPrefix(fn, "Example") {
-					t.Errorf("%s:%d: a README region outside an Example function (in %q)", rel, n, fn)
-				}
+				assert.True(t, strings.HasPrefix(fn, "Example"), "%s:%d: a README region outside an Example function (in %q)", rel, n, fn)
 				in, start, cur = true, n, nil
 			case trimmed == "// README end":
-				if !in {
-					t.Errorf("%s:%d: README end without a begin", rel, n)
-				}
+				assert.True(t, in, "%s:%d: README end without a begin", rel, n)
 				in = false
 				regions[normalize(cur)] = region{where: rel + ":" + strconv.Itoa(start), fn: fn}
 			case in:
 				cur = append(cur, line)
 			}
 		}
-		if in {
-			t.Errorf("%s:%d: README region not ended", rel, start)
-		}
+		assert.False(t, in, "%s:%d: README region not ended", rel, start)
 		return sc.Err()
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return regions
 }
 
@@ -146,17 +137,13 @@ func normalize(lines []string) string {
 func TestReadmeBlocksCompile(t *testing.T) {
 	blocks := readmeBlocks(t)
 	regions := exampleRegions(t)
-	if len(blocks) == 0 {
-		t.Fatal("no go blocks found in README.md")
-	}
+	require.NotEmpty(t, blocks, "no go blocks found in README.md")
 	for b, line := range blocks {
-		if _, ok := regions[b]; !ok {
-			t.Errorf("README.md:%d: this block has no compiled twin (a region between \"// README begin\" and \"// README end\" in an Example):\n%s", line, b)
-		}
+		_, ok := regions[b]
+		assert.True(t, ok, "README.md:%d: this block has no compiled twin (a region between \"// README begin\" and \"// README end\" in an Example):\n%s", line, b)
 	}
 	for r, where := range regions {
-		if _, ok := blocks[r]; !ok {
-			t.Errorf("%s (%s): this README region is not in README.md as it is here:\n%s", where.where, where.fn, r)
-		}
+		_, ok := blocks[r]
+		assert.True(t, ok, "%s (%s): this README region is not in README.md as it is here:\n%s", where.where, where.fn, r)
 	}
 }

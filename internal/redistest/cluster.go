@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
 )
 
 // clusterTimeout bounds how long a new cluster may take to agree that it
@@ -28,9 +29,7 @@ type Cluster struct {
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
 	c, err := startCluster(n)
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
+	require.NoError(tb, err, "redistest")
 	tb.Cleanup(c.Stop)
 	return c
 }
@@ -164,9 +163,7 @@ type Sentinel struct {
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
 	s, err := startSentinel()
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
+	require.NoError(tb, err, "redistest")
 	tb.Cleanup(s.Stop)
 	return s
 }
