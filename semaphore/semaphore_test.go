@@ -427,12 +427,17 @@ func TestCloseEndsWait(t *testing.T) {
 	name := relocktest.Name(t)
 	setPermits(t, c1.GetSemaphore(name), 0)
 	got := make(chan error, 2)
+	// The first waiter attempts, subscribes and attempts again; the
+	// second finds the channel subscribed and attempts once. (The queue
+	// timers are set out of the way: no attempt joins the queue.)
+	semaphore.SetTiming(t, time.Hour, time.Hour)
 	go func() { _, err := c2.GetSemaphore(name).Acquire(t.Context(), 0); got <- err }()
+	relocktest.Eventually(t, handoff, "the first waiter to sleep", func() bool { return attempts.Hits() == 2 })
 	go func() {
 		_, _, err := c2.GetSemaphore(name).TryAcquire(t.Context(), time.Minute, time.Second)
 		got <- err
 	}()
-	relocktest.Eventually(t, handoff, "both waiters to sleep", func() bool { return attempts.Hits() >= 4 })
+	relocktest.Eventually(t, handoff, "the second waiter to sleep", func() bool { return attempts.Hits() == 3 })
 	require.NoError(t, c2.Close())
 	for range 2 {
 		err := relocktest.Receive(t, got, handoff, "Close to end the wait")

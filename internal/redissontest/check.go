@@ -123,6 +123,21 @@ func WaitSubscribers(t testing.TB, rdb rueidis.Client, channel string, n int64) 
 		func() bool { return relocktest.Subscribers(rdb, channel) >= n })
 }
 
+// WaitSleeping waits (up to 5s) until n of j's waiters sleep on channel
+// (lock and semaphore waiters, queued on the channel's entry for a message
+// or their timeout), and fails t if they never do. A Redisson waiter that
+// has subscribed has not always gone to sleep yet: its attempt after
+// subscribing may still be on its way, and a READ_UNLOCK_MESSAGE lets go
+// only the waiters asleep when it comes (Redisson's LockPubSub), so a
+// release made then passes that waiter by, and it sleeps on until the
+// TTL its attempt saw. A test that checks that a release wakes Redisson's
+// waiters waits for this first.
+func WaitSleeping(t testing.TB, j *Client, channel string, n int) {
+	t.Helper()
+	relocktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d Redisson waiters to sleep on %s", n, channel),
+		func() bool { return j.Sleeping(channel) >= n })
+}
+
 // Async runs fn in a goroutine; its error arrives on the channel
 // returned, with the time it returned.
 func Async(fn func() error) <-chan Result {
