@@ -163,6 +163,9 @@ func KillConnections(t testing.TB, raw rueidis.Client, name string) int {
 	t.Helper()
 	list, err := raw.Do(t.Context(), raw.B().ClientList().Build()).ToString()
 	require.NoError(t, err, "CLIENT LIST")
+	// Under RESP3 the list is a verbatim string: its text comes after a
+	// "txt:" format, which would otherwise hide the first client's ID.
+	list = strings.TrimPrefix(list, "txt:")
 	n := 0
 	for _, line := range strings.Split(list, "\n") {
 		fields := strings.Fields(line)
