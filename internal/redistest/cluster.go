@@ -90,7 +90,7 @@ func (c *Cluster) waitOK() error {
 		if ok {
 			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval: the cluster state sends no notification
 	}
 	return errors.New("cluster did not reach cluster_state:ok in time")
 }
@@ -230,7 +230,7 @@ func (st *Sentinel) waitReady() error {
 		if ready {
 			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll interval: the sentinels send no notification
 	}
 	return errors.New("sentinel setup not ready in time")
 }
