@@ -1,8 +1,11 @@
 package fence_test
 
 import (
-	"errors"
+	"context"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/fence"
 	"github.com/relock-go/relock/internal/redistest"
@@ -14,11 +17,13 @@ func TestRegister(t *testing.T) {
 	raw := redistest.Shared(t).Client(t)
 	reg := fence.NewRegister(raw, "fence-test:"+t.Name())
 	ctx := t.Context()
-	t.Cleanup(func() { raw.Do(ctx, raw.B().Del().Key(reg.Key()).Build()) })
+	// t.Context() has ended when clean-up runs: the DEL needs its own.
+	t.Cleanup(func() { raw.Do(context.Background(), raw.B().Del().Key(reg.Key()).Build()) })
 
-	if v, tok, err := reg.Read(ctx); err != nil || v != "" || tok != 0 {
-		t.Fatalf("Read of a new register = %q, %d, %v", v, tok, err)
-	}
+	v, tok, err := reg.Read(ctx)
+	require.NoError(t, err, "Read of a new register")
+	require.Empty(t, v, "Read of a new register: value")
+	require.Zero(t, tok, "Read of a new register: token")
 	steps := []struct {
 		token int64
 		value string
@@ -33,13 +38,16 @@ func TestRegister(t *testing.T) {
 	}
 	for _, s := range steps {
 		err := reg.Write(ctx, s.token, s.value)
-		if s.stale != errors.Is(err, fence.ErrStaleToken) || (!s.stale && err != nil) {
-			t.Errorf("Write(%d, %q) = %v, stale want %v", s.token, s.value, err, s.stale)
+		if s.stale {
+			assert.ErrorIs(t, err, fence.ErrStaleToken, "Write(%d, %q)", s.token, s.value)
+		} else {
+			assert.NoError(t, err, "Write(%d, %q)", s.token, s.value)
 		}
 	}
-	if v, tok, err := reg.Read(ctx); err != nil || v != "d" || tok != 8 {
-		t.Errorf("Read = %q, %d, %v, want d, 8", v, tok, err)
-	}
+	v, tok, err = reg.Read(ctx)
+	require.NoError(t, err, "Read")
+	assert.Equal(t, "d", v, "Read: value")
+	assert.EqualValues(t, 8, tok, "Read: token")
 }
 
 func TestRegisterWrongType(t *testing.T) {
@@ -47,9 +55,8 @@ func TestRegisterWrongType(t *testing.T) {
 	raw := srv.Client(t)
 	key := "fence-test:" + t.Name()
 	raw.Do(t.Context(), raw.B().Set().Key(key).Value("x").Build())
-	t.Cleanup(func() { raw.Do(t.Context(), raw.B().Del().Key(key).Build()) })
+	t.Cleanup(func() { raw.Do(context.Background(), raw.B().Del().Key(key).Build()) })
 	err := fence.NewRegister(raw, key).Write(t.Context(), 1, "v")
-	if err == nil || errors.Is(err, fence.ErrStaleToken) {
-		t.Errorf("Write to a string key = %v, want a Redis error", err)
-	}
+	require.Error(t, err, "Write to a string key: want a Redis error")
+	assert.NotErrorIs(t, err, fence.ErrStaleToken, "Write to a string key: want a Redis error")
 }

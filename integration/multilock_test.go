@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/rlock"
@@ -30,45 +33,32 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 	// Another owner, on another Client, holds b.
 	other := relocktest.ClientOn(t, m.srvs[1]).GetLock("ml:b")
 	otherCtx := rlock.WithOwner(t.Context(), "other")
-	if err := other.LockLease(otherCtx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.LockLease(otherCtx, time.Minute))
 
 	ctx := rlock.WithOwner(t.Context(), "o")
 	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
 		ok, err := ml.TryLock(ctx, wait, 0)
-		if ok || err != nil {
-			t.Fatalf("wait %v: TryLock = %v, %v; want false, nil", wait, ok, err)
-		}
+		require.NoError(t, err, "wait %v: TryLock", wait)
+		require.False(t, ok, "wait %v: TryLock", wait)
 		for i, name := range []string{"ml:a", "ml:b", "ml:c"} {
-			if own := m.ownFields(t, i, name); len(own) != 0 {
-				t.Errorf("wait %v: %s left held by us: %v", wait, name, own)
-			}
+			own, err := m.ownFields(i, name)
+			require.NoError(t, err, "HGETALL %s", name)
+			assert.Empty(t, own, "wait %v: %s left held by us", wait, name)
 		}
-		if n := len(m.fields(t, 1, "ml:b")); n != 1 {
-			t.Errorf("wait %v: ml:b has %d fields, want the other owner's only", wait, n)
-		}
+		assert.Len(t, m.fields(t, 1, "ml:b"), 1, "wait %v: ml:b's fields, the other owner's only", wait)
 	}
 
 	// Once b is free, the MultiLock gets all three.
-	if err := other.Unlock(otherCtx); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := ml.TryLock(ctx, 5*time.Second, 0); !ok || err != nil {
-		t.Fatalf("TryLock after b was freed = %v, %v", ok, err)
-	}
+	require.NoError(t, other.Unlock(otherCtx))
+	ok, err := ml.TryLock(ctx, 5*time.Second, 0)
+	require.NoError(t, err, "TryLock after b was freed")
+	require.True(t, ok, "TryLock after b was freed")
 	for i, name := range []string{"ml:a", "ml:b", "ml:c"} {
-		if got := m.fields(t, i, name)[m.clients[i].ID()+":o"]; got != "1" {
-			t.Errorf("%s: hold count %q, want 1", name, got)
-		}
+		assert.Equal(t, "1", m.fields(t, i, name)[m.clients[i].ID()+":o"], "%s: the hold count", name)
 	}
-	if err := ml.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ml.Unlock(ctx))
 	for i, name := range []string{"ml:a", "ml:b", "ml:c"} {
-		if m.exists(t, i, name) {
-			t.Errorf("%s left after Unlock", name)
-		}
+		assert.False(t, m.exists(t, i, name), "%s left after Unlock", name)
 	}
 }
 
@@ -79,31 +69,23 @@ func TestMultiLockReleasesExactlyWhatItTook(t *testing.T) {
 	m := startMasters(t, 3)
 	ls := m.spread("ml:x", "ml:y", "ml:z")
 	ctx := rlock.WithOwner(t.Context(), "o")
-	if err := ls[0].Lock(ctx); err != nil { // o holds x already
-		t.Fatal(err)
-	}
+	require.NoError(t, ls[0].Lock(ctx)) // o holds x already
 	other := relocktest.ClientOn(t, m.srvs[2]).GetLock("ml:z")
 	otherCtx := rlock.WithOwner(t.Context(), "other")
-	if err := other.LockLease(otherCtx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.LockLease(otherCtx, time.Minute))
 
 	ml := multilock.New(ls[2], ls[1], ls[0])
-	if ok, err := ml.TryLock(ctx, 50*time.Millisecond, 0); ok || err != nil {
-		t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-	}
-	if n, err := ls[0].HoldCount(ctx); n != 1 || err != nil {
-		t.Errorf("x: HoldCount = %d, %v; want 1 (the level held before)", n, err)
-	}
-	if m.exists(t, 1, "ml:y") {
-		t.Error("y left held")
-	}
-	if held, err := other.IsHeldByOwner(otherCtx); !held || err != nil {
-		t.Errorf("z: held by the other owner = %v, %v; want true", held, err)
-	}
-	if err := ls[0].Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ok, err := ml.TryLock(ctx, 50*time.Millisecond, 0)
+	require.NoError(t, err, "TryLock")
+	require.False(t, ok, "TryLock")
+	n, err := ls[0].HoldCount(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "x: HoldCount, the level held before")
+	assert.False(t, m.exists(t, 1, "ml:y"), "y left held")
+	held, err := other.IsHeldByOwner(otherCtx)
+	require.NoError(t, err)
+	assert.True(t, held, "z: held by the other owner")
+	require.NoError(t, ls[0].Unlock(ctx))
 }
 
 // Two MultiLocks over the same locks, given in opposite orders, contend
@@ -143,7 +125,7 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		assert.NoError(t, err, "Do")
 	}
 }
 
@@ -154,9 +136,7 @@ func TestMultiLockComposition(t *testing.T) {
 		m.clients[0].GetLock("ml:red"), m.clients[1].GetLock("ml:red"), m.clients[2].GetLock("ml:red"))
 	plain := m.clients[3].GetLock("ml:plain")
 	ml := multilock.New(plain, red)
-	if got, want := ml.Name(), "multilock[ml:plain,ml:red]"; got != want {
-		t.Errorf("Name = %q, want %q", got, want)
-	}
+	assert.Equal(t, "multilock[ml:plain,ml:red]", ml.Name(), "Name")
 	var owner string
 	err := ml.Do(t.Context(), func(ctx context.Context) error {
 		owner, _ = rlock.OwnerFrom(ctx)
@@ -179,33 +159,23 @@ func TestMultiLockComposition(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if owner == "" {
-		t.Fatal("Do gave fn no owner")
-	}
+	require.NoError(t, err)
+	require.NotEmpty(t, owner, "Do gave fn no owner")
 	for i, name := range []string{"ml:red", "ml:red", "ml:red", "ml:plain"} {
-		if m.exists(t, i, name) {
-			t.Errorf("master %d: %s left after Do", i, name)
-		}
+		assert.False(t, m.exists(t, i, name), "master %d: %s left after Do", i, name)
 	}
 
 	// The RedLock as a Locker held by someone else makes the MultiLock
 	// fail, and leaves plain free.
 	otherCtx := rlock.WithOwner(t.Context(), "other")
-	if ok, err := red.TryLock(otherCtx, time.Second, time.Minute); !ok || err != nil {
-		t.Fatalf("RedLock TryLock = %v, %v", ok, err)
-	}
-	if ok, err := ml.TryLock(t.Context(), 0, 0); ok || err != nil {
-		t.Errorf("MultiLock TryLock = %v, %v; want false, nil", ok, err)
-	}
-	if m.exists(t, 3, "ml:plain") {
-		t.Error("plain left held after the MultiLock failed")
-	}
-	if err := red.Unlock(otherCtx); err != nil {
-		t.Fatal(err)
-	}
+	ok, err := red.TryLock(otherCtx, time.Second, time.Minute)
+	require.NoError(t, err, "RedLock TryLock")
+	require.True(t, ok, "RedLock TryLock")
+	ok, err = ml.TryLock(t.Context(), 0, 0)
+	assert.NoError(t, err, "MultiLock TryLock")
+	assert.False(t, ok, "MultiLock TryLock")
+	assert.False(t, m.exists(t, 3, "ml:plain"), "plain left held after the MultiLock failed")
+	require.NoError(t, red.Unlock(otherCtx))
 }
 
 func TestMultiLockUnlockCancelledContext(t *testing.T) {
@@ -213,17 +183,11 @@ func TestMultiLockUnlockCancelledContext(t *testing.T) {
 	ls := m.spread("ml:u", "ml:v")
 	ml := multilock.New(lockers(ls)...)
 	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "o"))
-	if err := ml.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ml.Lock(ctx))
 	cancel()
-	if err := ml.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock with a cancelled context: %v", err)
-	}
+	require.NoError(t, ml.Unlock(ctx), "Unlock with a cancelled context")
 	for i, name := range []string{"ml:u", "ml:v"} {
-		if m.exists(t, i, name) {
-			t.Errorf("%s left after Unlock", name)
-		}
+		assert.False(t, m.exists(t, i, name), "%s left after Unlock", name)
 	}
 }
 
@@ -244,10 +208,6 @@ func TestMultiLockLoss(t *testing.T) {
 			return errors.New("fn's context not cancelled")
 		}
 	})
-	if !errors.Is(err, rlock.ErrLockLost) {
-		t.Errorf("Do = %v, want ErrLockLost", err)
-	}
-	if m.exists(t, 0, "ml:s") {
-		t.Error("ml:s left after Do")
-	}
+	assert.ErrorIs(t, err, rlock.ErrLockLost, "Do")
+	assert.False(t, m.exists(t, 0, "ml:s"), "ml:s left after Do")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -41,9 +43,7 @@ func startMasters(t testing.TB, n int, opts ...rlock.Option) *masters {
 		if srv != nil {
 			t.Cleanup(func() { _ = srv.Stop() })
 		}
-		if errs[i] != nil {
-			t.Fatalf("start redis-server %d: %v", i, errs[i])
-		}
+		require.NoError(t, errs[i], "start redis-server %d", i)
 	}
 	for _, srv := range m.srvs {
 		m.raws = append(m.raws, srv.Client(t))
@@ -76,33 +76,47 @@ func (m *masters) fields(t testing.TB, i int, name string) map[string]string {
 }
 
 // ownFields returns the fields of hash name on master i written by the
-// Client of master i.
-func (m *masters) ownFields(t testing.TB, i int, name string) []string {
-	t.Helper()
+// Client of master i, or an error when the master does not answer. It
+// never fails the test, so conditions of relocktest.Eventually use it.
+func (m *masters) ownFields(i int, name string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	fields, err := m.raws[i].Do(ctx, m.raws[i].B().Hgetall().Key(name).Build()).AsStrMap()
+	if err != nil {
+		return nil, err
+	}
 	var own []string
-	for f := range m.fields(t, i, name) {
+	for f := range fields {
 		if strings.HasPrefix(f, m.clients[i].ID()+":") {
 			own = append(own, f)
 		}
 	}
-	return own
+	return own, nil
+}
+
+// pttlNow is the PTTL of name on master i, or -3 when the master does not
+// answer: for conditions of relocktest.Eventually.
+func (m *masters) pttlNow(i int, name string) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ms, err := m.raws[i].Do(ctx, m.raws[i].B().Pttl().Key(name).Build()).AsInt64()
+	if err != nil {
+		return -3
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 func (m *masters) exists(t testing.TB, i int, name string) bool {
 	t.Helper()
 	n, err := m.raws[i].Do(t.Context(), m.raws[i].B().Exists().Key(name).Build()).AsInt64()
-	if err != nil {
-		t.Fatalf("EXISTS %s on master %d: %v", name, i, err)
-	}
+	require.NoError(t, err, "EXISTS %s on master %d", name, i)
 	return n == 1
 }
 
 func (m *masters) pttl(t testing.TB, i int, name string) time.Duration {
 	t.Helper()
 	ms, err := m.raws[i].Do(t.Context(), m.raws[i].B().Pttl().Key(name).Build()).AsInt64()
-	if err != nil {
-		t.Fatalf("PTTL %s on master %d: %v", name, i, err)
-	}
+	require.NoError(t, err, "PTTL %s on master %d", name, i)
 	return time.Duration(ms) * time.Millisecond
 }
 
@@ -111,7 +125,8 @@ func (m *masters) waitFree(t testing.TB, name string, idx ...int) {
 	t.Helper()
 	for _, i := range idx {
 		relocktest.Eventually(t, 5*time.Second, fmt.Sprintf("no hold of ours on master %d", i), func() bool {
-			return len(m.ownFields(t, i, name)) == 0
+			own, err := m.ownFields(i, name)
+			return err == nil && len(own) == 0
 		})
 	}
 }
@@ -120,52 +135,33 @@ func TestRedLockAcquireRelease(t *testing.T) {
 	m := startMasters(t, 5)
 	const name = "redlock:acquire"
 	rl := multilock.NewRedLock(lockers(m.locks(name))...)
-	if got, want := rl.Name(), name; got != want {
-		t.Errorf("Name = %q, want %q", got, want)
-	}
-	if got, want := rl.Quorum(), 3; got != want {
-		t.Errorf("Quorum = %d, want %d", got, want)
-	}
+	assert.Equal(t, name, rl.Name(), "Name")
+	assert.Equal(t, 3, rl.Quorum(), "Quorum")
 	ctx := rlock.WithOwner(t.Context(), "o")
 	ok, err := rl.TryLock(ctx, 5*time.Second, time.Minute)
-	if !ok || err != nil {
-		t.Fatalf("TryLock = %v, %v; want true, nil", ok, err)
-	}
+	require.NoError(t, err, "TryLock")
+	require.True(t, ok, "TryLock")
 	held := 0
 	for i, c := range m.clients {
 		if m.fields(t, i, name)[c.ID()+":o"] == "1" {
 			held++
-			if d := m.pttl(t, i, name); d <= 0 || d > time.Minute {
-				t.Errorf("master %d: PTTL %v, want within (0, 1m]", i, d)
-			}
+			d := m.pttl(t, i, name)
+			assert.Positive(t, d, "master %d: PTTL", i)
+			assert.LessOrEqual(t, d, time.Minute, "master %d: PTTL", i)
 		}
 	}
-	if held < rl.Quorum() {
-		t.Errorf("held on %d masters, want at least %d", held, rl.Quorum())
-	}
-	if err := rl.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
-	}
+	assert.GreaterOrEqual(t, held, rl.Quorum(), "masters that hold it")
+	require.NoError(t, rl.Unlock(ctx), "Unlock")
 	for i := range m.srvs {
-		if m.exists(t, i, name) {
-			t.Errorf("master %d: %s still exists after Unlock", i, name)
-		}
+		assert.False(t, m.exists(t, i, name), "master %d: %s still exists after Unlock", i, name)
 	}
-	if err := rl.Unlock(ctx); !errors.Is(err, multilock.ErrNotHeld) {
-		t.Errorf("second Unlock = %v, want ErrNotHeld", err)
-	}
+	assert.ErrorIs(t, rl.Unlock(ctx), multilock.ErrNotHeld, "second Unlock")
 
 	// Without an owner: an anonymous hold, released by Unlock without one.
-	if err := rl.Lock(t.Context()); err != nil {
-		t.Fatalf("Lock: %v", err)
-	}
-	if err := rl.Unlock(t.Context()); err != nil {
-		t.Fatalf("anonymous Unlock: %v", err)
-	}
+	require.NoError(t, rl.Lock(t.Context()), "Lock")
+	require.NoError(t, rl.Unlock(t.Context()), "anonymous Unlock")
 	for i := range m.srvs {
-		if m.exists(t, i, name) {
-			t.Errorf("master %d: %s still exists after the anonymous Unlock", i, name)
-		}
+		assert.False(t, m.exists(t, i, name), "master %d: %s still exists after the anonymous Unlock", i, name)
 	}
 }
 
@@ -177,23 +173,16 @@ func TestRedLockTwoMastersKilled(t *testing.T) {
 	rl := multilock.NewRedLock(lockers(m.locks(name))...)
 	ctx := rlock.WithOwner(t.Context(), "o")
 	ok, err := rl.TryLock(ctx, 5*time.Second, 0)
-	if !ok || err != nil {
-		t.Fatalf("TryLock = %v, %v; want true, nil", ok, err)
-	}
+	require.NoError(t, err, "TryLock")
+	require.True(t, ok, "TryLock")
 	for _, i := range []int{0, 2, 4} {
-		if got := m.fields(t, i, name)[m.clients[i].ID()+":o"]; got != "1" {
-			t.Errorf("master %d: hold count %q, want 1", i, got)
-		}
+		assert.Equal(t, "1", m.fields(t, i, name)[m.clients[i].ID()+":o"], "master %d: the hold count", i)
 	}
 	// The killed masters' failures are not the Unlock's business: the
 	// hold never had them.
-	if err := rl.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
-	}
+	require.NoError(t, rl.Unlock(ctx), "Unlock")
 	for _, i := range []int{0, 2, 4} {
-		if m.exists(t, i, name) {
-			t.Errorf("master %d: %s still exists after Unlock", i, name)
-		}
+		assert.False(t, m.exists(t, i, name), "master %d: %s still exists after Unlock", i, name)
 	}
 }
 
@@ -210,29 +199,22 @@ func TestRedLockThreeMastersKilled(t *testing.T) {
 	start := time.Now()
 	ok, err := rl.TryLock(ctx, wait, 0)
 	elapsed := time.Since(start)
-	if ok {
-		t.Fatal("TryLock = true with 3 of 5 masters down")
-	}
-	if !errors.Is(err, multilock.ErrNotAcquired) {
-		t.Errorf("TryLock error = %v, want one matching ErrNotAcquired", err)
-	}
+	require.False(t, ok, "TryLock with 3 of 5 masters down")
+	assert.ErrorIs(t, err, multilock.ErrNotAcquired, "TryLock")
 	var ne *multilock.NodeError
-	if !errors.As(err, &ne) || (ne.Index != 0 && ne.Index != 2 && ne.Index != 3) {
-		t.Errorf("NodeError = %+v, want one for a killed master", ne)
+	if assert.ErrorAs(t, err, &ne, "TryLock") {
+		assert.Contains(t, []int{0, 2, 3}, ne.Index, "NodeError.Index: a killed master")
 	}
 	// A round costs the per-instance timeout (50ms) plus rlock's grace
 	// (100ms) against a dead master, not rlock's 5s attempt timeout.
-	if elapsed > wait+2*time.Second {
-		t.Errorf("TryLock took %v with a wait of %v", elapsed, wait)
-	}
+	assert.LessOrEqual(t, elapsed, wait+2*time.Second, "the time TryLock took with a wait of %v", wait)
 	m.waitFree(t, name, 1, 4)
 
 	lctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	err = rl.Lock(lctx)
-	if !errors.Is(err, multilock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Lock = %v, want ErrNotAcquired and DeadlineExceeded", err)
-	}
+	assert.ErrorIs(t, err, multilock.ErrNotAcquired, "Lock")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Lock")
 	m.waitFree(t, name, 1, 4)
 }
 
@@ -243,22 +225,19 @@ func TestRedLockMajorityHeldByAnother(t *testing.T) {
 	other := rlock.WithOwner(t.Context(), "other")
 	for _, i := range []int{0, 2, 4} {
 		c := relocktest.ClientOn(t, m.srvs[i])
-		if ok, err := c.GetLock(name).TryLock(other, 0, time.Minute); !ok || err != nil {
-			t.Fatalf("setup on master %d: %v, %v", i, ok, err)
-		}
+		ok, err := c.GetLock(name).TryLock(other, 0, time.Minute)
+		require.NoError(t, err, "setup on master %d", i)
+		require.True(t, ok, "setup on master %d", i)
 	}
 	rl := multilock.NewRedLock(lockers(m.locks(name))...)
 	ctx := rlock.WithOwner(t.Context(), "o")
 	ok, err := rl.TryLock(ctx, 200*time.Millisecond, 0)
-	if ok || err != nil {
-		t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-	}
+	require.NoError(t, err, "TryLock")
+	require.False(t, ok, "TryLock")
 	// None of our partial holds is left, on any master.
 	m.waitFree(t, name, 0, 1, 2, 3, 4)
 	for _, i := range []int{0, 2, 4} {
-		if n := len(m.fields(t, i, name)); n != 1 {
-			t.Errorf("master %d: %d fields, want the other owner's only", i, n)
-		}
+		assert.Len(t, m.fields(t, i, name), 1, "master %d: fields, the other owner's only", i)
 	}
 }
 
@@ -290,31 +269,25 @@ func TestRedLockWatchdogSurvivesMinorityKilled(t *testing.T) {
 		// The killed masters' holds are reported lost once their lease
 		// ran out unrenewed...
 		for _, i := range killed {
-			select {
-			case <-locks[i].Done(ctx):
-			case <-time.After(10 * time.Second):
-				return errors.New("the hold on a killed master was never reported lost")
-			}
+			relocktest.Receive(t, locks[i].Done(ctx), 10*time.Second, fmt.Sprintf("the hold on killed master %d to be reported lost", i))
 		}
 		// ...while the live ones are renewed: watch three timeouts' worth
-		// of renewals on a live master.
+		// of renewals (each puts the lease back up) on a live master.
 		live := held()
 		if len(live) < rl.Quorum() {
 			return errors.New("fewer than a majority held after killing a minority")
 		}
 		i := live[0]
-		renewals, last := 0, m.pttl(t, i, name)
-		deadline := time.Now().Add(20 * time.Second)
-		for renewals < 9 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-			d := m.pttl(t, i, name)
-			if d > last {
-				renewals++
-			}
-			last = d
-		}
-		if renewals < 9 {
-			return errors.New("the watchdog did not renew the live holds")
+		last := m.pttl(t, i, name)
+		for r := range 9 {
+			relocktest.Eventually(t, 5*time.Second, fmt.Sprintf("renewal %d on live master %d", r, i), func() bool {
+				d := m.pttlNow(i, name)
+				up := d > last
+				if d >= 0 {
+					last = d
+				}
+				return up
+			})
 		}
 		if err := ctx.Err(); err != nil {
 			return errors.Join(errors.New("fn's context ended while a majority was held"), context.Cause(ctx))
@@ -326,9 +299,7 @@ func TestRedLockWatchdogSurvivesMinorityKilled(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // Killing a majority during Do cancels fn's context with ErrLockLost.
@@ -357,19 +328,11 @@ func TestRedLockLostWhenMajorityKilled(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(cause, multilock.ErrLockLost) {
-		t.Errorf("context.Cause = %v, want ErrLockLost", cause)
-	}
-	if !errors.Is(err, rlock.ErrLockLost) {
-		t.Errorf("Do = %v, want ErrLockLost", err)
-	}
-	if !doneClosed {
-		t.Error("RedLock.Done not closed when fn's context was cancelled")
-	}
+	assert.ErrorIs(t, cause, multilock.ErrLockLost, "context.Cause")
+	assert.ErrorIs(t, err, rlock.ErrLockLost, "Do")
+	assert.True(t, doneClosed, "RedLock.Done not closed when fn's context was cancelled")
 	for _, i := range []int{3, 4} {
-		if m.exists(t, i, name) {
-			t.Errorf("master %d: %s left after Do", i, name)
-		}
+		assert.False(t, m.exists(t, i, name), "master %d: %s left after Do", i, name)
 	}
 }
 
@@ -379,9 +342,7 @@ func TestRedLockPausedMaster(t *testing.T) {
 	m := startMasters(t, 5)
 	const name = "redlock:paused"
 	rl := multilock.NewRedLock(lockers(m.locks(name))...)
-	if err := m.srvs[2].Pause(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.srvs[2].Pause())
 	resumed := false
 	t.Cleanup(func() {
 		if !resumed {
@@ -392,19 +353,12 @@ func TestRedLockPausedMaster(t *testing.T) {
 	start := time.Now()
 	ok, err := rl.TryLock(ctx, 5*time.Second, 0)
 	elapsed := time.Since(start)
-	if !ok || err != nil {
-		t.Fatalf("TryLock = %v, %v; want true, nil", ok, err)
-	}
-	if elapsed > 2*time.Second {
-		t.Errorf("TryLock took %v with one master paused", elapsed)
-	}
+	require.NoError(t, err, "TryLock")
+	require.True(t, ok, "TryLock")
+	assert.LessOrEqual(t, elapsed, 2*time.Second, "the time TryLock took with one master paused")
 	resumed = true
-	if err := m.srvs[2].Resume(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rl.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
-	}
+	require.NoError(t, m.srvs[2].Resume())
+	require.NoError(t, rl.Unlock(ctx), "Unlock")
 	// The paused master may run the attempt it got after Resume; the
 	// Unlock sent to it after Resume follows it on the same connection.
 	m.waitFree(t, name, 0, 1, 2, 3, 4)
@@ -433,12 +387,10 @@ func BenchmarkLockRelease(b *testing.B) {
 				l := clients[0].GetLock("bench:single")
 				ctx := rlock.WithOwner(b.Context(), "o")
 				for b.Loop() {
-					if ok, err := l.TryLock(ctx, 0, lease.d); !ok || err != nil {
-						b.Fatal(ok, err)
-					}
-					if err := l.Unlock(ctx); err != nil {
-						b.Fatal(err)
-					}
+					ok, err := l.TryLock(ctx, 0, lease.d)
+					require.NoError(b, err)
+					require.True(b, ok)
+					require.NoError(b, l.Unlock(ctx))
 				}
 			})
 			b.Run(net.name+"/redlock5/"+lease.name, func(b *testing.B) {
@@ -450,12 +402,10 @@ func BenchmarkLockRelease(b *testing.B) {
 				rl := multilock.NewRedLock(ls...)
 				ctx := rlock.WithOwner(b.Context(), "o")
 				for b.Loop() {
-					if ok, err := rl.TryLock(ctx, time.Second, lease.d); !ok || err != nil {
-						b.Fatal(ok, err)
-					}
-					if err := rl.Unlock(ctx); err != nil {
-						b.Fatal(err)
-					}
+					ok, err := rl.TryLock(ctx, time.Second, lease.d)
+					require.NoError(b, err)
+					require.True(b, ok)
+					require.NoError(b, rl.Unlock(ctx))
 				}
 			})
 		}
@@ -475,9 +425,7 @@ func benchClients(b *testing.B, n int, delay time.Duration) []*rlock.Client {
 		opt := srv.ClientOption()
 		opt.InitAddress = []string{p.Addr()}
 		c, err := rlock.NewClient(opt)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Cleanup(func() { _ = c.Close() })
 		clients[i] = c
 	}
@@ -501,9 +449,7 @@ type delayProxy struct {
 func startDelayProxy(tb testing.TB, target string, delay time.Duration) *delayProxy {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	p := &delayProxy{ln: ln, target: target, delay: delay}
 	p.wg.Go(p.accept)
 	tb.Cleanup(p.close)
@@ -583,7 +529,7 @@ func (p *delayProxy) forward(dst, src net.Conn) {
 		}
 	}()
 	for c := range ch {
-		time.Sleep(time.Until(c.at))
+		time.Sleep(time.Until(c.at)) // the network's delay, which the proxy stands for
 		if _, err := dst.Write(c.b); err != nil {
 			return
 		}

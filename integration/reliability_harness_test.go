@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/relock-go/relock/internal/layout"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +23,13 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/integration/checker"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -47,9 +50,8 @@ func relBuild(t *testing.T) string {
 		args = append(args, "-race")
 	}
 	args = append(args, "github.com/relock-go/relock/integration/testprog")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build testprog: %v\n%s", err, out)
-	}
+	out, err := exec.Command("go", args...).CombinedOutput()
+	require.NoError(t, err, "go build testprog:\n%s", out)
 	return bin
 }
 
@@ -84,9 +86,7 @@ func newRelEnv(t *testing.T, lockArgs ...string) *relEnv {
 func (e *relEnv) client(t testing.TB, opts ...rlock.Option) *rlock.Client {
 	t.Helper()
 	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{e.lockAddr}, DisableCache: true}, opts...)
-	if err != nil {
-		t.Fatalf("NewClient: %v", err)
-	}
+	require.NoError(t, err, "NewClient")
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -184,17 +184,11 @@ func (w *relWorkload) spawn(id string, args []string) *relProc {
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stderr = &p.stderr
 	stdin, err := p.cmd.StdinPipe()
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err)
 	p.stdin = stdin
 	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		w.t.Fatalf("start %s: %v", id, err)
-	}
+	require.NoError(w.t, err)
+	require.NoError(w.t, p.cmd.Start(), "start %s", id)
 	go func() {
 		defer close(p.exited)
 		sc := bufio.NewScanner(stdout)
@@ -254,7 +248,7 @@ func (w *relWorkload) waitFor(from int, timeout time.Duration, what string, pred
 		select {
 		case <-changed:
 		case <-deadline.C:
-			w.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			require.FailNowf(w.t, "timed out", "timed out after %v waiting for %s", timeout, what)
 		}
 	}
 }
@@ -265,7 +259,7 @@ func (w *relWorkload) proc(id string) *relProc {
 			return p
 		}
 	}
-	w.t.Fatalf("no process %s", id)
+	require.FailNowf(w.t, "no process", "no process %s", id)
 	return nil
 }
 
@@ -278,14 +272,12 @@ func (w *relWorkload) kill(p *relProc) time.Time {
 	w.crashes = append(w.crashes, checker.Crash(p.id, p.id, at.UnixNano()))
 	w.faults++
 	w.mu.Unlock()
-	<-p.exited
+	relocktest.Receive(w.t, p.exited, 10*time.Second, p.id+" to exit after SIGKILL")
 	return at
 }
 
 func (w *relWorkload) signal(p *relProc, sig syscall.Signal) {
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		w.t.Fatalf("signal %v to %s: %v", sig, p.id, err)
-	}
+	require.NoError(w.t, p.cmd.Process.Signal(sig), "signal %v to %s", sig, p.id)
 }
 
 // fault counts a fault injected while the workload ran.
@@ -348,9 +340,8 @@ func (w *relWorkload) pauseHolder() relPause {
 	pz.lost, _ = w.waitFor(j, 10*time.Second, "p0 to notice the loss", func(r checker.Record) bool {
 		return r.Proc == p0.id && r.Kind == checker.Lost
 	})
-	if pz.late.Call < pz.stopped.UnixNano() {
-		w.t.Fatalf("p0 wrote before it was stopped: the harness took longer than the %v stall", w.cfg.stall)
-	}
+	require.GreaterOrEqual(w.t, pz.late.Call, pz.stopped.UnixNano(),
+		"p0 wrote before it was stopped: the harness took longer than the %v stall", w.cfg.stall)
 	return pz
 }
 
@@ -362,9 +353,7 @@ func (w *relWorkload) remainingLease() (time.Duration, time.Time) {
 	defer cancel()
 	at := time.Now()
 	m, err := w.env.lock.Do(ctx, "PTTL", w.name)
-	if err != nil {
-		w.t.Fatalf("PTTL: %v", err)
-	}
+	require.NoError(w.t, err, "PTTL")
 	ms, _ := m.AsInt64()
 	return time.Duration(ms) * time.Millisecond, at
 }
@@ -395,17 +384,17 @@ func (w *relWorkload) finish(scenario string) relResult {
 		select {
 		case <-p.exited:
 		case <-time.After(30 * time.Second):
-			w.t.Errorf("%s did not exit within 30s of its stop; stderr:\n%s", p.id, p.stderr.String())
+			assert.Failf(w.t, "did not exit", "%s did not exit within 30s of its stop; stderr:\n%s", p.id, p.stderr.String())
 			_ = p.cmd.Process.Kill()
-			<-p.exited
+			relocktest.Receive(w.t, p.exited, 10*time.Second, p.id+" to exit after SIGKILL")
 		}
 		if p.killed.Load() {
 			continue
 		}
 		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			w.t.Errorf("%s exited with %d; stderr:\n%s", p.id, code, p.stderr.String())
-		} else if s := p.stderr.String(); strings.Contains(s, "DATA RACE") {
-			w.t.Errorf("%s: %s", p.id, s)
+			assert.Failf(w.t, "exit code", "%s exited with %d; stderr:\n%s", p.id, code, p.stderr.String())
+		} else {
+			assert.NotContains(w.t, p.stderr.String(), "DATA RACE", "%s's stderr", p.id)
 		}
 	}
 	applied := w.mon.finish()
@@ -413,10 +402,9 @@ func (w *relWorkload) finish(scenario string) relResult {
 	recs := slices.Clone(w.recs)
 	crashes := slices.Clone(w.crashes)
 	faults := w.faults
-	for _, n := range w.notes {
-		w.t.Error(n)
-	}
+	notes := slices.Clone(w.notes)
 	w.mu.Unlock()
+	assert.Empty(w.t, notes, "what the processes' records showed wrong")
 
 	ops := checker.Pair(recs)
 	ops = append(ops, crashes...)
@@ -456,18 +444,10 @@ func (w *relWorkload) checkClean() {
 	w.t.Helper()
 	raw := w.env.lock.Client(w.t)
 	ctx := context.Background()
-	deadline := time.Now().Add(w.cfg.watchdog + 5*time.Second)
-	for {
+	relocktest.Eventually(w.t, w.cfg.watchdog+5*time.Second, "lock "+w.name+" to be gone after every process stopped", func() bool {
 		n, err := raw.Do(ctx, raw.B().Exists().Key(w.name).Build()).AsInt64()
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			w.t.Errorf("lock %s still exists (%v) after every process stopped", w.name, err)
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && n == 0
+	})
 	relCheckKeys(w.t, raw, w.name)
 	relCheckNoSubscribers(w.t, raw, layout.Channel(w.name))
 	_ = raw.Do(ctx, raw.B().Del().Key(layout.Token(w.name)).Build()).Error()
@@ -479,22 +459,19 @@ func relCheckKeys(t testing.TB, raw rueidis.Client, name string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range []string{name, layout.Queue(name), layout.Timeouts(name)} {
-		if n, _ := raw.Do(ctx, raw.B().Exists().Key(k).Build()).AsInt64(); n != 0 {
-			t.Errorf("key %q left behind", k)
-		}
+		n, err := raw.Do(ctx, raw.B().Exists().Key(k).Build()).AsInt64()
+		require.NoError(t, err, "EXISTS %s", k)
+		assert.Zero(t, n, "key %q left behind", k)
 	}
 	keys, err := raw.Do(ctx, raw.B().Keys().Pattern("*").Build()).AsStrSlice()
-	if err != nil {
-		t.Errorf("KEYS: %v", err)
-		return
-	}
+	require.NoError(t, err, "KEYS")
 	for _, k := range keys {
 		if strings.HasPrefix(k, layout.TokenPrefix+":") {
 			continue
 		}
-		if ms, _ := raw.Do(ctx, raw.B().Pttl().Key(k).Build()).AsInt64(); ms == -1 {
-			t.Errorf("key %q left behind without an expiry", k)
-		}
+		ms, err := raw.Do(ctx, raw.B().Pttl().Key(k).Build()).AsInt64()
+		require.NoError(t, err, "PTTL %s", k)
+		assert.NotEqual(t, int64(-1), ms, "key %q left behind without an expiry", k)
 	}
 }
 
@@ -502,18 +479,9 @@ func relCheckKeys(t testing.TB, raw rueidis.Client, name string) {
 // the server sees a closed connection only when it reads from it.
 func relCheckNoSubscribers(t testing.TB, raw rueidis.Client, channel string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		m, err := raw.Do(context.Background(), raw.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
-		if err == nil && m[channel] == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("channel %q has %d subscribers (%v) after every client closed", channel, m[channel], err)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	relocktest.Eventually(t, 5*time.Second, "channel "+channel+" to have no subscriber after every client closed", func() bool {
+		return relocktest.Subscribers(raw, channel) == 0
+	})
 }
 
 // log prints the figures of r in one recognisable line.
@@ -590,21 +558,16 @@ func (r relResult) requireSafe(t testing.TB, allowed ...string) {
 		}
 		relLogTotals(t)
 	}()
-	if !r.lin.OK() {
-		t.Errorf("%s: lock history is not linearizable: %s", r.scenario, r.lin.Result)
+	if !assert.True(t, r.lin.OK(), "%s: lock history is not linearizable: %s", r.scenario, r.lin.Result) {
 		r.dump(t)
 	}
-	bad := 0
+	var bad []checker.Violation
 	for _, v := range r.fencing.Violations {
-		if slices.Contains(allowed, v.Kind) {
-			continue
-		}
-		if bad++; bad <= 10 {
-			t.Errorf("%s: %v", r.scenario, v)
+		if !slices.Contains(allowed, v.Kind) {
+			bad = append(bad, v)
 		}
 	}
-	if bad > 0 {
-		t.Errorf("%s: %d violations", r.scenario, bad)
+	if !assert.Empty(t, bad[:min(len(bad), 10)], "%s: %d violations (the first ten shown)", r.scenario, len(bad)) {
 		r.dump(t)
 	}
 }
@@ -632,12 +595,9 @@ func (e *relEnv) canary(t *testing.T) relResult {
 	pz := w.pauseHolder()
 	res := w.finish(t.Name() + "/canary")
 	res.log(t)
-	if pz.late.Result != checker.OK {
-		t.Errorf("canary: the paused holder's unfenced write = %v, want it accepted", pz.late.Result)
-	}
+	assert.Equal(t, checker.OK, pz.late.Result, "canary: the paused holder's unfenced write must be accepted")
 	n := res.fencing.Count(checker.ViolWriteOrder)
-	if n == 0 {
-		t.Errorf("canary: fencing off and a holder paused past its lease, yet no conflicting write found: the checker cannot fail")
+	if !assert.NotZero(t, n, "canary: fencing off and a holder paused past its lease, yet no conflicting write found: the checker cannot fail") {
 		res.dump(t)
 	}
 	relTotals.Lock()
@@ -665,9 +625,7 @@ type relMonitor struct {
 func startRelMonitor(t testing.TB, srv *redistest.Server, key string) *relMonitor {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("MONITOR connection: %v", err)
-	}
+	require.NoError(t, err, "MONITOR connection")
 	m := &relMonitor{t: t, srv: srv, key: key, conn: conn, marker: "monitor-end:" + key,
 		sawMark: make(chan struct{}), done: make(chan struct{})}
 	t.Cleanup(func() {
@@ -676,12 +634,11 @@ func startRelMonitor(t testing.TB, srv *redistest.Server, key string) *relMonito
 	})
 	rd := bufio.NewReader(conn)
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
-		t.Fatalf("MONITOR: %v", err)
-	}
-	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
-		t.Fatalf("MONITOR answered %q, %v", line, err)
-	}
+	_, err = conn.Write([]byte("MONITOR\r\n"))
+	require.NoError(t, err, "MONITOR")
+	line, err := rd.ReadString('\n')
+	require.NoError(t, err, "MONITOR's answer")
+	require.True(t, strings.HasPrefix(line, "+OK"), "MONITOR answered %q", line)
 	_ = conn.SetDeadline(time.Time{})
 	go func() {
 		defer close(m.done)
@@ -717,15 +674,14 @@ func (m *relMonitor) finish() []checker.Applied {
 	m.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := m.srv.Do(ctx, "ECHO", m.marker); err != nil {
-		m.t.Fatalf("ECHO: %v", err)
-	}
+	_, err := m.srv.Do(ctx, "ECHO", m.marker)
+	require.NoError(m.t, err, "ECHO")
 	select {
 	case <-m.sawMark:
 	case <-m.done:
-		m.t.Fatalf("MONITOR connection ended: %v", m.err)
+		require.FailNowf(m.t, "MONITOR ended", "MONITOR connection ended: %v", m.err)
 	case <-ctx.Done():
-		m.t.Fatal("MONITOR did not show the end marker")
+		require.FailNow(m.t, "MONITOR did not show the end marker within 10s")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relock-go/relock/internal/layout"
 	"math"
 	"slices"
 	"strings"
@@ -12,7 +11,10 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -41,9 +43,7 @@ func newRelInput(t *testing.T) *relInput {
 	raw := srv.Client(t)
 	in := &relInput{t: t, srv: srv, raw: raw, f: relocktest.NewFaulty(raw)}
 	c, err := rlock.New(in.f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	in.c = c
 	return in
@@ -56,17 +56,15 @@ func (in *relInput) state() map[string]string {
 	in.t.Helper()
 	ctx := context.Background()
 	keys, err := in.raw.Do(ctx, in.raw.B().Keys().Pattern("*").Build()).AsStrSlice()
-	if err != nil {
-		in.t.Fatal(err)
-	}
+	require.NoError(in.t, err, "KEYS")
 	st := make(map[string]string)
 	for _, k := range keys {
 		if strings.HasPrefix(k, layout.UnlockLatchPrefix+":") {
 			continue
 		}
 		m, err := in.raw.Do(ctx, in.raw.B().Dump().Key(k).Build()).ToString()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			in.t.Fatal(err)
+		if !rueidis.IsRedisNil(err) {
+			require.NoError(in.t, err, "DUMP %s", k)
 		}
 		st[k] = m
 	}
@@ -88,24 +86,12 @@ func (in *relInput) expect(ctx context.Context, want error, silent bool, calls .
 			}()
 			return c.call(ctx)
 		}()
-		if !errors.Is(err, want) {
-			in.t.Errorf("%s = %v, want %v", c.desc, err, want)
-		}
-		if n := in.f.Commands() - sent; silent && n != 0 {
-			in.t.Errorf("%s sent %d commands, want none", c.desc, n)
+		assert.ErrorIs(in.t, err, want, c.desc)
+		if silent {
+			assert.Zero(in.t, in.f.Commands()-sent, "%s: commands sent", c.desc)
 		}
 	}
-	if after := in.state(); fmt.Sprint(after) != fmt.Sprint(before) {
-		in.t.Errorf("Redis changed: keys %v, want %v", relKeys(after), relKeys(before))
-	}
-}
-
-func relKeys(st map[string]string) []string {
-	var ks []string
-	for k := range st {
-		ks = append(ks, k)
-	}
-	return ks
+	assert.Equal(in.t, before, in.state(), "the keys in Redis (with their contents) after the calls")
 }
 
 // relLockCalls are the calls of every method of a lock of any kind (with
@@ -252,12 +238,8 @@ func TestReliabilityBadInput(t *testing.T) {
 			t.Run("unlocked twice", func(t *testing.T) {
 				in.t = t
 				for _, ctx := range []context.Context{rlock.WithOwner(t.Context(), "a"), t.Context()} {
-					if err := l.Lock(ctx); err != nil {
-						t.Fatal(err)
-					}
-					if err := l.Unlock(ctx); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, l.Lock(ctx))
+					require.NoError(t, l.Unlock(ctx))
 					in.expect(ctx, rlock.ErrNotHeld, false, relCall{"second Unlock", l.Unlock})
 				}
 			})
@@ -271,20 +253,12 @@ func TestReliabilityBadInput(t *testing.T) {
 		in.t = t
 		f := relocktest.NewFaulty(in.raw)
 		c, err := rlock.New(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		name := relName(t, "lock")
 		held := c.GetLock(name + ":held")
-		if err := held.Lock(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Close(); err != nil {
-			t.Errorf("second Close = %v", err)
-		}
+		require.NoError(t, held.Lock(t.Context()))
+		require.NoError(t, c.Close())
+		assert.NoError(t, c.Close(), "second Close")
 		in.f = f
 		ctx := rlock.WithOwner(t.Context(), "a")
 		for _, k := range relKinds {
@@ -296,9 +270,9 @@ func TestReliabilityBadInput(t *testing.T) {
 			relClosed(t, k.get(c, name).Done(ctx))
 		}
 		relClosed(t, held.Done(t.Context()))
-		if _, err := c.GetLock(name).TryLock(ctx, time.Second, 0); !errors.Is(err, rlock.ErrNotAcquired) && !errors.Is(err, rlock.ErrClosed) {
-			t.Errorf("TryLock after Close = %v", err)
-		}
+		_, err = c.GetLock(name).TryLock(ctx, time.Second, 0)
+		assert.True(t, errors.Is(err, rlock.ErrNotAcquired) || errors.Is(err, rlock.ErrClosed),
+			"TryLock after Close = %v, want ErrNotAcquired or ErrClosed", err)
 		// The lock taken before Close expires by its lease; remove it.
 		_ = in.raw.Do(t.Context(), in.raw.B().Del().Key(name+":held").Build()).Error()
 	})
@@ -318,24 +292,18 @@ func TestReliabilityBadInput(t *testing.T) {
 			"WithReplicaSync(max int, -1s)": rlock.WithReplicaSync(math.MaxInt, -time.Second),
 		} {
 			sent := in.f.Commands()
-			if _, err := rlock.New(in.f, opt); !errors.Is(err, rlock.ErrInvalidArgument) {
-				t.Errorf("New(%s) = %v, want ErrInvalidArgument", desc, err)
+			_, err := rlock.New(in.f, opt)
+			assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "New(%s)", desc)
+			c, err := rlock.NewClient(in.srv.ClientOption(), opt)
+			if !assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "NewClient(%s)", desc) && c != nil {
+				_ = c.Close()
 			}
-			if c, err := rlock.NewClient(in.srv.ClientOption(), opt); !errors.Is(err, rlock.ErrInvalidArgument) {
-				t.Errorf("NewClient(%s) = %v, want ErrInvalidArgument", desc, err)
-				if c != nil {
-					_ = c.Close()
-				}
-			}
-			if n := in.f.Commands() - sent; n != 0 {
-				t.Errorf("%s sent %d commands", desc, n)
-			}
+			assert.Zero(t, in.f.Commands()-sent, "%s: commands sent", desc)
 		}
-		if _, err := rlock.New(nil); !errors.Is(err, rlock.ErrInvalidArgument) {
-			t.Errorf("New(nil) = %v, want ErrInvalidArgument", err)
-		}
-		if c, err := rlock.NewClient(rueidis.ClientOption{}); err == nil {
-			t.Error("NewClient with no address = nil error")
+		_, err := rlock.New(nil)
+		assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "New(nil)")
+		c, err := rlock.NewClient(rueidis.ClientOption{})
+		if !assert.Error(t, err, "NewClient with no address") {
 			_ = c.Close()
 		}
 	})
@@ -363,22 +331,17 @@ func relContextCases(t *testing.T, in *relInput, k relKind, fenced bool) {
 	r := in.f.Inject(&relocktest.Rule{SHA1s: k.acquire, N: 1, Run: true, Keep: true, Before: func([]string) { cancel() }})
 	err := l.Lock(ctx)
 	in.f.Clear()
-	if r.Hits() != 1 {
-		t.Fatalf("the acquire script ran %d times, want once", r.Hits())
-	}
-	if !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Errorf("Lock cancelled while its script ran = %v, want ErrNotAcquired and Canceled", err)
-	}
-	if n, err := l.HoldCount(owner); n != 0 || err != nil {
-		t.Errorf("HoldCount after a cancelled Lock = %d, %v, want 0 (the won level given back)", n, err)
-	}
-	if locked, _ := l.IsLocked(owner); locked {
-		t.Error("locked after a Lock cancelled during its script")
-	}
+	require.EqualValues(t, 1, r.Hits(), "runs of the acquire script")
+	assert.ErrorIs(t, err, rlock.ErrNotAcquired, "Lock cancelled while its script ran")
+	assert.ErrorIs(t, err, context.Canceled, "Lock cancelled while its script ran")
+	n, err := l.HoldCount(owner)
+	require.NoError(t, err)
+	assert.Zero(t, n, "HoldCount after a cancelled Lock: the won level given back")
+	relAssertLocked(t, l, false, "after a Lock cancelled during its script")
 	keys := []string{name, layout.Queue(name), layout.Timeouts(name)}
-	if n, _ := in.raw.Do(t.Context(), in.raw.B().Exists().Key(keys...).Build()).AsInt64(); n != 0 {
-		t.Errorf("%d of the lock's keys left after a Lock cancelled during its script", n)
-	}
+	left, err := in.raw.Do(t.Context(), in.raw.B().Exists().Key(keys...).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, left, "the lock's keys left after a Lock cancelled during its script")
 	if fenced {
 		// The counter moved (tokens only grow), and that is all.
 		tok, _ := in.raw.Do(t.Context(), in.raw.B().Get().Key(layout.Token(name)).Build()).AsInt64()
@@ -388,25 +351,18 @@ func relContextCases(t *testing.T, in *relInput, k relKind, fenced bool) {
 	// After: the hold stands; Unlock and Do's release work with the
 	// cancelled context.
 	ctx, cancel = context.WithCancel(owner)
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(ctx))
 	cancel()
-	if err := l.Unlock(ctx); err != nil {
-		t.Errorf("Unlock with a context cancelled after Lock = %v", err)
-	}
+	assert.NoError(t, l.Unlock(ctx), "Unlock with a context cancelled after Lock")
 	ctx, cancel = context.WithCancel(owner)
 	err = l.Do(ctx, func(fctx context.Context) error {
 		cancel()
-		<-fctx.Done()
+		relocktest.Receive(t, fctx.Done(), 5*time.Second, "fn's context to end with its caller's")
 		return context.Cause(fctx)
 	})
-	if !errors.Is(err, context.Canceled) || errors.Is(err, rlock.ErrLockLost) {
-		t.Errorf("Do whose context was cancelled while fn ran = %v, want Canceled (not a loss)", err)
-	}
-	if locked, _ := l.IsLocked(owner); locked {
-		t.Error("locked after Unlock and Do with cancelled contexts")
-	}
+	assert.ErrorIs(t, err, context.Canceled, "Do whose context was cancelled while fn ran")
+	assert.NotErrorIs(t, err, rlock.ErrLockLost, "Do whose context was cancelled while fn ran: not a loss")
+	relAssertLocked(t, l, false, "after Unlock and Do with cancelled contexts")
 }
 
 func relClosed(t *testing.T, ch <-chan struct{}) {
@@ -414,7 +370,7 @@ func relClosed(t *testing.T, ch <-chan struct{}) {
 	select {
 	case <-ch:
 	default:
-		t.Error("Done channel of a hold that does not exist is open")
+		assert.Fail(t, "Done channel of a hold that does not exist is open")
 	}
 }
 
@@ -487,9 +443,7 @@ func relMultilockInput(t *testing.T, in *relInput) {
 	independent := []multilock.Locker{good[0]}
 	for range 2 {
 		c, err := rlock.New(redistest.Start(t).Client(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		independent = append(independent, c.GetLock(name))
 	}

@@ -2,9 +2,7 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/relock-go/relock/internal/layout"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,7 +10,10 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
@@ -29,9 +30,7 @@ func startRelProxy(t *testing.T, upstream string) *relProxy {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, "redis", "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatalf("toxiproxy: %v", err)
-	}
+	require.NoError(t, p.Start(), "toxiproxy")
 	t.Cleanup(p.Stop)
 	return &relProxy{t: t, p: p}
 }
@@ -45,9 +44,8 @@ func (x *relProxy) toxic(typ string, attrs string) (remove func()) {
 	x.t.Helper()
 	name := fmt.Sprintf("%s-%d", typ, relSeq.Add(1))
 	js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":"downstream","attributes":%s}`, name, typ, attrs)
-	if _, err := x.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-		x.t.Fatalf("toxic %s: %v", js, err)
-	}
+	_, err := x.p.Toxics.AddToxicJson(strings.NewReader(js))
+	require.NoError(x.t, err, "toxic %s", js)
 	removed := false
 	remove = func() {
 		if !removed {
@@ -88,12 +86,9 @@ func TestReliabilityLostReply(t *testing.T) {
 		relCleanAfter(t, e, name)
 		l := c.GetFencedLock(name)
 		a := rlock.WithOwner(t.Context(), "a")
-		if _, err := l.LockAndGetToken(a); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(a); err != nil {
-			t.Fatal(err)
-		}
+		_, err := l.LockAndGetToken(a)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(a))
 		return l, a
 	}
 	// orphan checks a hold won on the server after its caller gave up: the
@@ -108,9 +103,9 @@ func TestReliabilityLostReply(t *testing.T) {
 		t.Logf("orphaned hold (if any) taken back %v after the call", time.Since(since).Round(time.Millisecond))
 		b := rlock.WithOwner(t.Context(), "b")
 		ob := other.GetFencedLock(l.Name())
-		if ok, err := ob.TryLock(b, 0, 0); !ok || err != nil {
-			t.Errorf("another owner's TryLock after the settlement = %v, %v, want true, nil", ok, err)
-		}
+		ok, err := ob.TryLock(b, 0, 0)
+		assert.NoError(t, err, "another owner's TryLock after the settlement")
+		assert.True(t, ok, "another owner's TryLock after the settlement")
 		_ = ob.Unlock(b)
 	}
 
@@ -124,15 +119,9 @@ func TestReliabilityLostReply(t *testing.T) {
 		_, err := l.LockAndGetToken(ctx)
 		took := time.Since(start)
 		remove()
-		if err == nil {
-			t.Fatal("LockAndGetToken with its reply delayed past the deadline = nil error")
-		}
-		if !errors.Is(err, rlock.ErrNotAcquired) {
-			t.Errorf("LockAndGetToken = %v, want ErrNotAcquired", err)
-		}
-		if took > 700*time.Millisecond {
-			t.Errorf("LockAndGetToken returned %v after the call, want about its 200ms deadline", took)
-		}
+		require.Error(t, err, "LockAndGetToken with its reply delayed past the deadline")
+		assert.ErrorIs(t, err, rlock.ErrNotAcquired, "LockAndGetToken")
+		assert.LessOrEqual(t, took, 700*time.Millisecond, "the time LockAndGetToken took: about its 200ms deadline")
 		orphan(t, l, start)
 	})
 
@@ -145,12 +134,8 @@ func TestReliabilityLostReply(t *testing.T) {
 		defer cancel()
 		_, err := l.LockAndGetToken(ctx)
 		remove()
-		if err == nil {
-			t.Fatal("LockAndGetToken with every reply lost = nil error")
-		}
-		if !errors.Is(err, rlock.ErrNotAcquired) {
-			t.Errorf("LockAndGetToken = %v, want ErrNotAcquired", err)
-		}
+		require.Error(t, err, "LockAndGetToken with every reply lost")
+		assert.ErrorIs(t, err, rlock.ErrNotAcquired, "LockAndGetToken")
 		orphan(t, l, start)
 	})
 
@@ -163,30 +148,22 @@ func TestReliabilityLostReply(t *testing.T) {
 		wt := relWait(t, ctx, l.LockAndGetToken)
 		relocktest.Eventually(t, 5*time.Second, "the script to run on the server", func() bool { return hget(l.Name(), "a") != "" })
 		remove()
-		<-wt.done
-		if wt.err != nil {
-			t.Fatalf("LockAndGetToken = %v, want the lock once the connection is back", wt.err)
-		}
-		if n, err := l.HoldCount(a); n != 1 || err != nil {
-			t.Errorf("HoldCount = %d, %v, want 1 (one acquisition, one level)", n, err)
-		}
-		if tok, err := l.Token(a); tok != wt.token || err != nil {
-			t.Errorf("Token = %d, %v, want %d", tok, err, wt.token)
-		}
-		if err := l.Unlock(a); err != nil {
-			t.Fatal(err)
-		}
-		if locked, _ := l.IsLocked(t.Context()); locked {
-			t.Error("locked after one Unlock of one acquisition")
-		}
+		relocktest.Receive(t, wt.done, 15*time.Second, "LockAndGetToken to return once the connection is back")
+		require.NoError(t, wt.err, "LockAndGetToken: want the lock once the connection is back")
+		n, err := l.HoldCount(a)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "HoldCount: one acquisition, one level")
+		tok, err := l.Token(a)
+		require.NoError(t, err)
+		assert.Equal(t, wt.token, tok, "Token")
+		require.NoError(t, l.Unlock(a))
+		relAssertLocked(t, l, false, "after one Unlock of one acquisition")
 	})
 
 	t.Run("unlock reply lost", func(t *testing.T) {
 		l, a := setup(t)
 		for range 2 {
-			if err := l.Lock(a); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Lock(a))
 		}
 		remove := px.toxic("reset_peer", `{"timeout":0}`)
 		w.fault()
@@ -194,18 +171,13 @@ func TestReliabilityLostReply(t *testing.T) {
 		go func() { done <- l.Unlock(a) }()
 		relocktest.Eventually(t, 5*time.Second, "the unlock to run on the server", func() bool { return hget(l.Name(), "a") == "1" })
 		remove()
-		if err := <-done; err != nil {
-			t.Errorf("Unlock whose reply was lost = %v, want nil once resent", err)
-		}
-		if n, err := l.HoldCount(a); n != 1 || err != nil {
-			t.Errorf("HoldCount after one Unlock of two levels = %d, %v, want 1 (the resent unlock is latched)", n, err)
-		}
-		if err := l.Unlock(a); err != nil {
-			t.Fatal(err)
-		}
-		if locked, _ := l.IsLocked(t.Context()); locked {
-			t.Error("locked after the last Unlock")
-		}
+		assert.NoError(t, relocktest.Receive(t, done, 15*time.Second, "Unlock to return once the connection is back"),
+			"Unlock whose reply was lost: want nil once resent")
+		n, err := l.HoldCount(a)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "HoldCount after one Unlock of two levels (the resent unlock is latched)")
+		require.NoError(t, l.Unlock(a))
+		relAssertLocked(t, l, false, "after the last Unlock")
 	})
 
 	t.Run("renewal replies delayed", func(t *testing.T) {
@@ -219,13 +191,13 @@ func TestReliabilityLostReply(t *testing.T) {
 		w.fault()
 		select {
 		case <-h.lost:
-			t.Errorf("hold lost with renewal replies delayed by a sixth of the lease: %v", h.cause)
+			assert.Failf(t, "hold lost", "hold lost with renewal replies delayed by a sixth of the lease: %v", h.cause)
 		case <-time.After(2 * lease):
+			// The scenario, not a wait: the hold lives two leases of
+			// delayed renewals.
 		}
 		remove()
-		if err := h.unlock(t); err != nil {
-			t.Errorf("Do = %v", err)
-		}
+		assert.NoError(t, h.unlock(t), "Do")
 	})
 
 	t.Logf("reliability: scenario=%s faults=%d", t.Name(), faults.Load())
@@ -250,7 +222,7 @@ func TestReliabilityLostReplyHistory(t *testing.T) {
 		from = w.waitAcquisitions(from, 20, 30*time.Second)
 		remove := px.toxic("reset_peer", `{"timeout":0}`)
 		w.fault()
-		time.Sleep(150 * time.Millisecond) // the length of the fault
+		time.Sleep(150 * time.Millisecond) // the scenario: the fault lasts 150ms
 		remove()
 	}
 	w.waitAcquisitions(from, 20, 30*time.Second)
@@ -271,9 +243,7 @@ func TestReliabilityLostReplyHoldCount(t *testing.T) {
 	raw := relocktest.Raw(t)
 	f := relocktest.NewFaulty(raw)
 	c, err := rlock.New(f, rlock.WithWatchdogTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	for _, k := range relKinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -292,20 +262,17 @@ func TestReliabilityLostReplyHoldCount(t *testing.T) {
 			if err == nil {
 				granted++
 			}
-			if err := l.Lock(a); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Lock(a))
 			granted++
-			if n, err := l.HoldCount(a); n != granted || err != nil {
-				t.Errorf("HoldCount after %d successful Locks = %d, %v, want %d", granted, n, err, granted)
-			}
+			n, hcErr := l.HoldCount(a)
+			require.NoError(t, hcErr)
+			assert.Equal(t, granted, n, "HoldCount after %d successful Locks", granted)
 			for range granted {
-				if err := l.Unlock(a); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, l.Unlock(a))
 			}
-			if locked, _ := l.IsLocked(t.Context()); locked {
-				t.Errorf("still locked after one Unlock per successful Lock (first Lock: %v)", err)
+			locked, lockedErr := l.IsLocked(t.Context())
+			require.NoError(t, lockedErr)
+			if !assert.False(t, locked, "still locked after one Unlock per successful Lock (first Lock: %v)", err) {
 				_, _ = l.ForceUnlock(t.Context())
 			}
 		})

@@ -1,9 +1,11 @@
 package integration_test
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/integration/checker"
 	"github.com/relock-go/relock/rlock"
@@ -48,7 +50,7 @@ func (w *relWorkload) waitBlocked(except *relProc, timeout time.Duration) {
 		select {
 		case <-changed:
 		case <-time.After(time.Until(deadline)):
-			w.t.Fatalf("processes not all waiting for the lock after %v", timeout)
+			require.FailNowf(w.t, "timed out", "processes not all waiting for the lock after %v", timeout)
 		}
 	}
 }
@@ -65,13 +67,10 @@ func TestReliabilityContention(t *testing.T) {
 	res := w.finish(t.Name())
 	res.log(t)
 	res.requireSafe(t)
-	if res.overlaps != 0 {
-		t.Errorf("%d overlapping holds without any fault, the longest %v", res.overlaps, res.longestOverlap)
+	if !assert.Zero(t, res.overlaps, "overlapping holds without any fault (the longest %v)", res.longestOverlap) {
 		res.dump(t)
 	}
-	if res.losses != 0 {
-		t.Errorf("%d holds lost without any fault", res.losses)
-	}
+	assert.Zero(t, res.losses, "holds lost without any fault")
 }
 
 // TestReliabilityHolderKilled kills (SIGKILL) the process that holds the
@@ -92,9 +91,7 @@ func TestReliabilityHolderKilled(t *testing.T) {
 		w.waitBlocked(victim, 10*time.Second)
 		killed := w.kill(victim)
 		remaining, asked := w.remainingLease()
-		if remaining <= 0 {
-			t.Fatalf("the lock's lease right after the kill = %v, want some left", remaining)
-		}
+		require.Positive(t, remaining, "the lock's lease right after the kill")
 		next, j := w.waitFor(i, relLease+5*time.Second, "a waiter to take over", func(r checker.Record) bool {
 			return r.Kind == checker.Acquire && r.Phase == checker.Return && r.Result == checker.OK && !r.Reentry
 		})
@@ -105,15 +102,9 @@ func TestReliabilityHolderKilled(t *testing.T) {
 		longest = max(longest, unavailable)
 		t.Logf("reliability: holder %s killed with %v of lease left; %s took over %v after the kill (%v after the lease ran out)",
 			victim.id, remaining, next.Proc, unavailable.Round(time.Millisecond), took.Sub(expiry).Round(time.Millisecond))
-		if took.Before(expiry.Add(-2 * time.Millisecond)) {
-			t.Errorf("%s took over %v before the dead holder's lease ran out", next.Proc, expiry.Sub(took))
-		}
-		if lim := relLease + time.Second; unavailable > lim {
-			t.Errorf("takeover %v after the kill, want at most the watchdog timeout plus 1s (%v)", unavailable, lim)
-		}
-		if late := took.Sub(expiry); late > 500*time.Millisecond {
-			t.Errorf("takeover %v after the lease ran out, want about at once", late)
-		}
+		assert.False(t, took.Before(expiry.Add(-2*time.Millisecond)), "%s took over %v before the dead holder's lease ran out", next.Proc, expiry.Sub(took))
+		assert.LessOrEqual(t, unavailable, relLease+time.Second, "the takeover after the kill: at most the watchdog timeout plus 1s")
+		assert.LessOrEqual(t, took.Sub(expiry), 500*time.Millisecond, "the takeover after the lease ran out: about at once")
 	}
 	w.waitAcquisitions(from, 10, 30*time.Second)
 	res := w.finish(t.Name())
@@ -140,22 +131,14 @@ func TestReliabilityHolderPaused(t *testing.T) {
 		pz.resumed.Sub(pz.stopped).Round(time.Millisecond), pz.remaining,
 		time.Unix(0, pz.takeover.Return).Sub(pz.stopped).Round(time.Millisecond),
 		time.Unix(0, pz.lost.Return).Sub(pz.resumed).Round(time.Millisecond))
-	if pz.late.Result != checker.Stale {
-		t.Errorf("the paused holder's late write = %v (%s), want it rejected as stale", pz.late.Result, pz.late.Err)
-	}
-	if !strings.Contains(pz.lost.Err, rlock.ErrLockLost.Error()) {
-		t.Errorf("the paused holder's Do context ended with %q, want ErrLockLost", pz.lost.Err)
-	}
-	if d := time.Unix(0, pz.lost.Return).Sub(pz.resumed); d > relLease/3+time.Second {
-		t.Errorf("loss noticed %v after SIGCONT, want within a renewal interval (+1s)", d)
-	}
-	if expiry := pz.pttlAt.Add(pz.remaining); time.Unix(0, pz.takeover.Return).Before(expiry.Add(-2 * time.Millisecond)) {
-		t.Errorf("%s took the lock %v before the paused holder's lease ran out", pz.takeover.Proc,
-			expiry.Sub(time.Unix(0, pz.takeover.Return)))
-	}
+	assert.Equal(t, checker.Stale, pz.late.Result, "the paused holder's late write (%s): rejected as stale", pz.late.Err)
+	assert.Contains(t, pz.lost.Err, rlock.ErrLockLost.Error(), "how the paused holder's Do context ended")
+	assert.LessOrEqual(t, time.Unix(0, pz.lost.Return).Sub(pz.resumed), relLease/3+time.Second,
+		"the loss, after SIGCONT: within a renewal interval (+1s)")
+	expiry := pz.pttlAt.Add(pz.remaining)
+	assert.False(t, time.Unix(0, pz.takeover.Return).Before(expiry.Add(-2*time.Millisecond)),
+		"%s took the lock %v before the paused holder's lease ran out", pz.takeover.Proc, expiry.Sub(time.Unix(0, pz.takeover.Return)))
 	res.requireSafe(t)
-	if res.fencing.Stale == 0 {
-		t.Error("no stale write rejected")
-	}
+	assert.NotZero(t, res.fencing.Stale, "stale writes rejected")
 	e.canary(t)
 }

@@ -2,17 +2,18 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/integration/checker"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -74,9 +75,9 @@ func relHold(t *testing.T, l relLocker, owner string, token func(ctx context.Con
 	select {
 	case <-h.acquired:
 	case <-h.done:
-		t.Fatalf("Do for %s: %v", owner, h.err)
+		require.FailNowf(t, "Do returned", "Do for %s returned before it held the lock: %v", owner, h.err)
 	case <-time.After(10 * time.Second):
-		t.Fatalf("Do for %s did not acquire in 10s", owner)
+		require.FailNowf(t, "timed out", "Do for %s did not acquire in 10s", owner)
 	}
 	return h
 }
@@ -85,11 +86,7 @@ func relHold(t *testing.T, l relLocker, owner string, token func(ctx context.Con
 func (h *relHolder) unlock(t *testing.T) error {
 	t.Helper()
 	close(h.release)
-	select {
-	case <-h.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Do did not return in 10s")
-	}
+	relocktest.Receive(t, h.done, 10*time.Second, "the holder's Do to return")
 	return h.err
 }
 
@@ -118,8 +115,7 @@ func relWaitSubscribed(t *testing.T, e *relEnv, channel string, n int64) {
 	t.Helper()
 	raw := e.lock.Client(t)
 	relocktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d subscribers of %s", n, channel), func() bool {
-		m, err := raw.Do(context.Background(), raw.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
-		return err == nil && m[channel] >= n
+		return relocktest.Subscribers(raw, channel) >= n
 	})
 }
 
@@ -155,29 +151,23 @@ func TestReliabilityServerStalls(t *testing.T) {
 	}{
 		{"SIGSTOP", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
 			start := time.Now()
-			if err := e.lock.Pause(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(d) // the fault's length
-			if err := e.lock.Resume(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, e.lock.Pause())
+			time.Sleep(d) // the scenario: the fault lasts d
+			require.NoError(t, e.lock.Resume())
 			return start, time.Now()
 		}},
 		{"CLIENT PAUSE WRITE", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
 			start := time.Now()
-			if _, err := e.lock.Do(t.Context(), "CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "WRITE"); err != nil {
-				t.Fatal(err)
-			}
+			_, err := e.lock.Do(t.Context(), "CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "WRITE")
+			require.NoError(t, err, "CLIENT PAUSE")
 			end := start.Add(d)
-			time.Sleep(time.Until(end)) // the server ends the pause by itself
+			time.Sleep(time.Until(end)) // the scenario: the fault lasts d (the server ends the pause itself)
 			return start, end
 		}},
 		{"DEBUG SLEEP", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
 			start := time.Now()
-			if _, err := e.lock.Do(t.Context(), "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds())); err != nil {
-				t.Fatal(err)
-			}
+			_, err := e.lock.Do(t.Context(), "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds()))
+			require.NoError(t, err, "DEBUG SLEEP")
 			return start, time.Now()
 		}},
 	}
@@ -215,60 +205,35 @@ func relStall(t *testing.T, e *relEnv, d time.Duration, stall func(*testing.T, t
 		// Within a full lease after the stall, a loss would be reported.
 		select {
 		case <-h.lost:
-			t.Errorf("the holder lost the lock %v after a stall of %v (lease %v): %v",
+			assert.Failf(t, "holder lost the lock", "the holder lost the lock %v after a stall of %v (lease %v): %v",
 				time.Unix(0, h.lostAt.Load()).Sub(start), d, relStallLease, h.cause)
 		case <-wt.done:
-			t.Errorf("the waiter was granted the lock (%v) while the holder held it", wt.err)
+			assert.Failf(t, "waiter granted the lock", "the waiter was granted the lock (%v) while the holder held it", wt.err)
 		case <-time.After(relStallLease):
+			// The scenario, not a wait: a lease passes with nothing to see.
 		}
 		released := time.Now()
-		if err := h.unlock(t); err != nil {
-			t.Errorf("holder's Do = %v", err)
-		}
-		<-wt.done
-		if wt.err != nil {
-			t.Fatalf("waiter: %v", wt.err)
-		}
+		assert.NoError(t, h.unlock(t), "holder's Do")
+		relocktest.Receive(t, wt.done, 10*time.Second, "the waiter to take over after the holder's release")
+		require.NoError(t, wt.err, "waiter")
 		t.Logf("stall of %v: holder kept the lock; waiter took over %v after its release", d, wt.at.Sub(released).Round(time.Millisecond))
-		if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, l2.Unlock(rlock.WithOwner(t.Context(), "b")))
 		return
 	}
-	select {
-	case <-h.lost:
-	case <-time.After(time.Until(end) + 5*time.Second):
-		t.Fatalf("no loss reported %v after a stall of %v began (lease %v)", time.Since(start), d, relStallLease)
-	}
+	relocktest.Receive(t, h.lost, time.Until(end)+5*time.Second,
+		fmt.Sprintf("the holder's loss to be reported after a stall of %v (lease %v)", d, relStallLease))
 	lostAt := time.Unix(0, h.lostAt.Load())
-	if !errors.Is(h.cause, rlock.ErrLockLost) {
-		t.Errorf("Do's context cause = %v, want ErrLockLost", h.cause)
-	}
-	if late := lostAt.Sub(start); late > relStallLease+300*time.Millisecond {
-		t.Errorf("loss reported %v after the stall began, want within the lease (%v) and a little", late, relStallLease)
-	}
-	select {
-	case <-wt.done:
-	case <-time.After(time.Until(end) + 5*time.Second):
-		t.Fatal("the waiter was not granted the lock within 5s of the stall's end")
-	}
-	if wt.err != nil {
-		t.Fatalf("waiter: %v", wt.err)
-	}
+	assert.ErrorIs(t, h.cause, rlock.ErrLockLost, "Do's context cause")
+	assert.LessOrEqual(t, lostAt.Sub(start), relStallLease+300*time.Millisecond,
+		"the loss, after the stall began: within the lease and a little")
+	relocktest.Receive(t, wt.done, time.Until(end)+5*time.Second, "the waiter to be granted the lock within 5s of the stall's end")
+	require.NoError(t, wt.err, "waiter")
 	t.Logf("stall of %v: loss reported %v after it began, waiter granted %v after it ended",
 		d, lostAt.Sub(start).Round(time.Millisecond), wt.at.Sub(end).Round(time.Millisecond))
-	if !wt.at.After(lostAt) {
-		t.Errorf("waiter granted the lock at %v, before the holder's loss was reported (%v)", wt.at, lostAt)
-	}
-	if wt.at.Before(end.Add(-50 * time.Millisecond)) {
-		t.Errorf("waiter granted the lock %v before the stall ended", end.Sub(wt.at))
-	}
-	if err := h.unlock(t); !errors.Is(err, rlock.ErrLockLost) {
-		t.Errorf("holder's Do = %v, want ErrLockLost", err)
-	}
-	if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
-		t.Error(err)
-	}
+	assert.True(t, wt.at.After(lostAt), "waiter granted the lock at %v, before the holder's loss was reported (%v)", wt.at, lostAt)
+	assert.False(t, wt.at.Before(end.Add(-50*time.Millisecond)), "waiter granted the lock %v before the stall ended", end.Sub(wt.at))
+	assert.ErrorIs(t, h.unlock(t), rlock.ErrLockLost, "holder's Do")
+	assert.NoError(t, l2.Unlock(rlock.WithOwner(t.Context(), "b")))
 }
 
 // TestReliabilityServerRestart kills the lock's redis-server (SIGKILL)
@@ -310,9 +275,7 @@ func TestReliabilityServerRestart(t *testing.T) {
 
 			killed := time.Now()
 			e.lock.Kill()
-			if err := e.lock.Restart(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, e.lock.Restart())
 			up := time.Now()
 			w.fault()
 			t.Logf("server down for %v", up.Sub(killed).Round(time.Millisecond))
@@ -320,53 +283,30 @@ func TestReliabilityServerRestart(t *testing.T) {
 			if mode.persist {
 				select {
 				case <-h.lost:
-					t.Errorf("holder lost the lock across a persistent restart: %v", h.cause)
+					assert.Failf(t, "holder lost the lock", "holder lost the lock across a persistent restart: %v", h.cause)
 				case <-wt.done:
-					t.Errorf("waiter granted the lock (%v) while the holder held it", wt.err)
+					assert.Failf(t, "waiter granted the lock", "waiter granted the lock (%v) while the holder held it", wt.err)
 				case <-time.After(relStallLease):
+					// The scenario, not a wait: a lease passes with nothing to see.
 				}
-				if err := h.unlock(t); err != nil {
-					t.Errorf("holder's Do = %v", err)
-				}
-				<-wt.done
-				if wt.err != nil {
-					t.Fatalf("waiter: %v", wt.err)
-				}
-				if wt.token <= h.token {
-					t.Errorf("token after a persistent restart = %d, want more than %d", wt.token, h.token)
-				}
+				assert.NoError(t, h.unlock(t), "holder's Do")
+				relocktest.Receive(t, wt.done, 10*time.Second, "the waiter to take over after the holder's release")
+				require.NoError(t, wt.err, "waiter")
+				assert.Greater(t, wt.token, h.token, "the token after a persistent restart")
 			} else {
-				select {
-				case <-h.lost:
-				case <-time.After(relStallLease + 5*time.Second):
-					t.Fatal("holder's loss not reported after a restart without persistence")
-				}
+				relocktest.Receive(t, h.lost, relStallLease+5*time.Second, "the holder's loss to be reported after a restart without persistence")
 				lostAt := time.Unix(0, h.lostAt.Load())
-				if !errors.Is(h.cause, rlock.ErrLockLost) {
-					t.Errorf("Do's context cause = %v, want ErrLockLost", h.cause)
-				}
-				if d := lostAt.Sub(up); d > relStallLease/3+time.Second {
-					t.Errorf("loss reported %v after the restart, want within a renewal interval (+1s)", d)
-				}
-				select {
-				case <-wt.done:
-				case <-time.After(5 * time.Second):
-					t.Fatal("waiter not granted the lock within 5s of the restart")
-				}
-				if wt.err != nil {
-					t.Fatalf("waiter: %v", wt.err)
-				}
+				assert.ErrorIs(t, h.cause, rlock.ErrLockLost, "Do's context cause")
+				assert.LessOrEqual(t, lostAt.Sub(up), relStallLease/3+time.Second, "the loss, after the restart: within a renewal interval (+1s)")
+				relocktest.Receive(t, wt.done, 5*time.Second, "the waiter to be granted the lock within 5s of the restart")
+				require.NoError(t, wt.err, "waiter")
 				t.Logf("reliability: restart without persistence: holder's loss reported %v after the restart, "+
 					"waiter granted %v after it; holder's token %d, waiter's token %d",
 					lostAt.Sub(up).Round(time.Millisecond), wt.at.Sub(up).Round(time.Millisecond), h.token, wt.token)
-				if wt.token > h.token {
-					t.Errorf("token after a restart without persistence = %d, want the counter to have started over (<= %d)", wt.token, h.token)
-				}
+				assert.LessOrEqual(t, wt.token, h.token, "the token after a restart without persistence: the counter started over")
 				_ = h.unlock(t)
 			}
-			if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, l2.Unlock(rlock.WithOwner(t.Context(), "b")))
 			w.waitAcquisitions(before, 30, 30*time.Second)
 			res := w.finish(t.Name())
 			res.log(t)
@@ -405,9 +345,7 @@ func relTokensRepeatOnlyAcross(t *testing.T, res relResult, restart time.Time) {
 	}
 	sub := checker.CheckFencing(before, nil)
 	sub2 := checker.CheckFencing(after, nil)
-	for _, v := range append(sub.Violations, sub2.Violations...) {
-		t.Errorf("token violation on one side of the restart: %v", v)
-	}
+	assert.Empty(t, append(sub.Violations, sub2.Violations...), "token violations on one side of the restart")
 }
 
 // relKillClients kills every client connection of e's lock server but the
@@ -418,9 +356,7 @@ func relKillClients(t *testing.T, raw rueidis.Client) {
 		raw.B().ClientKill().TypeNormal().Build(),
 		raw.B().ClientKill().TypePubsub().Build(),
 	} {
-		if err := raw.Do(context.Background(), cmd).Error(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, raw.Do(context.Background(), cmd).Error())
 	}
 }
 
@@ -452,10 +388,10 @@ func TestReliabilityClientKill(t *testing.T) {
 		kills++
 		select {
 		case <-h.lost:
-			t.Fatalf("holder lost the lock to CLIENT KILL: %v", h.cause)
+			require.FailNowf(t, "holder lost the lock", "holder lost the lock to CLIENT KILL: %v", h.cause)
 		case <-wt.done:
-			t.Fatalf("waiter granted the lock (%v) while the holder held it", wt.err)
-		case <-time.After(100 * time.Millisecond): // the next kill
+			require.FailNowf(t, "waiter granted the lock", "waiter granted the lock (%v) while the holder held it", wt.err)
+		case <-time.After(100 * time.Millisecond): // the scenario: the next kill comes 100ms later
 		}
 	}
 	// Release while the waiter's subscription is being killed: the unlock
@@ -463,26 +399,14 @@ func TestReliabilityClientKill(t *testing.T) {
 	relKillClients(t, raw)
 	kills++
 	released := time.Now()
-	if err := h.unlock(t); err != nil {
-		t.Errorf("holder's Do = %v", err)
-	}
-	select {
-	case <-wt.done:
-	case <-time.After(lease + 2*time.Second):
-		t.Fatal("waiter stuck after the holder released")
-	}
-	if wt.err != nil {
-		t.Fatalf("waiter: %v", wt.err)
-	}
+	assert.NoError(t, h.unlock(t), "holder's Do")
+	relocktest.Receive(t, wt.done, lease+2*time.Second, "the waiter to take over after the holder released (it must not be stuck)")
+	require.NoError(t, wt.err, "waiter")
 	t.Logf("reliability: scenario=%s faults=%d; waiter granted the lock %v after the release",
 		t.Name(), kills, wt.at.Sub(released).Round(time.Millisecond))
 	relInProcessFaults(t, kills)
-	if d := wt.at.Sub(released); d > lease+time.Second {
-		t.Errorf("waiter granted the lock %v after the release, want within the lease", d)
-	}
-	if err := l2.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
-		t.Error(err)
-	}
+	assert.LessOrEqual(t, wt.at.Sub(released), lease+time.Second, "the waiter's take-over after the release: within the lease")
+	assert.NoError(t, l2.Unlock(rlock.WithOwner(t.Context(), "b")))
 }
 
 // TestReliabilityClientKillHistory kills every connection of the test
@@ -496,14 +420,12 @@ func TestReliabilityClientKillHistory(t *testing.T) {
 	for range 30 {
 		relKillClients(t, raw)
 		w.fault()
-		time.Sleep(100 * time.Millisecond) // the next kill
+		time.Sleep(100 * time.Millisecond) // the scenario: the next kill comes 100ms later
 	}
 	w.waitAcquisitions(from, 20, 30*time.Second)
 	res := w.finish(t.Name())
 	res.log(t)
 	res.requireSafe(t)
-	if res.overlaps != 0 {
-		t.Errorf("%d overlapping holds under CLIENT KILL, the longest %v", res.overlaps, res.longestOverlap)
-	}
+	assert.Zero(t, res.overlaps, "overlapping holds under CLIENT KILL (the longest %v)", res.longestOverlap)
 	e.canary(t)
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -34,32 +37,28 @@ func TestReliabilityLongWaitKeepsRenewal(t *testing.T) {
 			l := k.get(c, relocktest.Name(t))
 			a := rlock.WithOwner(t.Context(), "a")
 			b := rlock.WithOwner(t.Context(), "b")
-			if err := l.Lock(a); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Lock(a))
 			got := make(chan error, 1)
 			go func() { got <- l.Lock(b) }()
-			time.Sleep(2 * lease) // the scenario: a wait of several renewal intervals
-			if err := l.Unlock(a); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-got; err != nil {
-				t.Fatalf("waiter's Lock = %v", err)
-			}
+			// The scenario, not a wait: b waits across several renewal
+			// intervals of a's hold.
+			time.Sleep(2 * lease)
+			require.NoError(t, l.Unlock(a))
+			require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock after the Unlock"), "waiter's Lock")
 			select {
 			case <-l.Done(b):
-				t.Error("Done(b) is closed right after b acquired")
+				assert.Fail(t, "Done(b) is closed right after b acquired")
 			default:
 			}
-			time.Sleep(2 * lease) // long enough for a missing renewal to let it expire
-			if held, err := l.IsHeldByOwner(b); !held || err != nil {
-				t.Errorf("after two leases, IsHeldByOwner(b) = %v, %v, want the hold renewed", held, err)
-			}
+			// The scenario, not a wait: two leases pass, in which a hold
+			// that missed its renewals would expire.
+			time.Sleep(2 * lease)
+			held, err := l.IsHeldByOwner(b)
+			require.NoError(t, err)
+			assert.True(t, held, "IsHeldByOwner(b) after two leases: the hold renewed")
 			mu.Lock()
-			if len(lost) > 0 {
-				t.Errorf("lost handler called: %q", lost)
-				lost = nil
-			}
+			assert.Empty(t, lost, "calls of the lost handler")
+			lost = nil
 			mu.Unlock()
 			_ = l.Unlock(b)
 			_, _ = l.ForceUnlock(t.Context())
@@ -81,9 +80,7 @@ func TestReliabilityDoReportsLossFoundAtUnlock(t *testing.T) {
 				// The lease runs out (or an operator deletes the key).
 				return raw.Do(ctx, raw.B().Del().Key(l.Name()).Build()).Error()
 			})
-			if !errors.Is(err, rlock.ErrLockLost) {
-				t.Errorf("Do whose hold vanished while fn ran = %v, want ErrLockLost", err)
-			}
+			assert.ErrorIs(t, err, rlock.ErrLockLost, "Do whose hold vanished while fn ran")
 		})
 	}
 }
@@ -99,16 +96,12 @@ func TestReliabilityRenewalIsOneRoundTrip(t *testing.T) {
 	c := relocktest.ClientOn(t, srv, rlock.WithWatchdogTimeout(lease))
 	l := c.GetLock("renewed")
 	err := l.Do(t.Context(), func(ctx context.Context) error {
-		time.Sleep(10 * lease / 3) // about ten renewals
+		time.Sleep(10 * lease / 3) // the scenario: the hold lasts about ten renewals
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m, err := srv.Do(t.Context(), "INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	info, _ := m.ToString()
 	loads := 0
 	for line := range strings.SplitSeq(info, "\r\n") {
@@ -116,9 +109,7 @@ func TestReliabilityRenewalIsOneRoundTrip(t *testing.T) {
 			loads, _ = strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 		}
 	}
-	if loads > 1 {
-		t.Errorf("SCRIPT LOAD sent %d times for about ten renewals, want at most once", loads)
-	}
+	assert.LessOrEqual(t, loads, 1, "SCRIPT LOADs sent for about ten renewals")
 }
 
 // TestReliabilityReentryAfterLossReportsLoss: when a hold is gone from
@@ -134,19 +125,15 @@ func TestReliabilityReentryAfterLossReportsLoss(t *testing.T) {
 	a := rlock.WithOwner(t.Context(), "a")
 	t.Run("Lock", func(t *testing.T) {
 		first, err := l.LockAndGetToken(a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		old := l.Done(a)
-		if err := raw.Do(t.Context(), raw.B().Del().Key(l.Name()).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, raw.Do(t.Context(), raw.B().Del().Key(l.Name()).Build()).Error())
 		second, err := l.LockAndGetToken(a)
 		if err == nil && second != first {
 			select {
 			case <-old:
 			default:
-				t.Errorf("re-entry got a new token (%d, the hold had %d), yet the old hold's loss was not reported", second, first)
+				assert.Failf(t, "loss not reported", "re-entry got a new token (%d, the hold had %d), yet the old hold's loss was not reported", second, first)
 			}
 		}
 		n, _ := l.HoldCount(a)
@@ -171,8 +158,6 @@ func TestReliabilityReentryAfterLossReportsLoss(t *testing.T) {
 				return errors.New("Do's context still live a second after its hold was lost and taken anew")
 			}
 		})
-		if !errors.Is(err, rlock.ErrLockLost) {
-			t.Errorf("Do = %v, want ErrLockLost", err)
-		}
+		assert.ErrorIs(t, err, rlock.ErrLockLost, "Do")
 	})
 }

@@ -218,6 +218,8 @@ func TestInteropLatchMixedRun(t *testing.T) {
 				down = js[k/2%2].CountDownLatch(name).CountDown
 			}
 			wg.Go(func() {
+				// The scenario: the count-downs spread over 35ms, so that
+				// a waiter woken before the last one would show it.
 				time.Sleep(time.Duration(k*7) * time.Millisecond)
 				lastAt.Store(time.Now().UnixNano())
 				started.Add(1)
@@ -225,15 +227,11 @@ func TestInteropLatchMixedRun(t *testing.T) {
 			})
 		}
 		for range 8 {
-			select {
-			case r := <-results:
-				require.NoError(t, r.err, r.who)
-				assert.False(t, r.early, "round %d: %s went on before the last count-down", round, r.who)
-				d := r.at.Sub(time.Unix(0, lastAt.Load()))
-				assert.LessOrEqual(t, d, redissontest.HandoffBound, "round %d: %s went on %v after the last count-down", round, r.who, d)
-			case <-time.After(5 * time.Second):
-				t.Fatalf("round %d: a waiter still waits 5s on", round)
-			}
+			r := relocktest.Receive(t, results, 5*time.Second, fmt.Sprintf("round %d: every waiter to go on", round))
+			require.NoError(t, r.err, r.who)
+			assert.False(t, r.early, "round %d: %s went on before the last count-down", round, r.who)
+			d := r.at.Sub(time.Unix(0, lastAt.Load()))
+			assert.LessOrEqual(t, d, redissontest.HandoffBound, "round %d: %s went on %v after the last count-down", round, r.who, d)
 		}
 		wg.Wait()
 		n, err := cs[1].GetCountDownLatch(name).Count(t.Context())

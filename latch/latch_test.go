@@ -2,7 +2,6 @@ package latch_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,21 +43,9 @@ func countingClient(t *testing.T, name string, after func()) (*rlock.Client, *at
 	t.Helper()
 	r := &reads{Client: redistest.Shared(t).Client(t), key: name, after: after}
 	c, err := rlock.New(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c, &r.n
-}
-
-func subscribers(t *testing.T, raw rueidis.Client, channel string) int64 {
-	t.Helper()
-	vals, err := raw.Do(t.Context(), raw.B().PubsubNumsub().Channel(channel).Build()).ToArray()
-	if err != nil || len(vals) != 2 {
-		t.Fatalf("PUBSUB NUMSUB: %v %v", vals, err)
-	}
-	n, _ := vals[1].AsInt64()
-	return n
 }
 
 func TestRedissonLayout(t *testing.T) {
@@ -66,12 +53,8 @@ func TestRedissonLayout(t *testing.T) {
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
 	l := c.GetCountDownLatch(name)
-	if got, want := latch.Channel(name), "redisson_countdownlatch__channel__{"+name+"}"; got != want {
-		t.Errorf("Channel = %q, want %q", got, want)
-	}
-	if got, want := latch.Channel("a{b}c"), "redisson_countdownlatch__channel__{a{b}c}"; got != want {
-		t.Errorf("Channel of a tagged name = %q, want %q", got, want)
-	}
+	assert.Equal(t, "redisson_countdownlatch__channel__{"+name+"}", latch.Channel(name), "Channel")
+	assert.Equal(t, "redisson_countdownlatch__channel__{a{b}c}", latch.Channel("a{b}c"), "Channel of a tagged name")
 	msgs := make(chan string, 8)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -80,48 +63,38 @@ func TestRedissonLayout(t *testing.T) {
 		_ = raw.Receive(ctx, raw.B().Subscribe().Channel(latch.Channel(name)).Build(), func(m rueidis.PubSubMessage) { msgs <- m.Message })
 	}()
 	defer func() { cancel(); <-done }()
-	relocktest.Eventually(t, handoff, "the listener", func() bool { return subscribers(t, raw, latch.Channel(name)) == 1 })
-	if ok, err := l.TrySetCount(t.Context(), 2); !ok || err != nil {
-		t.Fatalf("TrySetCount = %v, %v", ok, err)
-	}
-	if ok, err := l.TrySetCount(t.Context(), 5); ok || err != nil {
-		t.Errorf("second TrySetCount = %v, %v, want false", ok, err)
-	}
-	if v, _ := raw.Do(t.Context(), raw.B().Get().Key(name).Build()).ToString(); v != "2" {
-		t.Errorf("count key = %q, want 2", v)
-	}
+	relocktest.Eventually(t, handoff, "the listener", func() bool { return relocktest.Subscribers(raw, latch.Channel(name)) == 1 })
+	ok, err := l.TrySetCount(t.Context(), 2)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount")
+	ok, err = l.TrySetCount(t.Context(), 5)
+	require.NoError(t, err)
+	assert.False(t, ok, "second TrySetCount")
+	v, err := raw.Do(t.Context(), raw.B().Get().Key(name).Build()).ToString()
+	require.NoError(t, err)
+	assert.Equal(t, "2", v, "the count key")
 	for _, step := range []struct {
 		count int
 		msg   string
 	}{{2, "1"}, {1, ""}, {0, "0"}} {
 		if step.msg != "" {
-			select {
-			case m := <-msgs:
-				if m != step.msg {
-					t.Errorf("message %q, want %q", m, step.msg)
-				}
-			case <-time.After(handoff):
-				t.Fatalf("no message %q", step.msg)
-			}
+			m := relocktest.Receive(t, msgs, handoff, "the message "+step.msg)
+			assert.Equal(t, step.msg, m, "the message published")
 		}
-		if n, err := l.Count(t.Context()); n != step.count || err != nil {
-			t.Errorf("Count = %d, %v, want %d", n, err, step.count)
-		}
+		n, err := l.Count(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, step.count, n, "Count")
 		if step.count > 0 {
-			if err := l.CountDown(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.CountDown(t.Context()))
 		}
 	}
-	if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64(); n != 0 {
-		t.Error("the count key is left at 0")
-	}
-	if err := l.CountDown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64(); n != 0 {
-		t.Error("CountDown of an open latch left a key")
-	}
+	n, err := raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the count key is left at 0")
+	require.NoError(t, l.CountDown(t.Context()))
+	n, err = raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "CountDown of an open latch left a key")
 }
 
 // TestAwaitWokenAtZero: waiters of two Clients sleep on the channel (each
@@ -139,15 +112,19 @@ func TestAwaitWokenAtZero(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	const perClient = 4
+	// A waiter that the opening does not wake gives up after 2*handoff:
+	// the test then fails on its error instead of blocking in wg.Wait.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*handoff)
+	defer cancel()
 	var wg sync.WaitGroup
 	done := make(chan error, 2*perClient)
 	for _, c := range []*rlock.Client{c1, c2} {
 		for range perClient {
-			wg.Go(func() { done <- c.GetCountDownLatch(name).Await(t.Context()) })
+			wg.Go(func() { done <- c.GetCountDownLatch(name).Await(ctx) })
 		}
 	}
 	relocktest.Eventually(t, handoff, "the waiters to read the count", func() bool {
-		return reads1.Load() >= perClient && reads2.Load() >= perClient && subscribers(t, raw, latch.Channel(name)) == 2
+		return reads1.Load() >= perClient && reads2.Load() >= perClient && relocktest.Subscribers(raw, latch.Channel(name)) == 2
 	})
 	for range 3 {
 		require.NoError(t, l.CountDown(t.Context()))
@@ -155,11 +132,11 @@ func TestAwaitWokenAtZero(t *testing.T) {
 	wg.Wait()
 	close(done)
 	for err := range done {
-		assert.NoError(t, err, "Await")
+		assert.NoError(t, err, "Await: the latch's opening must wake every waiter")
 	}
 	assert.LessOrEqual(t, reads1.Load(), int64(2*perClient), "reads of the first Client's waiters: at most two each, none when woken")
 	assert.LessOrEqual(t, reads2.Load(), int64(2*perClient), "reads of the second Client's waiters: at most two each, none when woken")
-	relocktest.Eventually(t, handoff, "the subscriptions to end", func() bool { return subscribers(t, raw, latch.Channel(name)) == 0 })
+	relocktest.Eventually(t, handoff, "the subscriptions to end", func() bool { return relocktest.Subscribers(raw, latch.Channel(name)) == 0 })
 }
 
 // TestAwaitOpeningThenNewCount: a waiter sleeps; the count reaches 0 and a
@@ -185,12 +162,8 @@ redis.call('publish', ARGV[1], '0')
 redis.call('set', KEYS[1], 1)
 redis.call('publish', ARGV[1], '1')
 return 1`).Numkeys(1).Key(name).Arg(latch.Channel(name)).Build()).Error())
-	select {
-	case err := <-got:
-		assert.NoError(t, err, "Await across the opening")
-	case <-time.After(handoff):
-		t.Fatal("the waiter slept through the latch's opening")
-	}
+	err = relocktest.Receive(t, got, handoff, "the waiter to go on at the latch's opening")
+	assert.NoError(t, err, "Await across the opening")
 }
 
 // TestAwaitOpenLatch: Await of an open or unset latch returns at once,
@@ -200,9 +173,7 @@ func TestAwaitOpenLatch(t *testing.T) {
 	name := relocktest.Name(t)
 	ctx, cancel := context.WithTimeout(t.Context(), handoff)
 	defer cancel()
-	if err := c.GetCountDownLatch(name).Await(ctx); err != nil {
-		t.Errorf("Await of an unset latch = %v", err)
-	}
+	assert.NoError(t, c.GetCountDownLatch(name).Await(ctx), "Await of an unset latch")
 }
 
 // TestAwaitSeesZeroReachedWhileSubscribing: the count reaches 0 between
@@ -212,50 +183,39 @@ func TestAwaitSeesZeroReachedWhileSubscribing(t *testing.T) {
 	name := relocktest.Name(t)
 	setter := relocktest.Client(t)
 	l := setter.GetCountDownLatch(name)
-	if ok, err := l.TrySetCount(t.Context(), 1); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	ok, err := l.TrySetCount(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount")
 	// After the waiter's first read, count down: the message goes out
 	// before the waiter listens.
 	c, _ := countingClient(t, name, func() {
-		if err := l.CountDown(context.Background()); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, l.CountDown(context.Background()))
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), handoff)
 	defer cancel()
-	if err := c.GetCountDownLatch(name).Await(ctx); err != nil {
-		t.Errorf("Await = %v", err)
-	}
+	assert.NoError(t, c.GetCountDownLatch(name).Await(ctx), "Await")
 }
 
 func TestAwaitEnds(t *testing.T) {
 	name := relocktest.Name(t)
 	c, reads := countingClient(t, name, nil)
 	l := c.GetCountDownLatch(name)
-	if ok, err := l.TrySetCount(t.Context(), 1); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	ok, err := l.TrySetCount(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount")
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if err := l.Await(ctx); !errors.Is(err, latch.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Await until a deadline = %v, want ErrNotAcquired and DeadlineExceeded", err)
-	}
+	err = l.Await(ctx)
+	assert.ErrorIs(t, err, latch.ErrNotAcquired, "Await until a deadline")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Await until a deadline")
 	got := make(chan error, 1)
 	before := reads.Load()
 	go func() { got <- l.Await(t.Context()) }()
 	relocktest.Eventually(t, handoff, "the waiter to read the count", func() bool { return reads.Load() > before })
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if !errors.Is(err, latch.ErrNotAcquired) || !errors.Is(err, latch.ErrClosed) {
-			t.Errorf("Await ended by Close = %v, want ErrNotAcquired and ErrClosed", err)
-		}
-	case <-time.After(handoff):
-		t.Fatal("Close did not end Await")
-	}
+	require.NoError(t, c.Close())
+	err = relocktest.Receive(t, got, handoff, "Close to end Await")
+	assert.ErrorIs(t, err, latch.ErrNotAcquired, "Await ended by Close")
+	assert.ErrorIs(t, err, latch.ErrClosed, "Await ended by Close")
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
@@ -274,15 +234,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"control character", func() error { return c.GetCountDownLatch("a\nb").Await(ctx) }},
 	}
 	for _, b := range bad {
-		if err := b.call(); !errors.Is(err, latch.ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", b.what, err)
-		}
+		assert.ErrorIs(t, b.call(), latch.ErrInvalidArgument, b.what)
 	}
-	if keys, _ := raw.Do(ctx, raw.B().Keys().Pattern("*"+name+"*").Build()).AsStrSlice(); len(keys) != 0 {
-		t.Errorf("bad calls wrote %q", keys)
-	}
+	keys, err := raw.Do(ctx, raw.B().Keys().Pattern("*"+name+"*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "keys the bad calls wrote")
 	sharded := relocktest.Client(t, rlock.WithShardedPubSub())
-	if _, err := sharded.GetCountDownLatch("jobs:{tag}").TrySetCount(ctx, 1); !errors.Is(err, latch.ErrInvalidArgument) {
-		t.Errorf("a name with braces under sharded pub/sub = %v, want ErrInvalidArgument", err)
-	}
+	_, err = sharded.GetCountDownLatch("jobs:{tag}").TrySetCount(ctx, 1)
+	assert.ErrorIs(t, err, latch.ErrInvalidArgument, "a name with braces under sharded pub/sub")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
@@ -49,9 +51,7 @@ func BenchmarkRedLock(b *testing.B) {
 				rl := multilock.NewRedLock(locks(name("do"))...)
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := rl.Do(o.ctx, func(context.Context) error { return nil }); err != nil {
-						b.Fatalf("Do: %v", err)
-					}
+					require.NoError(b, rl.Do(o.ctx, func(context.Context) error { return nil }), "Do")
 				}
 			})
 			if n == 3 {
@@ -67,11 +67,8 @@ func benchLockUnlock(b *testing.B, ctx context.Context, l multilock.Locker) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ok, err := l.TryLock(ctx, 0, 0)
-		if !ok || err != nil {
-			b.Fatalf("TryLock = %v, %v; want the lock", ok, err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatalf("Unlock: %v", err)
-		}
+		require.NoError(b, err, "TryLock")
+		require.True(b, ok, "TryLock")
+		require.NoError(b, l.Unlock(ctx), "Unlock")
 	}
 }

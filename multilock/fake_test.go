@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relock-go/relock"
 	"sync"
 	"time"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/lockcore"
 )
 
@@ -81,7 +81,7 @@ func (f *fake) TryLock(ctx context.Context, wait, lease time.Duration) (bool, er
 		return false, errors.Join(relock.ErrNotAcquired, ctx.Err())
 	}
 	if delay > 0 {
-		time.Sleep(delay)
+		time.Sleep(delay) // the scenario: an attempt that takes this long
 	}
 	if tryErr != nil {
 		return false, tryErr

@@ -2,11 +2,11 @@ package multilock_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -24,14 +24,10 @@ func TestRedLockNeedsIndependentMasters(t *testing.T) {
 	name := relocktest.Name(t)
 
 	other, err := redistest.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = other.Stop() })
 	c3, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{other.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c3.Close() })
 
 	cases := []struct {
@@ -49,21 +45,18 @@ func TestRedLockNeedsIndependentMasters(t *testing.T) {
 			rl := multilock.NewRedLock(tc.locks...)
 			ok, err := rl.TryLock(ctx, 0, 0)
 			if tc.want == "" {
-				if !ok || err != nil {
-					t.Fatalf("TryLock = %v, %v, want the lock", ok, err)
-				}
-				if err := rl.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err, "TryLock")
+				require.True(t, ok, "TryLock")
+				require.NoError(t, rl.Unlock(ctx))
 				return
 			}
-			if ok || !errors.Is(err, multilock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) ||
-				!strings.Contains(err.Error(), "independent Redis masters") {
-				t.Errorf("TryLock = %v, %v; want ErrInvalidArgument saying %q", ok, err, tc.want)
-			}
-			if locked, _ := c1.GetLock(name).IsLocked(t.Context()); locked {
-				t.Error("a refused RedLock wrote to Redis")
-			}
+			assert.False(t, ok, "TryLock")
+			assert.ErrorIs(t, err, multilock.ErrInvalidArgument, "TryLock")
+			assert.ErrorContains(t, err, tc.want, "TryLock")
+			assert.ErrorContains(t, err, "independent Redis masters", "TryLock")
+			locked, err := c1.GetLock(name).IsLocked(t.Context())
+			require.NoError(t, err)
+			assert.False(t, locked, "a refused RedLock wrote to Redis")
 		})
 	}
 }

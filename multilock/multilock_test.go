@@ -3,11 +3,13 @@ package multilock_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
@@ -15,6 +17,9 @@ import (
 	"github.com/relock-go/relock/multilock"
 )
 
+// Most tests here run in a synctest bubble on fake locks: time passes on
+// the fake clock, and a wait that nothing would end fails the test at once
+// (the bubble deadlocks) or at a fake-clock deadline.
 func TestMain(m *testing.M) { redistest.Main(m) }
 
 func lockers(fs []*fake) []multilock.Locker {
@@ -65,14 +70,10 @@ func TestInvalidArguments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if err := c.call(); !errors.Is(err, multilock.ErrInvalidArgument) {
-				t.Errorf("error = %v, want one matching ErrInvalidArgument", err)
-			}
+			assert.ErrorIs(t, c.call(), multilock.ErrInvalidArgument)
 		})
 	}
-	if calls := j.list(); len(calls) != 0 {
-		t.Errorf("calls to the lock = %v, want none", calls)
-	}
+	assert.Empty(t, j.list(), "calls to the lock")
 }
 
 func TestMultiLockTakesLocksInNameOrder(t *testing.T) {
@@ -81,20 +82,12 @@ func TestMultiLockTakesLocksInNameOrder(t *testing.T) {
 		fs := fakes(j, "c", "a", "d", "b")
 		// A nested MultiLock is expanded into the same order.
 		m := multilock.New(fs[0], multilock.New(fs[2], fs[1]), fs[3])
-		if got, want := m.Name(), "multilock[a,b,c,d]"; got != want {
-			t.Errorf("Name = %q, want %q", got, want)
-		}
+		assert.Equal(t, "multilock[a,b,c,d]", m.Name(), "Name")
 		ctx := lockcore.WithOwner(t.Context(), "o")
-		if ok, err := m.TryLock(ctx, 0, 0); !ok || err != nil {
-			t.Fatalf("TryLock = %v, %v; want true, nil", ok, err)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			t.Fatalf("Unlock: %v", err)
-		}
+		requireTryLock(t, m, ctx, 0, 0, true)
+		require.NoError(t, m.Unlock(ctx), "Unlock")
 		want := []string{"try a", "try b", "try c", "try d", "unlock d", "unlock c", "unlock b", "unlock a"}
-		if got := j.list(); !slices.Equal(got, want) {
-			t.Errorf("calls = %v, want %v", got, want)
-		}
+		assert.Equal(t, want, j.list(), "calls")
 	})
 }
 
@@ -104,20 +97,10 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 		fs := fakes(j, "a", "b", "c")
 		fs[1].set(func(f *fake) { f.busy = true })
 		m := multilock.New(lockers(fs)...)
-		ok, err := m.TryLock(t.Context(), 0, 0)
-		if ok || err != nil {
-			t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-		}
+		requireTryLock(t, m, t.Context(), 0, 0, false)
 		// a was taken, then released; c was never asked.
-		want := []string{"try a", "try b", "unlock a"}
-		if got := j.list(); !slices.Equal(got, want) {
-			t.Errorf("calls = %v, want %v", got, want)
-		}
-		for _, f := range fs {
-			if o, n := f.held(); n != 0 {
-				t.Errorf("%s held by %q (%d), want free", f.name, o, n)
-			}
-		}
+		assert.Equal(t, []string{"try a", "try b", "unlock a"}, j.list(), "calls")
+		assertFree(t, fs...)
 	})
 }
 
@@ -130,31 +113,34 @@ func TestMultiLockErrorIsNodeError(t *testing.T) {
 		fs[0].set(func(f *fake) { f.unlockErr = errors.New("unlock failed") })
 		m := multilock.New(fs[2], fs[1], fs[0]) // c is argument 0
 		ok, err := m.TryLock(t.Context(), time.Second, 0)
-		if ok || !errors.Is(err, boom) {
-			t.Fatalf("TryLock = %v, %v; want false and an error matching boom", ok, err)
-		}
+		require.ErrorIs(t, err, boom, "TryLock")
+		require.False(t, ok, "TryLock")
 		var ne *multilock.NodeError
-		if !errors.As(err, &ne) || ne.Index != 0 || ne.Name != "c" {
-			t.Errorf("NodeError = %+v, want Index 0 Name c", ne)
+		if assert.ErrorAs(t, err, &ne) {
+			assert.Equal(t, 0, ne.Index, "NodeError.Index")
+			assert.Equal(t, "c", ne.Name, "NodeError.Name")
 		}
 		// The failed release of a is reported too, and b was released anyway.
-		if got := err.Error(); !contains(got, "unlock failed") {
-			t.Errorf("error %q does not report the failed release", got)
-		}
-		want := []string{"try a", "try b", "try c", "unlock b", "unlock a"}
-		if got := j.list(); !slices.Equal(got, want) {
-			t.Errorf("calls = %v, want %v", got, want)
-		}
+		assert.ErrorContains(t, err, "unlock failed", "the error must report the failed release")
+		assert.Equal(t, []string{"try a", "try b", "try c", "unlock b", "unlock a"}, j.list(), "calls")
 	})
 }
 
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
+// requireTryLock runs l.TryLock and requires its answer to be want, nil.
+func requireTryLock(t *testing.T, l multilock.Locker, ctx context.Context, wait, lease time.Duration, want bool) {
+	t.Helper()
+	ok, err := l.TryLock(ctx, wait, lease)
+	require.NoError(t, err, "TryLock(wait %v, lease %v)", wait, lease)
+	require.Equal(t, want, ok, "TryLock(wait %v, lease %v)", wait, lease)
+}
+
+// assertFree checks that no owner holds any of fs.
+func assertFree(t *testing.T, fs ...*fake) {
+	t.Helper()
+	for _, f := range fs {
+		o, n := f.held()
+		assert.Zero(t, n, "%s held by %q", f.name, o)
 	}
-	return false
 }
 
 func TestMultiLockUnlockGoesOnPastErrors(t *testing.T) {
@@ -163,22 +149,15 @@ func TestMultiLockUnlockGoesOnPastErrors(t *testing.T) {
 		fs := fakes(j, "a", "b", "c")
 		m := multilock.New(lockers(fs)...)
 		ctx := lockcore.WithOwner(t.Context(), "o")
-		if err := m.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, m.Lock(ctx))
 		fs[1].lose()
-		<-m.Done(ctx) // the loss was noticed
+		relocktest.Receive(t, m.Done(ctx), time.Minute, "the loss to be noticed")
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
 		err := m.Unlock(cancelled)
-		if !errors.Is(err, multilock.ErrNotHeld) || !errors.Is(err, multilock.ErrLockLost) {
-			t.Errorf("Unlock = %v, want ErrNotHeld (for b) and ErrLockLost", err)
-		}
-		for _, f := range fs {
-			if _, n := f.held(); n != 0 {
-				t.Errorf("%s still held", f.name)
-			}
-		}
+		assert.ErrorIs(t, err, multilock.ErrNotHeld, "Unlock: b is not held")
+		assert.ErrorIs(t, err, multilock.ErrLockLost, "Unlock")
+		assertFree(t, fs...)
 	})
 }
 
@@ -188,9 +167,7 @@ func TestMultiLockWaitsInOrder(t *testing.T) {
 		fs := fakes(j, "a", "b")
 		m := multilock.New(lockers(fs)...)
 		other := lockcore.WithOwner(t.Context(), "other")
-		if ok, _ := fs[1].TryLock(other, 0, 0); !ok {
-			t.Fatal("setup: b not taken")
-		}
+		requireTryLock(t, fs[1], other, 0, 0, true)
 		ctx := lockcore.WithOwner(t.Context(), "o")
 		res := make(chan error, 1)
 		go func() {
@@ -202,18 +179,11 @@ func TestMultiLockWaitsInOrder(t *testing.T) {
 		}()
 		// It waits for b holding a.
 		relocktest.Eventually(t, 10*time.Second, "a to be held", func() bool { o, _ := fs[0].held(); return o == "o" })
-		if err := fs[1].Unlock(other); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-res; err != nil {
-			t.Fatalf("TryLock: %v", err)
-		}
-		if o, _ := fs[1].held(); o != "o" {
-			t.Errorf("b held by %q, want o", o)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			t.Error(err)
-		}
+		require.NoError(t, fs[1].Unlock(other))
+		require.NoError(t, relocktest.Receive(t, res, 10*time.Second, "TryLock to return"), "TryLock")
+		o, _ := fs[1].held()
+		assert.Equal(t, "o", o, "the owner of b")
+		assert.NoError(t, m.Unlock(ctx))
 	})
 }
 
@@ -224,22 +194,14 @@ func TestMultiLockWaitEndsWithoutLocks(t *testing.T) {
 		fs[1].set(func(f *fake) { f.busy = true })
 		m := multilock.New(lockers(fs)...)
 		start := time.Now()
-		ok, err := m.TryLock(t.Context(), 50*time.Millisecond, 0)
-		if ok || err != nil {
-			t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-		}
-		if d := time.Since(start); d < 50*time.Millisecond {
-			t.Errorf("TryLock gave up after %v, before its wait", d)
-		}
-		if _, n := fs[0].held(); n != 0 {
-			t.Error("a left held")
-		}
+		requireTryLock(t, m, t.Context(), 50*time.Millisecond, 0, false)
+		assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "time TryLock waited before it gave up")
+		assertFree(t, fs[0])
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 		defer cancel()
-		err = m.Lock(ctx)
-		if !errors.Is(err, multilock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Lock = %v, want ErrNotAcquired and DeadlineExceeded", err)
-		}
+		err := m.Lock(ctx)
+		assert.ErrorIs(t, err, multilock.ErrNotAcquired, "Lock")
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "Lock")
 	})
 }
 
@@ -250,19 +212,9 @@ func TestMultiLockFixedLeaseValidity(t *testing.T) {
 		fs[1].set(func(f *fake) { f.delay = 30 * time.Millisecond })
 		m := multilock.New(lockers(fs)...)
 		// Taking b takes longer than the lease: the set is never held.
-		ok, err := m.TryLock(t.Context(), 0, 20*time.Millisecond)
-		if ok || err != nil {
-			t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-		}
-		for _, f := range fs {
-			if _, n := f.held(); n != 0 {
-				t.Errorf("%s left held", f.name)
-			}
-		}
-		ok, err = m.TryLock(t.Context(), 0, time.Minute)
-		if !ok || err != nil {
-			t.Fatalf("TryLock with a long lease = %v, %v; want true, nil", ok, err)
-		}
+		requireTryLock(t, m, t.Context(), 0, 20*time.Millisecond, false)
+		assertFree(t, fs...)
+		requireTryLock(t, m, t.Context(), 0, time.Minute, true)
 	})
 }
 
@@ -273,24 +225,12 @@ func TestAnonymousHold(t *testing.T) {
 			fs := fakes(j, "a", "b", "c")
 			l := newKind(kind, fs)
 			ctx := t.Context()
-			if ok, err := l.TryLock(ctx, 0, 0); !ok || err != nil {
-				t.Fatalf("TryLock = %v, %v", ok, err)
-			}
+			requireTryLock(t, l, ctx, 0, 0, true)
 			// Not reentrant without an owner, like sync.Mutex.
-			if ok, err := l.TryLock(ctx, 0, 0); ok || err != nil {
-				t.Fatalf("second TryLock = %v, %v; want false, nil", ok, err)
-			}
-			if err := l.Unlock(ctx); err != nil {
-				t.Fatalf("Unlock: %v", err)
-			}
-			if err := l.Unlock(ctx); !errors.Is(err, multilock.ErrNotHeld) {
-				t.Errorf("second Unlock = %v, want ErrNotHeld", err)
-			}
-			for _, f := range fs {
-				if o, n := f.held(); n != 0 {
-					t.Errorf("%s held by %q", f.name, o)
-				}
-			}
+			requireTryLock(t, l, ctx, 0, 0, false)
+			require.NoError(t, l.Unlock(ctx), "Unlock")
+			assert.ErrorIs(t, l.Unlock(ctx), multilock.ErrNotHeld, "second Unlock")
+			assertFree(t, fs...)
 		})
 	}
 }
@@ -316,31 +256,20 @@ func TestReentrant(t *testing.T) {
 			l := newKind(kind, fs)
 			ctx := lockcore.WithOwner(t.Context(), "o")
 			for range 2 {
-				if err := l.Lock(ctx); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, l.Lock(ctx))
 			}
-			if _, n := fs[0].held(); n != 2 {
-				t.Errorf("hold count of a = %d, want 2", n)
-			}
+			_, n := fs[0].held()
+			assert.Equal(t, 2, n, "hold count of a")
 			done := l.Done(ctx)
-			if err := l.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Unlock(ctx))
 			select {
 			case <-done:
-				t.Fatal("Done closed after the first of two Unlocks")
+				require.FailNow(t, "Done closed after the first of two Unlocks")
 			default:
 			}
-			if err := l.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			<-done
-			for _, f := range fs {
-				if _, n := f.held(); n != 0 {
-					t.Errorf("%s left held", f.name)
-				}
-			}
+			require.NoError(t, l.Unlock(ctx))
+			relocktest.Receive(t, done, 5*time.Second, "Done to close after the last Unlock")
+			assertFree(t, fs...)
 		})
 	}
 }
@@ -357,23 +286,17 @@ func TestRedLockQuorum(t *testing.T) {
 				f.set(func(f *fake) { f.busy = true })
 			}
 			r := multilock.NewRedLock(lockers(fs)...)
-			if got, want := r.Name(), "x"; got != want {
-				t.Errorf("Name = %q, want %q", got, want)
-			}
+			assert.Equal(t, "x", r.Name(), "Name")
 			ctx := lockcore.WithOwner(t.Context(), "o")
 			ok, err := r.TryLock(ctx, 0, time.Minute)
-			if ok != c.want || err != nil {
-				t.Fatalf("%d busy: TryLock = %v, %v; want %v, nil", c.busy, ok, err, c.want)
-			}
+			require.NoError(t, err, "%d busy: TryLock", c.busy)
+			require.Equal(t, c.want, ok, "%d busy: TryLock", c.busy)
 			if ok {
-				if err := r.Unlock(ctx); err != nil {
-					t.Errorf("%d busy: Unlock: %v", c.busy, err)
-				}
+				assert.NoError(t, r.Unlock(ctx), "%d busy: Unlock", c.busy)
 			}
 			for i, f := range fs {
-				if o, n := f.held(); o == "o" {
-					t.Errorf("%d busy: lock %d left held (%d)", c.busy, i, n)
-				}
+				o, n := f.held()
+				assert.NotEqual(t, "o", o, "%d busy: lock %d left held (%d)", c.busy, i, n)
 			}
 		}
 	})
@@ -388,25 +311,16 @@ func TestRedLockFailedRoundUndoesEverywhere(t *testing.T) {
 		fs[1].set(func(f *fake) { f.busy = true })
 		fs[2].set(func(f *fake) { f.tryErr = boom })
 		r := multilock.NewRedLock(lockers(fs)...)
-		ok, err := r.TryLock(t.Context(), 0, 0)
-		if ok || err != nil {
-			// 1 error of 5: the others were busy, so no error.
-			t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-		}
+		// 1 error of 5: the others were busy, so no error.
+		requireTryLock(t, r, t.Context(), 0, 0, false)
 		unlocks := 0
 		for _, c := range j.list() {
 			if c == "unlock x" {
 				unlocks++
 			}
 		}
-		if unlocks != 5 {
-			t.Errorf("%d Unlocks after the failed round, want 5 (every lock)", unlocks)
-		}
-		for i, f := range fs[3:] {
-			if _, n := f.held(); n != 0 {
-				t.Errorf("lock %d left held", i+3)
-			}
-		}
+		assert.Equal(t, 5, unlocks, "Unlocks after the failed round: every lock")
+		assertFree(t, fs[3:]...)
 	})
 }
 
@@ -418,26 +332,18 @@ func TestRedLockTooManyErrors(t *testing.T) {
 			f.set(func(f *fake) { f.tryErr = boom })
 		}
 		r := multilock.NewRedLock(lockers(fs)...).With(multilock.WithRetryDelay(2 * time.Millisecond))
-		if got, want := r.Name(), `redlock["a" "b" "c" "d" "e"]`; got != want {
-			t.Errorf("Name = %q, want %q", got, want)
-		}
+		assert.Equal(t, `redlock["a" "b" "c" "d" "e"]`, r.Name(), "Name")
 		start := time.Now()
 		ok, err := r.TryLock(t.Context(), 50*time.Millisecond, 0)
-		if ok || !errors.Is(err, boom) || !errors.Is(err, multilock.ErrNotAcquired) {
-			t.Fatalf("TryLock = %v, %v; want false and an error matching boom and ErrNotAcquired", ok, err)
-		}
-		if d := time.Since(start); d < 50*time.Millisecond {
-			t.Errorf("gave up after %v, before its wait", d)
-		}
+		require.ErrorIs(t, err, boom, "TryLock")
+		require.ErrorIs(t, err, multilock.ErrNotAcquired, "TryLock")
+		require.False(t, ok, "TryLock")
+		assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "time TryLock waited before it gave up")
 		var ne *multilock.NodeError
-		if !errors.As(err, &ne) || ne.Index < 2 {
-			t.Errorf("NodeError = %+v, want one of locks 2..4", ne)
+		if assert.ErrorAs(t, err, &ne) {
+			assert.GreaterOrEqual(t, ne.Index, 2, "NodeError.Index: one of locks 2..4")
 		}
-		for _, f := range fs[:2] {
-			if _, n := f.held(); n != 0 {
-				t.Errorf("%s left held", f.name)
-			}
-		}
+		assertFree(t, fs[:2]...)
 	})
 }
 
@@ -448,17 +354,10 @@ func TestRedLockHungInstance(t *testing.T) {
 		r := multilock.NewRedLock(lockers(fs)...).With(multilock.WithInstanceTimeout(20 * time.Millisecond))
 		ctx := lockcore.WithOwner(t.Context(), "o")
 		start := time.Now()
-		ok, err := r.TryLock(ctx, 0, time.Minute)
-		if !ok || err != nil {
-			t.Fatalf("TryLock = %v, %v; want true, nil", ok, err)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("TryLock took %v with one hung instance", d)
-		}
+		requireTryLock(t, r, ctx, 0, time.Minute, true)
+		assert.LessOrEqual(t, time.Since(start), 5*time.Second, "time TryLock took with one hung instance")
 		fs[1].set(func(f *fake) { f.hang = false })
-		if err := r.Unlock(ctx); err != nil {
-			t.Errorf("Unlock = %v, want nil (ErrNotHeld from the hung lock is expected)", err)
-		}
+		assert.NoError(t, r.Unlock(ctx), "Unlock (ErrNotHeld from the hung lock is expected, and not reported)")
 	})
 }
 
@@ -469,15 +368,9 @@ func TestRedLockValidityExpired(t *testing.T) {
 			f.set(func(f *fake) { f.delay = 25 * time.Millisecond })
 		}
 		r := multilock.NewRedLock(lockers(fs)...).With(multilock.WithInstanceTimeout(time.Second))
-		ok, err := r.TryLock(t.Context(), 0, 20*time.Millisecond)
-		if ok || err != nil {
-			t.Fatalf("TryLock = %v, %v; want false, nil (validity ran out)", ok, err)
-		}
-		for i, f := range fs {
-			if _, n := f.held(); n != 0 {
-				t.Errorf("lock %d left held", i)
-			}
-		}
+		// The validity runs out before the quorum is reached.
+		requireTryLock(t, r, t.Context(), 0, 20*time.Millisecond, false)
+		assertFree(t, fs...)
 	})
 }
 
@@ -496,24 +389,18 @@ func TestRedLockLoss(t *testing.T) {
 			case <-done:
 				return errors.New("Done closed with 3 of 5 held")
 			case <-time.After(20 * time.Millisecond):
+				// The scenario: 20ms (fake clock) with 3 of 5 held, in
+				// which the RedLock must stay held.
 			}
 			fs[4].lose()
-			<-ctx.Done()
-			<-done
+			relocktest.Receive(t, ctx.Done(), time.Minute, "Do's context to end once 2 of 5 are held")
+			relocktest.Receive(t, done, time.Minute, "Done to close once 2 of 5 are held")
 			cause = context.Cause(ctx)
 			return nil
 		})
-		if !errors.Is(cause, multilock.ErrLockLost) {
-			t.Errorf("cause = %v, want ErrLockLost", cause)
-		}
-		if !errors.Is(err, multilock.ErrLockLost) {
-			t.Errorf("Do = %v, want ErrLockLost", err)
-		}
-		for i, f := range fs {
-			if _, n := f.held(); n != 0 {
-				t.Errorf("lock %d left held after Do", i)
-			}
-		}
+		assert.ErrorIs(t, cause, multilock.ErrLockLost, "the cause of Do's context")
+		assert.ErrorIs(t, err, multilock.ErrLockLost, "Do")
+		assertFree(t, fs...)
 	})
 }
 
@@ -523,15 +410,11 @@ func TestMultiLockLoss(t *testing.T) {
 		m := multilock.New(lockers(fs)...)
 		err := m.Do(t.Context(), func(ctx context.Context) error {
 			fs[1].lose()
-			<-ctx.Done()
+			relocktest.Receive(t, ctx.Done(), time.Minute, "Do's context to end after the loss")
 			return context.Cause(ctx)
 		})
-		if !errors.Is(err, multilock.ErrLockLost) {
-			t.Errorf("Do = %v, want ErrLockLost", err)
-		}
-		if _, n := fs[0].held(); n != 0 {
-			t.Error("a left held after Do")
-		}
+		assert.ErrorIs(t, err, multilock.ErrLockLost, "Do")
+		assertFree(t, fs[0])
 	})
 }
 
@@ -540,26 +423,18 @@ func TestComposition(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x", "y")
 		r := multilock.NewRedLock(fs[0], fs[1], fs[2])
 		m := multilock.New(fs[3], r)
-		if got, want := m.Name(), "multilock[x,y]"; got != want {
-			t.Errorf("Name = %q, want %q", got, want)
-		}
+		assert.Equal(t, "multilock[x,y]", m.Name(), "Name")
 		fs[0].set(func(f *fake) { f.busy = true })
 		err := m.Do(t.Context(), func(ctx context.Context) error {
 			if o, _ := fs[3].held(); o == "" {
 				return errors.New("y not held")
 			}
 			fs[1].lose() // the RedLock loses its majority, so the MultiLock is lost
-			<-ctx.Done()
+			relocktest.Receive(t, ctx.Done(), time.Minute, "Do's context to end after the RedLock lost its majority")
 			return nil
 		})
-		if !errors.Is(err, multilock.ErrLockLost) {
-			t.Errorf("Do = %v, want ErrLockLost", err)
-		}
-		for i, f := range fs[1:] {
-			if _, n := f.held(); n != 0 {
-				t.Errorf("lock %d left held", i+1)
-			}
-		}
+		assert.ErrorIs(t, err, multilock.ErrLockLost, "Do")
+		assertFree(t, fs[1:]...)
 	})
 }
 
@@ -585,7 +460,7 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 		wg.Wait()
 		close(errs)
 		for err := range errs {
-			t.Error(err)
+			assert.NoError(t, err, "Do")
 		}
 	})
 }
@@ -599,18 +474,14 @@ func TestImpossibleLeaseRefused(t *testing.T) {
 		fs := fakes(j, "a", "b")
 		for _, kind := range []string{"multilock", "redlock"} {
 			l := newKind(kind, fs)
-			if err := l.(interface {
+			err := l.(interface {
 				LockLease(context.Context, time.Duration) error
-			}).LockLease(t.Context(), 2*time.Millisecond); !errors.Is(err, multilock.ErrInvalidArgument) {
-				t.Errorf("%s LockLease(2ms) = %v, want ErrInvalidArgument", kind, err)
-			}
-			if _, err := l.TryLock(t.Context(), time.Second, multilock.MinLease-time.Microsecond); !errors.Is(err, multilock.ErrInvalidArgument) {
-				t.Errorf("%s TryLock with a lease under MinLease = %v, want ErrInvalidArgument", kind, err)
-			}
+			}).LockLease(t.Context(), 2*time.Millisecond)
+			assert.ErrorIs(t, err, multilock.ErrInvalidArgument, "%s LockLease(2ms)", kind)
+			_, err = l.TryLock(t.Context(), time.Second, multilock.MinLease-time.Microsecond)
+			assert.ErrorIs(t, err, multilock.ErrInvalidArgument, "%s TryLock with a lease under MinLease", kind)
 		}
-		if calls := j.list(); len(calls) != 0 {
-			t.Errorf("calls to the locks = %v, want none", calls)
-		}
+		assert.Empty(t, j.list(), "calls to the locks")
 	})
 }
 
@@ -622,15 +493,10 @@ func TestMultiLockNeverSpins(t *testing.T) {
 		fs := fakes(j, "a", "b")
 		fs[1].set(func(f *fake) { f.delay = 5 * time.Millisecond })
 		m := multilock.New(lockers(fs)...)
-		ok, err := m.TryLock(t.Context(), 200*time.Millisecond, multilock.MinLease)
-		if ok || err != nil {
-			t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-		}
+		requireTryLock(t, m, t.Context(), 200*time.Millisecond, multilock.MinLease, false)
 		// Each round takes at least 5ms and pauses about as long: about 20
 		// rounds fit in 200ms, a tight loop would make hundreds.
-		if n := len(j.list()); n > 4*60 {
-			t.Errorf("%d calls to the locks in 200ms, want a pause between rounds", n)
-		}
+		assert.LessOrEqual(t, len(j.list()), 4*60, "calls to the locks in 200ms: want a pause between rounds")
 	})
 }
 
@@ -643,17 +509,11 @@ func TestDoPanicReleasesEveryLock(t *testing.T) {
 			l := newKind(kind, fs)
 			func() {
 				defer func() {
-					if v := recover(); v != "boom" {
-						t.Errorf("recovered %v, want the function's own panic value", v)
-					}
+					assert.Equal(t, "boom", recover(), "the panic value: the function's own")
 				}()
 				_ = l.Do(t.Context(), func(context.Context) error { panic("boom") })
 			}()
-			for _, f := range fs {
-				if o, n := f.held(); n != 0 {
-					t.Errorf("%s still held by %q after the panic", f.name, o)
-				}
-			}
+			assertFree(t, fs...)
 		})
 	}
 }

@@ -2,14 +2,16 @@ package multilock_test
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
@@ -77,17 +79,13 @@ func (r *recorder) WaitEnd(_ context.Context, w observe.Wait) { r.add("WaitEnd",
 
 func wantEvents(t *testing.T, got []string, want ...string) {
 	t.Helper()
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
+	assert.Equal(t, want, got, "events")
 }
 
 func observedClient(t *testing.T, srv *redistest.Server, o observe.Observer) *rlock.Client {
 	t.Helper()
 	c, err := rlock.NewClient(srv.ClientOption(), rlock.WithObserver(o))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -99,19 +97,11 @@ func TestMultiLockObserved(t *testing.T) {
 	rec := &recorder{kinds: []string{"multi", "lock"}}
 	c := observedClient(t, redistest.Shared(t), rec)
 	m := multilock.New(c.GetLock(t.Name()+":a"), c.GetLock(t.Name()+":b"))
-	if m.Observer() != rec {
-		t.Fatalf("MultiLock's Observer = %v, want its locks'", m.Observer())
-	}
+	require.Same(t, rec, m.Observer(), "MultiLock's Observer: its locks'")
 	ctx := t.Context() // anonymous
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Unlock(ctx); !errors.Is(err, multilock.ErrNotHeld) {
-		t.Fatalf("second Unlock = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, m.Lock(ctx))
+	require.NoError(t, m.Unlock(ctx))
+	require.ErrorIs(t, m.Unlock(ctx), multilock.ErrNotHeld, "second Unlock")
 	lockCycle := []string{"AcquireStart lock", "HoldStart lock", "AcquireEnd lock acquired"}
 	want := []string{"AcquireStart multi"}
 	want = append(want, lockCycle...)
@@ -126,20 +116,18 @@ func TestMultiLockObserved(t *testing.T) {
 
 	// Busy: not acquired, and nothing held.
 	other := rlock.WithOwner(t.Context(), "other")
-	if err := c.GetLock(t.Name() + ":b").Lock(other); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.GetLock(t.Name()+":b").Lock(other))
 	// Released before c closes, so that a rerun in this process finds b free.
 	t.Cleanup(func() { _ = c.GetLock(t.Name() + ":b").Unlock(other) })
 	rec.take()
-	if ok, err := m.TryLock(t.Context(), 0, 0); ok || err != nil {
-		t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-	}
+	ok, err := m.TryLock(t.Context(), 0, 0)
+	require.NoError(t, err, "TryLock")
+	require.False(t, ok, "TryLock")
 	got := rec.take()
-	if got[0] != "AcquireStart multi" || got[len(got)-1] != "AcquireEnd multi not_acquired" ||
-		slices.Contains(got, "HoldStart multi") {
-		t.Errorf("events of a busy TryLock: %q", got)
-	}
+	require.NotEmpty(t, got, "events of a busy TryLock")
+	assert.Equal(t, "AcquireStart multi", got[0], "the first event of a busy TryLock")
+	assert.Equal(t, "AcquireEnd multi not_acquired", got[len(got)-1], "the last event of a busy TryLock")
+	assert.NotContains(t, got, "HoldStart multi", "events of a busy TryLock")
 }
 
 // TestMultiLockObservedLoss: the loss of one lock ends the MultiLock's
@@ -151,20 +139,11 @@ func TestMultiLockObservedLoss(t *testing.T) {
 	a, b := c.GetLock(t.Name()+":a"), c.GetLock(t.Name()+":b")
 	m := multilock.New(a, b)
 	ctx := rlock.WithOwner(t.Context(), "o")
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.ForceUnlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-m.Done(ctx):
-	case <-time.After(5 * time.Second):
-		t.Fatal("the loss was not noticed")
-	}
-	if err := m.Unlock(ctx); !errors.Is(err, multilock.ErrLockLost) {
-		t.Fatalf("Unlock after the loss = %v, want ErrLockLost", err)
-	}
+	require.NoError(t, m.Lock(ctx))
+	_, err := b.ForceUnlock(ctx)
+	require.NoError(t, err)
+	relocktest.Receive(t, m.Done(ctx), 5*time.Second, "the loss to be noticed")
+	require.ErrorIs(t, m.Unlock(ctx), multilock.ErrLockLost, "Unlock after the loss")
 	wantEvents(t, rec.take(), "AcquireStart multi", "HoldStart multi", "AcquireEnd multi acquired",
 		"HoldEnd multi lost", "ReleaseStart multi", "ReleaseEnd multi not_held")
 }
@@ -182,32 +161,24 @@ func TestRedLockObserved(t *testing.T) {
 		locks = append(locks, c.GetLock("job"))
 	}
 	rl := multilock.NewRedLock(locks...)
-	if rl.Observer() != plain {
-		t.Fatal("RedLock's Observer is not its locks'")
-	}
+	require.Same(t, plain, rl.Observer(), "RedLock's Observer: its locks'")
 	rl = rl.With(multilock.WithObserver(rec))
 	ctx := rlock.WithOwner(t.Context(), "o")
-	if err := rl.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := rl.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rl.Lock(ctx))
+	require.NoError(t, rl.Unlock(ctx))
 	wantEvents(t, rec.take(), "AcquireStart redlock", "HoldStart redlock", "AcquireEnd redlock acquired",
 		"ReleaseStart redlock", "HoldEnd redlock released", "ReleaseEnd redlock released")
-	if got := plain.take(); slices.Contains(got, "AcquireStart redlock") || !slices.Contains(got, "AcquireEnd lock acquired") {
-		t.Errorf("the locks' observer got %q: want their own events only", got)
-	}
+	got := plain.take()
+	assert.NotContains(t, got, "AcquireStart redlock", "the locks' observer: their own events only")
+	assert.Contains(t, got, "AcquireEnd lock acquired", "the locks' observer: their own events")
 
 	// Two of three held by someone else: the rounds fail until wait ends.
 	for _, c := range clients[:2] {
-		if err := c.GetLock("job").Lock(rlock.WithOwner(t.Context(), "other")); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.GetLock("job").Lock(rlock.WithOwner(t.Context(), "other")))
 	}
-	if ok, err := rl.TryLock(ctx, 60*time.Millisecond, 0); ok || err != nil {
-		t.Fatalf("TryLock = %v, %v; want false, nil", ok, err)
-	}
+	ok, err := rl.TryLock(ctx, 60*time.Millisecond, 0)
+	require.NoError(t, err, "TryLock")
+	require.False(t, ok, "TryLock")
 	wantEvents(t, rec.take(), "AcquireStart redlock", "WaitStart redlock", "WaitEnd redlock",
 		"AcquireEnd redlock not_acquired")
 }

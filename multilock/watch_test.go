@@ -53,7 +53,7 @@ func TestWatchesStartWhenAsked(t *testing.T) {
 			select {
 			case <-done:
 			default:
-				t.Error("Done still open after the final Unlock")
+				assert.Fail(t, "Done still open after the final Unlock")
 			}
 		})
 	}

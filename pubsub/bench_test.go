@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/pubsub"
@@ -77,9 +80,7 @@ func BenchmarkSubscribeLeave(b *testing.B) {
 		defer hold.Leave(false)
 		for b.Loop() {
 			w, err := h.Subscribe(ctx, "bench:hot")
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			w.Leave(false)
 		}
 	})
@@ -88,9 +89,7 @@ func BenchmarkSubscribeLeave(b *testing.B) {
 		h := newHub(b, srv.Client(b), pubsub.Options{})
 		for b.Loop() {
 			w, err := h.Subscribe(ctx, "bench:linger")
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			w.Leave(false)
 		}
 	})
@@ -102,9 +101,7 @@ func BenchmarkSubscribeLeave(b *testing.B) {
 		for b.Loop() {
 			i++
 			w, err := h.Subscribe(ctx, "bench:cold:"+strconv.Itoa(i))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			w.Leave(false)
 		}
 	})
@@ -116,8 +113,7 @@ func BenchmarkSubscribeLeave(b *testing.B) {
 			ch := "bench:par:" + strconv.FormatInt(next.Add(1), 10)
 			for pb.Next() {
 				w, err := h.Subscribe(ctx, ch)
-				if err != nil {
-					b.Error(err)
+				if !assert.NoError(b, err) {
 					return
 				}
 				w.Leave(false)

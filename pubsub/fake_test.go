@@ -11,19 +11,23 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/pubsub"
 )
 
 // The tests in this file run the hub against pubsub.FakeServer on a fake
-// clock: they check its timing exactly, which a real server cannot.
+// clock (a synctest bubble): they check its timing exactly, which a real
+// server cannot. A time.Sleep here advances the fake clock in no real
+// time: it is the scenario's time passing, and synctest.Wait, or
+// relocktest.Eventually on the fake clock, waits for what the hub does.
 
 func wantLog(t *testing.T, f *pubsub.FakeServer, want ...string) {
 	t.Helper()
-	if got := f.Log(); !slices.Equal(got, want) {
-		t.Errorf("commands = %q, want %q", got, want)
-	}
+	assert.Equal(t, want, f.Log(), "commands")
 }
 
 func isWoken(w *pubsub.Waiter) bool {
@@ -45,7 +49,7 @@ func TestFakeLinger(t *testing.T) {
 
 		subscribe(t, h, "a").Leave(false)
 		wantLog(t, f, "SUBSCRIBE a")
-		time.Sleep(linger / 2)
+		time.Sleep(linger / 2) // fake clock: half the linger passes
 		synctest.Wait()
 		wantLog(t, f)
 
@@ -54,18 +58,15 @@ func TestFakeLinger(t *testing.T) {
 		subscribe(t, h, "a").Leave(false)
 		wantLog(t, f)
 		left := time.Now()
-		time.Sleep(linger - time.Nanosecond)
+		time.Sleep(linger - time.Nanosecond) // fake clock: to just before the linger ends
 		synctest.Wait()
 		wantLog(t, f)
-		time.Sleep(time.Nanosecond)
+		time.Sleep(time.Nanosecond) // fake clock: to the end of the linger
 		synctest.Wait()
 		wantLog(t, f, "UNSUBSCRIBE a")
-		if d := time.Since(left); d != linger {
-			t.Errorf("unsubscribed %v after the last Leave, want %v", d, linger)
-		}
-		if h.Subscribed() != 0 || h.Has("a") {
-			t.Errorf("Subscribed() = %d, Has = %v after the linger; want 0, false", h.Subscribed(), h.Has("a"))
-		}
+		assert.Equal(t, linger, time.Since(left), "time from the last Leave to UNSUBSCRIBE")
+		assert.Zero(t, h.Subscribed(), "Subscribed() after the linger")
+		assert.False(t, h.Has("a"), "Has after the linger")
 	})
 }
 
@@ -108,29 +109,21 @@ func TestFakeBatching(t *testing.T) {
 		wg.Wait()
 
 		log := f.Log()
-		if len(log) != 3 || log[0] != "SUBSCRIBE first" {
-			t.Fatalf("commands = %d (%.40q...), want SUBSCRIBE first and two batches", len(log), log)
-		}
+		require.Len(t, log, 3, "commands: SUBSCRIBE first and two batches")
+		require.Equal(t, "SUBSCRIBE first", log[0], "the first command")
 		sizes := []int{len(strings.Fields(log[1])) - 1, len(strings.Fields(log[2])) - 1}
-		if sizes[0] != 1000 || sizes[1] != n-1000 {
-			t.Errorf("batch sizes = %v, want [1000 %d]", sizes, n-1000)
-		}
-		if got := h.Subscribed(); got != n+1 {
-			t.Errorf("Subscribed() = %d, want %d", got, n+1)
-		}
+		assert.Equal(t, []int{1000, n - 1000}, sizes, "batch sizes")
+		assert.Equal(t, n+1, h.Subscribed(), "Subscribed()")
 
 		for _, w := range waiters {
 			w.Leave(false)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // fake clock: the linger passes
 		synctest.Wait()
 		log = f.Log()
-		if len(log) != 2 || !strings.HasPrefix(log[0], "UNSUBSCRIBE ") {
-			t.Fatalf("commands after the linger = %d, want two UNSUBSCRIBE batches", len(log))
-		}
-		if got := len(strings.Fields(log[0])) + len(strings.Fields(log[1])) - 2; got != n+1 {
-			t.Errorf("unsubscribed %d channels, want %d", got, n+1)
-		}
+		require.Len(t, log, 2, "commands after the linger: two UNSUBSCRIBE batches")
+		require.True(t, strings.HasPrefix(log[0], "UNSUBSCRIBE "), "commands after the linger = %.40q..., want UNSUBSCRIBE batches", log)
+		assert.Equal(t, n+1, len(strings.Fields(log[0]))+len(strings.Fields(log[1]))-2, "channels unsubscribed")
 	})
 }
 
@@ -146,9 +139,7 @@ func TestFakeReconnectBackoff(t *testing.T) {
 		defer w.Leave(false)
 		calls := 0
 		l, err := h.ListenAndWait(t.Context(), "b", func() { calls++ })
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer l.Leave(false)
 		f.Log()
 
@@ -157,23 +148,19 @@ func TestFakeReconnectBackoff(t *testing.T) {
 		broke := time.Now()
 		f.Break()
 		synctest.Wait()
-		if !isWoken(w) {
-			t.Fatal("the waiter was not woken when the connection broke")
-		}
+		require.True(t, isWoken(w), "the waiter was not woken when the connection broke")
 
 		// Let ten attempts fail, then let the server answer again.
-		for len(f.Dials()) < 1+10 {
-			time.Sleep(time.Millisecond)
+		relocktest.Eventually(t, time.Minute, "ten failed connection attempts", func() bool {
 			synctest.Wait()
-		}
+			return len(f.Dials()) >= 1+10
+		})
 		f.FailDials(nil)
 		dials := f.Dials()[1:] // the first is the original connection
 		want := []time.Duration{0, 10, 20, 40, 80, 160, 320, 640, 1000, 1000}
 		prev := broke
 		for i, d := range dials[:len(want)] {
-			if gap := d.Sub(prev); gap != want[i]*time.Millisecond {
-				t.Errorf("attempt %d came %v after the previous one, want %v", i+1, gap, want[i]*time.Millisecond)
-			}
+			assert.Equal(t, want[i]*time.Millisecond, d.Sub(prev), "gap before connection attempt %d", i+1)
 			prev = d
 		}
 		relocktest.Eventually(t, time.Minute, "the channels subscribed again", func() bool {
@@ -182,18 +169,12 @@ func TestFakeReconnectBackoff(t *testing.T) {
 		})
 		got := f.Log()
 		slices.Sort(got)
-		if !slices.Equal(got, []string{"SUBSCRIBE a b"}) && !slices.Equal(got, []string{"SUBSCRIBE a", "SUBSCRIBE b"}) && !slices.Equal(got, []string{"SUBSCRIBE b a"}) {
-			t.Errorf("commands after reconnecting = %q, want both channels subscribed again", got)
-		}
-		if !isWoken(w) {
-			t.Error("the waiter was not woken again once resubscribed")
-		}
-		if calls != 1 {
-			t.Errorf("listener called %d times after the reconnection, want 1", calls)
-		}
-		if !f.Publish("a", "x") || !isWoken(w) {
-			t.Error("a message after the reconnection did not wake the waiter")
-		}
+		assert.Contains(t, [][]string{{"SUBSCRIBE a b"}, {"SUBSCRIBE a", "SUBSCRIBE b"}, {"SUBSCRIBE b a"}}, got,
+			"commands after reconnecting: both channels subscribed again")
+		assert.True(t, isWoken(w), "the waiter was not woken again once resubscribed")
+		assert.Equal(t, 1, calls, "listener calls after the reconnection")
+		assert.True(t, f.Publish("a", "x"), "a message after the reconnection was not delivered")
+		assert.True(t, isWoken(w), "a message after the reconnection did not wake the waiter")
 	})
 }
 
@@ -218,15 +199,13 @@ func TestFakeSubscribeFailsAfterTwoConnections(t *testing.T) {
 		}
 		release()
 		wg.Wait()
-		if err == nil || !strings.Contains(err.Error(), "broken") {
-			t.Errorf("Subscribe = %v, want the connection's error", err)
-		}
+		assert.ErrorContains(t, err, "broken", "Subscribe must fail with the connection's error")
 		// The loop drops the channel when it next looks at its queue.
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if w, c := pubsub.Registered(h); w != 0 || c != 0 {
-			t.Errorf("%d waiters on %d channels left registered", w, c)
-		}
+		relocktest.Eventually(t, time.Minute, "no waiter and no channel left registered", func() bool {
+			synctest.Wait()
+			w, c := pubsub.Registered(h)
+			return w == 0 && c == 0
+		})
 	})
 }
 
@@ -260,14 +239,11 @@ func TestFakeRefusedBatch(t *testing.T) {
 		synctest.Wait()
 		release()
 		wg.Wait()
-		if errs["a"] != nil || errs["c"] != nil || !errors.Is(errs["b"], refusal) {
-			t.Errorf("errors = %v, want only b refused", errs)
-		}
+		assert.NoError(t, errs["a"], "Subscribe(a)")
+		assert.NoError(t, errs["c"], "Subscribe(c)")
+		assert.ErrorIs(t, errs["b"], refusal, "Subscribe(b)")
 		log := f.Log()
-		batch := strings.Fields(log[1])[1:]
-		slices.Sort(batch)
-		if len(log) != 5 || !slices.Equal(batch, []string{"a", "b", "c"}) {
-			t.Errorf("commands = %q, want the batch then each channel alone", log)
-		}
+		require.Len(t, log, 5, "commands: the batch then each channel alone")
+		assert.ElementsMatch(t, []string{"a", "b", "c"}, strings.Fields(log[1])[1:], "the batch")
 	})
 }

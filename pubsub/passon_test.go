@@ -79,7 +79,7 @@ func TestHeardTellsMessagesApart(t *testing.T) {
 	woken(t, a, "a")
 	woken(t, b, "b")
 	assert.False(t, a.Heard(), "woken by a lost connection")
-	relocktest.Eventually(t, eventTimeout, "resubscribed", func() bool { return numsub(t, c, ch) == 1 })
+	relocktest.Eventually(t, eventTimeout, "resubscribed", func() bool { return numsub(c, ch) == 1 })
 	barrier(t, h, c)
 	pending(a) // woken again once resubscribed
 	assert.False(t, a.Heard(), "woken by the new subscription")

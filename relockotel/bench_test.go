@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -40,12 +41,8 @@ func BenchmarkLockUnlock(b *testing.B) {
 			ctx := rlock.WithOwner(b.Context(), "bench")
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := l.Lock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, l.Lock(ctx))
+				require.NoError(b, l.Unlock(ctx))
 			}
 		})
 	}

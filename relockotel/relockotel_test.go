@@ -2,11 +2,11 @@ package relockotel_test
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -48,19 +48,43 @@ func newSetup(t *testing.T, opts ...relockotel.Option) *setup {
 func (s *setup) collect(t *testing.T) map[string]metricdata.Metrics {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := s.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.reader.Collect(context.Background(), &rm))
 	out := map[string]metricdata.Metrics{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != relockotel.ScopeName {
-			t.Errorf("scope %q, want %q", sm.Scope.Name, relockotel.ScopeName)
-		}
+		assert.Equal(t, relockotel.ScopeName, sm.Scope.Name, "the metrics' scope")
 		for _, m := range sm.Metrics {
 			out[m.Name] = m
 		}
 	}
 	return out
+}
+
+// sumNow is the value of the int64 sum name over the points whose
+// attributes include want, or -1 when it cannot be read: for conditions of
+// relocktest.Eventually, which must not fail the test.
+func (s *setup) sumNow(name string, want map[string]string) int64 {
+	var rm metricdata.ResourceMetrics
+	if err := s.reader.Collect(context.Background(), &rm); err != nil {
+		return -1
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				return -1
+			}
+			for _, dp := range sum.DataPoints {
+				if matches(dp.Attributes, want) {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }
 
 // matches reports whether set has every attribute of want.
@@ -79,9 +103,7 @@ func matches(set attribute.Set, want map[string]string) bool {
 func count(t *testing.T, m metricdata.Metrics, want map[string]string) uint64 {
 	t.Helper()
 	h, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		t.Fatalf("%s is a %T, want a float64 histogram", m.Name, m.Data)
-	}
+	require.True(t, ok, "%s is a %T, want a float64 histogram", m.Name, m.Data)
 	var n uint64
 	for _, dp := range h.DataPoints {
 		if matches(dp.Attributes, want) {
@@ -98,9 +120,7 @@ func sum(t *testing.T, m metricdata.Metrics, want map[string]string) int64 {
 		return 0 // nothing recorded yet
 	}
 	s, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		t.Fatalf("%s is a %T, want an int64 sum", m.Name, m.Data)
-	}
+	require.True(t, ok, "%s is a %T, want an int64 sum", m.Name, m.Data)
 	var n int64
 	for _, dp := range s.DataPoints {
 		if matches(dp.Attributes, want) {
@@ -151,87 +171,57 @@ func TestInstruments(t *testing.T) {
 		Lock(context.Context) error
 		Unlock(context.Context) error
 	}{c.GetLock(relocktest.Name(t)), c.GetFencedLock(relocktest.Name(t)), c.GetFairLock(relocktest.Name(t))} {
-		if err := l.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Lock(ctx))
+		require.NoError(t, l.Unlock(ctx))
 	}
 
 	// Not acquired: once at once, once after a wait.
 	busy := relocktest.Name(t)
 	otherCtx := rlock.WithOwner(t.Context(), "other")
-	if err := other.GetLock(busy).Lock(otherCtx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.GetLock(busy).Lock(otherCtx))
 	for _, wait := range []time.Duration{0, 20 * time.Millisecond} {
-		if ok, err := c.GetLock(busy).TryLock(ctx, wait, 0); ok || err != nil {
-			t.Fatalf("TryLock(%v) = %v, %v; want false, nil", wait, ok, err)
-		}
+		ok, err := c.GetLock(busy).TryLock(ctx, wait, 0)
+		require.NoError(t, err, "TryLock(%v)", wait)
+		require.False(t, ok, "TryLock(%v)", wait)
 	}
 	// A waiter, counted while it waits, that gets the lock.
 	got := make(chan error, 1)
 	go func() { got <- c.GetLock(busy).Lock(ctx) }()
 	relocktest.Eventually(t, 5*time.Second, "a waiter", func() bool {
-		return sum(t, s.collect(t)["relock.waiters.active"], kv("relock.lock.kind", "lock")) == 1
+		return s.sumNow("relock.waiters.active", kv("relock.lock.kind", "lock")) == 1
 	})
-	if err := other.GetLock(busy).Unlock(otherCtx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	if err := c.GetLock(busy).Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.GetLock(busy).Unlock(otherCtx))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock"))
+	require.NoError(t, c.GetLock(busy).Unlock(ctx))
 
 	// An error: the key holds a string.
 	wrong := relocktest.Name(t)
-	if err := raw.Do(ctx, raw.B().Set().Key(wrong).Value("x").Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := c.GetLock(wrong).TryLock(ctx, 0, 0); ok || err == nil {
-		t.Fatalf("TryLock on a string key = %v, %v; want an error", ok, err)
-	}
+	require.NoError(t, raw.Do(ctx, raw.B().Set().Key(wrong).Value("x").Build()).Error())
+	ok, err := c.GetLock(wrong).TryLock(ctx, 0, 0)
+	require.Error(t, err, "TryLock on a string key")
+	require.False(t, ok, "TryLock on a string key")
 
 	// Renewed, then lost: the key is deleted under the holder.
 	renewed := c.GetLock(relocktest.Name(t))
-	if err := renewed.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, renewed.Lock(ctx))
 	relocktest.Eventually(t, 5*time.Second, "a renewal", func() bool {
-		return sum(t, s.collect(t)["relock.renewals"], kv("relock.outcome", "ok")) > 0
+		return s.sumNow("relock.renewals", kv("relock.outcome", "ok")) > 0
 	})
-	if err := raw.Do(ctx, raw.B().Del().Key(renewed.Name()).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-renewed.Done(ctx):
-	case <-time.After(5 * time.Second):
-		t.Fatal("the loss was not noticed")
-	}
+	require.NoError(t, raw.Do(ctx, raw.B().Del().Key(renewed.Name()).Build()).Error())
+	relocktest.Receive(t, renewed.Done(ctx), 5*time.Second, "the loss to be noticed")
 
 	// A MultiLock of the Client's locks reports as multi.
 	m := multilock.New(c.GetLock(relocktest.Name(t)), c.GetLock(relocktest.Name(t)))
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Lock(ctx))
+	require.NoError(t, m.Unlock(ctx))
 
 	ms := s.collect(t)
 	for _, name := range []string{"relock.acquire.duration", "relock.hold.duration", "relock.holds.active",
 		"relock.waiters.active", "relock.renewals"} {
-		if ms[name].Data == nil {
-			t.Fatalf("no %s recorded", name)
-		}
+		require.NotNil(t, ms[name].Data, "no %s recorded", name)
 	}
 	acq := ms["relock.acquire.duration"]
-	if acq.Unit != "s" {
-		t.Errorf("relock.acquire.duration unit %q, want s", acq.Unit)
-	}
+	assert.Equal(t, "s", acq.Unit, "relock.acquire.duration's unit")
 	for _, tc := range []struct {
 		kind, outcome string
 		want          uint64
@@ -243,25 +233,19 @@ func TestInstruments(t *testing.T) {
 		{"lock", "error", 1},
 		{"multi", "acquired", 1},
 	} {
-		if n := count(t, acq, kv("relock.lock.kind", tc.kind, "relock.outcome", tc.outcome)); n != tc.want {
-			t.Errorf("relock.acquire.duration{kind=%s,outcome=%s}: %d measurements, want %d", tc.kind, tc.outcome, n, tc.want)
-		}
+		assert.Equal(t, tc.want, count(t, acq, kv("relock.lock.kind", tc.kind, "relock.outcome", tc.outcome)),
+			"relock.acquire.duration{kind=%s,outcome=%s} measurements", tc.kind, tc.outcome)
 	}
 	h := acq.Data.(metricdata.Histogram[float64])
 	bounds := h.DataPoints[0].Bounds
 	for _, b := range []float64{.001, .005, .01, .05, .1, .5, 1, 5} {
-		if !slices.Contains(bounds, b) {
-			t.Errorf("relock.acquire.duration bounds %v lack %v", bounds, b)
-		}
+		assert.Contains(t, bounds, b, "relock.acquire.duration's bounds")
 	}
-	if bounds[0] != .001 || bounds[len(bounds)-1] != 30 {
-		t.Errorf("relock.acquire.duration bounds %v: want 1ms to 30s", bounds)
-	}
+	assert.Equal(t, .001, bounds[0], "relock.acquire.duration's first bound: 1ms")
+	assert.Equal(t, 30.0, bounds[len(bounds)-1], "relock.acquire.duration's last bound: 30s")
 
 	hold := ms["relock.hold.duration"]
-	if hold.Unit != "s" {
-		t.Errorf("relock.hold.duration unit %q, want s", hold.Unit)
-	}
+	assert.Equal(t, "s", hold.Unit, "relock.hold.duration's unit")
 	for _, tc := range []struct {
 		kind, outcome string
 		want          uint64
@@ -272,44 +256,31 @@ func TestInstruments(t *testing.T) {
 		{"lock", "lost", 1},
 		{"multi", "released", 1},
 	} {
-		if n := count(t, hold, kv("relock.lock.kind", tc.kind, "relock.outcome", tc.outcome)); n != tc.want {
-			t.Errorf("relock.hold.duration{kind=%s,outcome=%s}: %d, want %d", tc.kind, tc.outcome, n, tc.want)
-		}
+		assert.Equal(t, tc.want, count(t, hold, kv("relock.lock.kind", tc.kind, "relock.outcome", tc.outcome)),
+			"relock.hold.duration{kind=%s,outcome=%s} measurements", tc.kind, tc.outcome)
 	}
 
 	ren := ms["relock.renewals"]
-	if ren.Unit != "{renewal}" || !ren.Data.(metricdata.Sum[int64]).IsMonotonic {
-		t.Errorf("relock.renewals: unit %q, monotonic %v; want {renewal}, a counter", ren.Unit, ren.Data.(metricdata.Sum[int64]).IsMonotonic)
-	}
-	if n := sum(t, ren, kv("relock.lock.kind", "lock", "relock.outcome", "lost")); n != 1 {
-		t.Errorf("relock.renewals{outcome=lost} = %d, want 1", n)
-	}
-	if n := sum(t, ren, kv("relock.outcome", "failed")); n != 0 {
-		t.Errorf("relock.renewals{outcome=failed} = %d, want 0", n)
-	}
+	assert.Equal(t, "{renewal}", ren.Unit, "relock.renewals' unit")
+	assert.True(t, ren.Data.(metricdata.Sum[int64]).IsMonotonic, "relock.renewals must be a counter")
+	assert.EqualValues(t, 1, sum(t, ren, kv("relock.lock.kind", "lock", "relock.outcome", "lost")), "relock.renewals{outcome=lost}")
+	assert.Zero(t, sum(t, ren, kv("relock.outcome", "failed")), "relock.renewals{outcome=failed}")
 
 	for name, unit := range map[string]string{"relock.holds.active": "{hold}", "relock.waiters.active": "{waiter}"} {
 		m := ms[name]
-		if m.Unit != unit || m.Data.(metricdata.Sum[int64]).IsMonotonic {
-			t.Errorf("%s: unit %q, monotonic %v; want %s, an up-down counter", name, m.Unit, m.Data.(metricdata.Sum[int64]).IsMonotonic, unit)
-		}
+		assert.Equal(t, unit, m.Unit, "%s's unit", name)
+		assert.False(t, m.Data.(metricdata.Sum[int64]).IsMonotonic, "%s must be an up-down counter", name)
 		for _, kind := range []string{"lock", "fenced", "fair", "multi"} {
-			if n := sum(t, m, kv("relock.lock.kind", kind)); n != 0 {
-				t.Errorf("%s{kind=%s} = %d after everything was released, want 0", name, kind, n)
-			}
+			assert.Zero(t, sum(t, m, kv("relock.lock.kind", kind)), "%s{kind=%s} after everything was released", name, kind)
 		}
 	}
-	if n := sum(t, ms["relock.waiters.active"], nil); n != 0 {
-		t.Errorf("relock.waiters.active = %d, want 0", n)
-	}
+	assert.Zero(t, sum(t, ms["relock.waiters.active"], nil), "relock.waiters.active")
 
 	for _, set := range everyAttributeSet(ms) {
-		if _, ok := set.Value(relockotel.AttrName); ok {
-			t.Errorf("a point has relock.lock.name without WithLockNames: %v", set.ToSlice())
-		}
-		if _, ok := set.Value(relockotel.AttrKind); !ok {
-			t.Errorf("a point lacks relock.lock.kind: %v", set.ToSlice())
-		}
+		_, hasName := set.Value(relockotel.AttrName)
+		assert.False(t, hasName, "a point has relock.lock.name without WithLockNames: %v", set.ToSlice())
+		_, hasKind := set.Value(relockotel.AttrKind)
+		assert.True(t, hasKind, "a point lacks relock.lock.kind: %v", set.ToSlice())
 	}
 
 	// Spans: one relock.acquire per acquisition call, one relock.release
@@ -317,52 +288,39 @@ func TestInstruments(t *testing.T) {
 	var acquires, releases, errorSpans int
 	for _, sp := range s.spans.Ended() {
 		attrs := attribute.NewSet(sp.Attributes()...)
-		if _, ok := attrs.Value(relockotel.AttrName); ok {
-			t.Errorf("span %s has relock.lock.name without WithLockNames", sp.Name())
-		}
-		if _, ok := attrs.Value(relockotel.AttrKind); !ok {
-			t.Errorf("span %s lacks relock.lock.kind", sp.Name())
-		}
+		_, hasName := attrs.Value(relockotel.AttrName)
+		assert.False(t, hasName, "span %s has relock.lock.name without WithLockNames", sp.Name())
+		_, hasKind := attrs.Value(relockotel.AttrKind)
+		assert.True(t, hasKind, "span %s lacks relock.lock.kind", sp.Name())
 		outcome, ok := attrs.Value(relockotel.AttrOutcome)
-		if !ok {
-			t.Errorf("span %s lacks relock.outcome", sp.Name())
-		}
+		assert.True(t, ok, "span %s lacks relock.outcome", sp.Name())
 		switch sp.Name() {
 		case "relock.acquire":
 			acquires++
 		case "relock.release":
 			releases++
 		default:
-			t.Errorf("unexpected span %q", sp.Name())
+			assert.Failf(t, "unexpected span", "unexpected span %q", sp.Name())
 		}
 		if outcome.AsString() == "error" {
 			errorSpans++
-			if sp.Status().Code != codes.Error || len(sp.Events()) == 0 {
-				t.Errorf("span %s with outcome error: status %v, %d events; want Error and the recorded error", sp.Name(), sp.Status(), len(sp.Events()))
-			}
+			assert.Equal(t, codes.Error, sp.Status().Code, "span %s with outcome error: its status", sp.Name())
+			assert.NotEmpty(t, sp.Events(), "span %s with outcome error: the recorded error", sp.Name())
 		}
 	}
 	// Acquisitions: 3 kinds, 2 not acquired, the waiter, the error, the
 	// renewed lock, the MultiLock and its 2 locks. Releases: 3 kinds, the
 	// waiter's, the MultiLock and its 2 locks.
-	if acquires != 3+2+1+1+1+3 || releases != 3+1+3 || errorSpans != 1 {
-		t.Errorf("spans: %d relock.acquire, %d relock.release, %d errors; want 11, 7, 1", acquires, releases, errorSpans)
-	}
+	assert.Equal(t, 3+2+1+1+1+3, acquires, "relock.acquire spans")
+	assert.Equal(t, 3+1+3, releases, "relock.release spans")
+	assert.Equal(t, 1, errorSpans, "spans with outcome error")
 
 	// A hold ended by Close.
-	if err := c.GetLock(relocktest.Name(t)).Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.GetLock(relocktest.Name(t)).Lock(ctx))
+	require.NoError(t, c.Close())
 	ms = s.collect(t)
-	if n := count(t, ms["relock.hold.duration"], kv("relock.outcome", "closed")); n != 1 {
-		t.Errorf("relock.hold.duration{outcome=closed}: %d, want 1", n)
-	}
-	if n := sum(t, ms["relock.holds.active"], nil); n != 0 {
-		t.Errorf("relock.holds.active = %d after Close, want 0", n)
-	}
+	assert.EqualValues(t, 1, count(t, ms["relock.hold.duration"], kv("relock.outcome", "closed")), "relock.hold.duration{outcome=closed}")
+	assert.Zero(t, sum(t, ms["relock.holds.active"], nil), "relock.holds.active after Close")
 }
 
 // TestSpanParents: the spans of a MultiLock's locks are children of the
@@ -374,12 +332,8 @@ func TestSpanParents(t *testing.T) {
 	defer tp.Shutdown(context.Background())
 	ctx, parent := tp.Tracer("test").Start(t.Context(), "request")
 	m := multilock.New(c.GetLock(relocktest.Name(t)), c.GetLock(relocktest.Name(t)))
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Lock(ctx))
+	require.NoError(t, m.Unlock(ctx))
 	parent.End()
 	var multiAcquire spanRef
 	var children int
@@ -391,22 +345,16 @@ func TestSpanParents(t *testing.T) {
 			multiAcquire = spanRef{sp.SpanContext().SpanID().String(), sp.Parent().SpanID().String()}
 		}
 	}
-	if multiAcquire.parent != parent.SpanContext().SpanID().String() {
-		t.Errorf("the MultiLock's relock.acquire has parent %s, want the caller's span %s", multiAcquire.parent, parent.SpanContext().SpanID())
-	}
+	assert.Equal(t, parent.SpanContext().SpanID().String(), multiAcquire.parent, "the parent of the MultiLock's relock.acquire: the caller's span")
 	for _, sp := range spans {
 		attrs := attribute.NewSet(sp.Attributes()...)
 		kind, _ := attrs.Value(relockotel.AttrKind)
 		if sp.Name() == "relock.acquire" && kind.AsString() == "lock" {
 			children++
-			if sp.Parent().SpanID().String() != multiAcquire.id {
-				t.Errorf("a lock's relock.acquire has parent %s, want the MultiLock's %s", sp.Parent().SpanID(), multiAcquire.id)
-			}
+			assert.Equal(t, multiAcquire.id, sp.Parent().SpanID().String(), "the parent of a lock's relock.acquire: the MultiLock's")
 		}
 	}
-	if children != 2 {
-		t.Errorf("%d lock acquisitions under the MultiLock, want 2", children)
-	}
+	assert.Equal(t, 2, children, "lock acquisitions under the MultiLock")
 }
 
 // spanRef is a span's ID and its parent's.
@@ -418,26 +366,19 @@ func TestLockNames(t *testing.T) {
 	c := relocktest.Client(t, rlock.WithObserver(s.obs))
 	name := relocktest.Name(t)
 	l := c.GetLock(name)
-	if err := l.Lock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(t.Context()))
+	require.NoError(t, l.Unlock(t.Context()))
 	ms := s.collect(t)
-	if n := count(t, ms["relock.acquire.duration"], kv("relock.lock.name", name, "relock.outcome", "acquired")); n != 1 {
-		t.Errorf("relock.acquire.duration{name=%s}: %d, want 1", name, n)
-	}
+	assert.EqualValues(t, 1, count(t, ms["relock.acquire.duration"], kv("relock.lock.name", name, "relock.outcome", "acquired")),
+		"relock.acquire.duration{name=%s}", name)
 	for _, set := range everyAttributeSet(ms) {
-		if v, ok := set.Value(relockotel.AttrName); !ok || v.AsString() != name {
-			t.Errorf("a point has relock.lock.name %q, want %q: %v", v.AsString(), name, set.ToSlice())
-		}
+		v, _ := set.Value(relockotel.AttrName)
+		assert.Equal(t, name, v.AsString(), "a point's relock.lock.name: %v", set.ToSlice())
 	}
 	for _, sp := range s.spans.Ended() {
 		attrs := attribute.NewSet(sp.Attributes()...)
-		if v, ok := attrs.Value(relockotel.AttrName); !ok || v.AsString() != name {
-			t.Errorf("span %s has relock.lock.name %q, want %q", sp.Name(), v.AsString(), name)
-		}
+		v, _ := attrs.Value(relockotel.AttrName)
+		assert.Equal(t, name, v.AsString(), "span %s's relock.lock.name", sp.Name())
 	}
 }
 
@@ -446,13 +387,7 @@ func TestLockNames(t *testing.T) {
 func TestGlobalProviders(t *testing.T) {
 	c := relocktest.Client(t, rlock.WithObserver(relockotel.New()))
 	l := c.GetLock(relocktest.Name(t))
-	if err := l.Lock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(t.Context()); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Fatalf("Unlock = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, l.Lock(t.Context()))
+	require.NoError(t, l.Unlock(t.Context()))
+	require.ErrorIs(t, l.Unlock(t.Context()), rlock.ErrNotHeld, "Unlock")
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/observe"
@@ -22,12 +24,8 @@ func BenchmarkLockUnlock(b *testing.B) {
 	ctx := rlock.WithOwner(b.Context(), "bench")
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, l.Lock(ctx))
+		require.NoError(b, l.Unlock(ctx))
 	}
 }
 
@@ -43,12 +41,7 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 		l := c.GetLock(base + ":" + strconv.FormatInt(next.Add(1), 10))
 		ctx := b.Context()
 		for pb.Next() {
-			if err := l.Lock(ctx); err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Error(err)
+			if !assert.NoError(b, l.Lock(ctx)) || !assert.NoError(b, l.Unlock(ctx)) {
 				return
 			}
 		}
@@ -60,18 +53,12 @@ func BenchmarkReentry(b *testing.B) {
 	c := relocktest.Client(b)
 	l := c.GetLock(relocktest.Name(b))
 	ctx := rlock.WithOwner(b.Context(), "bench")
-	if err := l.Lock(ctx); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, l.Lock(ctx))
 	defer l.Unlock(ctx)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, l.Lock(ctx))
+		require.NoError(b, l.Unlock(ctx))
 	}
 }
 
@@ -86,12 +73,7 @@ func BenchmarkContendedHandoff(b *testing.B) {
 		l := c.GetLock(name)
 		ctx := b.Context()
 		for pb.Next() {
-			if err := l.Lock(ctx); err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Error(err)
+			if !assert.NoError(b, l.Lock(ctx)) || !assert.NoError(b, l.Unlock(ctx)) {
 				return
 			}
 		}
@@ -112,9 +94,7 @@ func BenchmarkDo(b *testing.B) {
 	before := commandCalls(b, raw)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Do(ctx, fn); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, l.Do(ctx, fn))
 	}
 	b.StopTimer()
 	after := commandCalls(b, raw)
@@ -127,9 +107,7 @@ func BenchmarkDo(b *testing.B) {
 func commandCalls(b *testing.B, raw rueidis.Client) map[string]int {
 	b.Helper()
 	info, err := raw.Do(b.Context(), raw.B().Info().Section("commandstats").Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	calls := make(map[string]int)
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
@@ -150,11 +128,7 @@ func BenchmarkLockUnlockObserved(b *testing.B) {
 	ctx := rlock.WithOwner(b.Context(), "bench")
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, l.Lock(ctx))
+		require.NoError(b, l.Unlock(ctx))
 	}
 }

@@ -2,12 +2,13 @@ package rlock_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
@@ -20,9 +21,7 @@ func TestErrorTexts(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
 	holder := rlock.WithOwner(t.Context(), "holder")
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(holder))
 	defer l.Unlock(holder)
 	waiter := rlock.WithOwner(t.Context(), "waiter")
 	deadline := func() context.Context {
@@ -51,20 +50,15 @@ func TestErrorTexts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
-			if tc.err == nil {
-				t.Fatal("no error")
-			}
+			require.Error(t, tc.err)
 			msg := tc.err.Error()
-			if tc.text != "" && msg != tc.text {
-				t.Errorf("message = %q, want %q", msg, tc.text)
+			if tc.text != "" {
+				assert.Equal(t, tc.text, msg, "the message")
 			}
-			if strings.Contains(msg, "\n") || strings.Contains(msg, "relock: relock:") {
-				t.Errorf("message %q is not one line, or repeats its prefix", msg)
-			}
+			assert.NotContains(t, msg, "\n", "the message must be one line")
+			assert.NotContains(t, msg, "relock: relock:", "the message must not repeat its prefix")
 			for _, want := range tc.is {
-				if !errors.Is(tc.err, want) {
-					t.Errorf("errors.Is(%q, %v) = false", msg, want)
-				}
+				assert.ErrorIs(t, tc.err, want)
 			}
 		})
 	}
@@ -73,15 +67,10 @@ func TestErrorTexts(t *testing.T) {
 // TestNewClientDialError: a Client that cannot connect says where it tried.
 func TestNewClientDialError(t *testing.T) {
 	_, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:1"}, Password: "secret"})
-	if err == nil {
-		t.Fatal("NewClient to a closed port = nil error")
-	}
+	require.Error(t, err, "NewClient to a closed port")
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "relock: connect to 127.0.0.1:1: ") || strings.Contains(msg, "secret") {
-		t.Errorf("NewClient error = %q, want it to name the address, and not the password", msg)
-	}
+	assert.True(t, strings.HasPrefix(msg, "relock: connect to 127.0.0.1:1: "), "NewClient error = %q, want it to name the address", msg)
+	assert.NotContains(t, msg, "secret", "NewClient error must not show the password")
 	var opErr interface{ Timeout() bool }
-	if !errors.As(err, &opErr) {
-		t.Errorf("NewClient error %q does not unwrap to the dial error", msg)
-	}
+	assert.ErrorAs(t, err, &opErr, "NewClient error must unwrap to the dial error")
 }

@@ -51,9 +51,7 @@ func TestFaults(t *testing.T) {
 			t.Run(k.name+"/"+c.name, func(t *testing.T) {
 				f := relocktest.NewFaulty(relocktest.Raw(t))
 				cl, err := rlock.New(f)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				t.Cleanup(func() { _ = cl.Close() })
 				c.check(t, f, k.get(cl, relocktest.Name(t)), k.acquire, k.release)
 			})

@@ -3,7 +3,6 @@ package rlock_test
 import (
 	"context"
 	"fmt"
-	"github.com/relock-go/relock/internal/layout"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redissontest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -108,6 +108,7 @@ func TestInteropLockWakes(t *testing.T) {
 		jl := j.Lock(name)
 		got := redissontest.Async(func() error { return jl.Lock(t.Context(), 1, 0) })
 		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 1)
+		redissontest.WaitSleeping(t, j, layout.Channel(name), 1)
 		redissontest.Pending(t, got, "Redisson's waiter beside a relock hold")
 		start := time.Now()
 		require.NoError(t, c.GetLock(name).Unlock(a))
@@ -133,6 +134,7 @@ func TestInteropLockWakes(t *testing.T) {
 
 		jgot := redissontest.Async(func() error { return jl.Lock(t.Context(), 2, 0) })
 		redissontest.WaitSubscribers(t, raw, layout.Channel(name), 2)
+		redissontest.WaitSleeping(t, j, layout.Channel(name), 1)
 		start = time.Now()
 		forced, err = c.GetLock(name).ForceUnlock(b)
 		require.NoError(t, err)
@@ -185,6 +187,8 @@ func TestInteropLockWakes(t *testing.T) {
 		start := time.Now()
 		require.NoError(t, holder.GetLock(name).Unlock(h))
 		// Whoever comes first, the other follows on its release.
+		timer := time.NewTimer(5 * time.Second)
+		defer timer.Stop()
 		select {
 		case r := <-relockGot:
 			require.NoError(t, r.Err)
@@ -200,8 +204,8 @@ func TestInteropLockWakes(t *testing.T) {
 			require.NoError(t, jl.Unlock(t.Context(), 1))
 			redissontest.Handoff(t, relockGot, start, "the wake-one Client's waiter after Redisson's release")
 			require.NoError(t, other.GetLock(name).Unlock(g))
-		case <-time.After(5 * time.Second):
-			t.Fatal("neither waiter went on after the wake-one Client's release")
+		case <-timer.C:
+			require.FailNow(t, "neither waiter went on within 5s of the wake-one Client's release")
 		}
 	})
 }
@@ -243,6 +247,8 @@ func TestInteropWatchdogs(t *testing.T) {
 	l, jl := c.GetLock(name), j.Lock(name)
 
 	require.NoError(t, jl.Lock(t.Context(), 1, 0))
+	// The loops' sleeps are the scenario, not waits: each side tries
+	// every sixth of a lease, for four leases, and must stay out.
 	for start := time.Now(); time.Since(start) < 4*timeout; time.Sleep(timeout / 6) {
 		ok, err := l.TryLock(a, 0, 0)
 		require.NoError(t, err)

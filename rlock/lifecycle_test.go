@@ -2,16 +2,16 @@ package rlock_test
 
 import (
 	"context"
-	"errors"
-	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
@@ -35,12 +35,12 @@ func held(t *testing.T, l *rlock.Lock, ctx context.Context, what string) {
 	t.Helper()
 	select {
 	case <-l.Done(ctx):
-		t.Errorf("%s: Done is closed while the owner holds the lock (cause %v)", what, context.Cause(l.HoldContext(ctx)))
+		assert.Failf(t, "Done is closed", "%s: Done is closed while the owner holds the lock (cause %v)", what, context.Cause(l.HoldContext(ctx)))
 	default:
 	}
-	if ok, err := l.IsHeldByOwner(ctx); !ok || err != nil {
-		t.Errorf("%s: IsHeldByOwner = %v, %v, want true", what, ok, err)
-	}
+	ok, err := l.IsHeldByOwner(ctx)
+	assert.NoError(t, err, "%s: IsHeldByOwner", what)
+	assert.True(t, ok, "%s: IsHeldByOwner", what)
 }
 
 // TestWaiterGrantedAfterItsOwnersFailedUnlock: an Unlock by an owner that
@@ -53,37 +53,18 @@ func TestWaiterGrantedAfterItsOwnersFailedUnlock(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
 	b := rlock.WithOwner(t.Context(), "b")
-	if err := l.Lock(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(b))
 	got := lockAsync(l, a)
-	relocktest.Eventually(t, 5*time.Second, "a to wait", func() bool {
-		n, _ := numsubOf(t, relocktest.Raw(t), l)
-		return n == 1
-	})
-	if err := l.Unlock(a); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Fatalf("Unlock by the waiting owner = %v, want ErrNotHeld", err)
-	}
-	if err := l.Unlock(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	raw := relocktest.Raw(t)
+	relocktest.Eventually(t, 5*time.Second, "a to wait", func() bool { return numsub(raw, layout.Channel(l.Name())) == 1 })
+	require.ErrorIs(t, l.Unlock(a), rlock.ErrNotHeld, "Unlock by the waiting owner")
+	require.NoError(t, l.Unlock(b))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "a's Lock to return after b's Unlock"))
 	held(t, l, a, "after the wait")
 	outlive(t, l, a, 3)
 	held(t, l, a, "three watchdog timeouts later")
-	if err := l.Unlock(a); err != nil {
-		t.Errorf("Unlock = %v, want nil", err)
-	}
-	if n := lost.n.Load(); n != 0 {
-		t.Errorf("%d losses reported, want 0", n)
-	}
-}
-
-// numsubOf is the number of subscribers of l's channel.
-func numsubOf(t *testing.T, raw rueidis.Client, l *rlock.Lock) (int64, error) {
-	return numsub(t, raw, layout.Channel(l.Name())), nil
+	assert.NoError(t, l.Unlock(a), "Unlock")
+	assert.Zero(t, lost.n.Load(), "losses reported")
 }
 
 // TestOneOwnerManyGoroutines: goroutines of one owner lock and unlock
@@ -93,14 +74,16 @@ func TestOneOwnerManyGoroutines(t *testing.T) {
 	var lost lostCounter
 	c := relocktest.Client(t, rlock.WithWatchdogTimeout(time.Second), lost.option())
 	l := c.GetLock(relocktest.Name(t))
-	a := rlock.WithOwner(t.Context(), "a")
+	// One owner never waits for itself (it re-enters); the deadline only
+	// bounds a run gone wrong.
+	a, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "a"), 30*time.Second)
+	defer cancel()
 	var wg sync.WaitGroup
 	var failures atomic.Int32
 	for range 2 {
 		wg.Go(func() {
 			for range 150 {
-				if err := l.Lock(a); err != nil {
-					t.Error(err)
+				if !assert.NoError(t, l.Lock(a), "Lock") {
 					return
 				}
 				select {
@@ -108,23 +91,16 @@ func TestOneOwnerManyGoroutines(t *testing.T) {
 					failures.Add(1)
 				default:
 				}
-				if err := l.Unlock(a); err != nil {
-					t.Error(err)
+				if !assert.NoError(t, l.Unlock(a), "Unlock") {
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if n := failures.Load(); n != 0 {
-		t.Errorf("%d Locks returned nil with the hold already ended", n)
-	}
-	if locked, err := l.IsLocked(t.Context()); locked || err != nil {
-		t.Errorf("IsLocked after every Unlock = %v, %v, want false", locked, err)
-	}
-	if n := lost.n.Load(); n != 0 {
-		t.Errorf("%d losses reported, want 0", n)
-	}
+	assert.Zero(t, failures.Load(), "Locks that returned nil with the hold already ended")
+	assertLocked(t, l, false, "after every Unlock")
+	assert.Zero(t, lost.n.Load(), "losses reported")
 }
 
 // TestWakeUpPassedOnAfterTransientFailure: the waiter woken by an unlock
@@ -136,15 +112,11 @@ func TestWakeUpPassedOnAfterTransientFailure(t *testing.T) {
 	raw := relocktest.Raw(t)
 	f := relocktest.NewFaulty(raw)
 	c, err := rlock.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	l := c.GetLock(relocktest.Name(t))
 	h := rlock.WithOwner(t.Context(), "holder")
-	if err := l.Lock(h); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(h))
 	owners := []string{"w1", "w2"}
 	ctxs := map[string]context.Context{}
 	cancels := map[string]context.CancelFunc{}
@@ -188,26 +160,18 @@ func TestWakeUpPassedOnAfterTransientFailure(t *testing.T) {
 			// The context ends while the waiter sleeps before retrying.
 			time.AfterFunc(20*time.Millisecond, cancels[ownerOf(args)])
 		}})
-	if err := l.Unlock(h); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(h))
 	errs := map[string]error{}
 	for _, o := range owners {
-		errs[o] = <-results[o]
+		errs[o] = relocktest.Receive(t, results[o], 15*time.Second, o+"'s Lock to return")
 	}
-	switch {
-	case errs["w1"] == nil && errs["w2"] == nil:
-		t.Fatal("both waiters hold the lock")
-	case errs["w1"] != nil && errs["w2"] != nil:
-		t.Fatalf("neither waiter got the lock: w1: %v; w2: %v", errs["w1"], errs["w2"])
-	}
+	require.False(t, errs["w1"] == nil && errs["w2"] == nil, "both waiters hold the lock")
+	require.False(t, errs["w1"] != nil && errs["w2"] != nil, "neither waiter got the lock: w1: %v; w2: %v", errs["w1"], errs["w2"])
 	for _, o := range owners {
 		if errs[o] == nil {
-			if err := l.Unlock(ctxs[o]); err != nil {
-				t.Fatal(err)
-			}
-		} else if !errors.Is(errs[o], context.Canceled) {
-			t.Errorf("the failed waiter's Lock = %v, want its context's end", errs[o])
+			require.NoError(t, l.Unlock(ctxs[o]))
+		} else {
+			assert.ErrorIs(t, errs[o], context.Canceled, "the failed waiter's Lock: its context's end")
 		}
 	}
 }
@@ -223,17 +187,10 @@ func TestDoPanicReleases(t *testing.T) {
 		if named {
 			ctx = rlock.WithOwner(ctx, "a")
 		}
-		func() {
-			defer func() {
-				if v := recover(); v != "boom" {
-					t.Errorf("recovered %v, want the function's own panic value", v)
-				}
-			}()
+		assert.PanicsWithValue(t, "boom", func() {
 			_ = l.Do(ctx, func(context.Context) error { panic("boom") })
-		}()
-		if locked, err := l.IsLocked(t.Context()); locked || err != nil {
-			t.Errorf("IsLocked after Do's function panicked = %v, %v, want false", locked, err)
-		}
+		}, "Do must go on with its function's own panic value")
+		assertLocked(t, l, false, "after Do's function panicked")
 	}
 }
 
@@ -246,24 +203,14 @@ func TestAnonymousHoldBelongsToTheClient(t *testing.T) {
 	other := relocktest.Client(t)
 	name := relocktest.Name(t)
 	ctx := t.Context()
-	if err := c.GetLock(name).Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.GetLock(name).Unlock(ctx); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("another Client's ownerless Unlock = %v, want ErrNotHeld", err)
-	}
-	if n, err := c.GetLock(name).HoldCount(ctx); n != 1 || err != nil {
-		t.Errorf("HoldCount on a new handle = %d, %v, want 1", n, err)
-	}
-	if err := c.GetLock(name).Unlock(ctx); err != nil {
-		t.Fatalf("ownerless Unlock on another handle = %v, want nil", err)
-	}
-	if locked, _ := c.GetLock(name).IsLocked(ctx); locked {
-		t.Error("still locked after the ownerless Unlock")
-	}
-	if err := c.GetLock(name).Unlock(ctx); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("a second ownerless Unlock = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, c.GetLock(name).Lock(ctx))
+	assert.ErrorIs(t, other.GetLock(name).Unlock(ctx), rlock.ErrNotHeld, "another Client's ownerless Unlock")
+	n, err := c.GetLock(name).HoldCount(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "HoldCount on a new handle")
+	require.NoError(t, c.GetLock(name).Unlock(ctx), "ownerless Unlock on another handle")
+	assertLocked(t, c.GetLock(name), false, "after the ownerless Unlock")
+	assert.ErrorIs(t, c.GetLock(name).Unlock(ctx), rlock.ErrNotHeld, "a second ownerless Unlock")
 }
 
 // TestCancelledFirstAcquisitionLeavesNothing: the caller's context ends
@@ -273,9 +220,7 @@ func TestAnonymousHoldBelongsToTheClient(t *testing.T) {
 func TestCancelledFirstAcquisitionLeavesNothing(t *testing.T) {
 	f := relocktest.NewFaulty(relocktest.Raw(t))
 	c, err := rlock.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
@@ -285,15 +230,9 @@ func TestCancelledFirstAcquisitionLeavesNothing(t *testing.T) {
 	f.Inject(&relocktest.Rule{SHA1s: []string{lua.FencedToken.SHA1}, N: -1, Reply: relocktest.LostReply()})
 	ctx, cancel := context.WithTimeout(a, 200*time.Millisecond)
 	defer cancel()
-	if err := l.Lock(ctx); !errors.Is(err, rlock.ErrNotAcquired) {
-		t.Fatalf("Lock whose reply never came = %v, want ErrNotAcquired", err)
-	}
-	if locked, err := l.IsLocked(t.Context()); locked || err != nil {
-		t.Errorf("IsLocked right after the failed Lock = %v, %v, want false", locked, err)
-	}
-	if err := l.Unlock(a); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock after the failed Lock = %v, want ErrNotHeld", err)
-	}
+	require.ErrorIs(t, l.Lock(ctx), rlock.ErrNotAcquired, "Lock whose reply never came")
+	assertLocked(t, l, false, "right after the failed Lock")
+	assert.ErrorIs(t, l.Unlock(a), rlock.ErrNotHeld, "Unlock after the failed Lock")
 }
 
 // TestUnlockWritesNothingElse: lock and unlock leave no key behind (they
@@ -303,9 +242,7 @@ func TestUnlockWritesNothingElse(t *testing.T) {
 	raw := redistest.Start(t).Client(t)
 	f := relocktest.NewFaulty(raw)
 	c, err := rlock.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	before := relocktest.DBSize(t, raw)
 	a := rlock.WithOwner(t.Context(), "a")
@@ -314,29 +251,17 @@ func TestUnlockWritesNothingElse(t *testing.T) {
 		Unlock(context.Context) error
 	}{c.GetLock(relocktest.Name(t)), c.GetFairLock(relocktest.Name(t))} {
 		for range 20 {
-			if err := l.Lock(a); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Lock(a); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Lock(a))
+			require.NoError(t, l.Lock(a))
 			for range 2 {
-				if err := l.Unlock(a); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, l.Unlock(a))
 			}
 		}
 		sent := f.Commands()
-		if err := l.Unlock(a); !errors.Is(err, rlock.ErrNotHeld) {
-			t.Fatalf("Unlock of nothing = %v, want ErrNotHeld", err)
-		}
-		if n := f.Commands() - sent; n != 0 {
-			t.Errorf("Unlock of nothing sent %d commands, want 0", n)
-		}
+		require.ErrorIs(t, l.Unlock(a), rlock.ErrNotHeld, "Unlock of nothing")
+		assert.Zero(t, f.Commands()-sent, "commands Unlock of nothing sent")
 	}
-	if after := relocktest.DBSize(t, raw); after != before {
-		t.Errorf("DBSIZE went from %d to %d over lock/unlock cycles, want no key left", before, after)
-	}
+	assert.Equal(t, before, relocktest.DBSize(t, raw), "DBSIZE after lock/unlock cycles: no key left")
 }
 
 // TestReservedOwnersRefused: owners of the form relock makes up for
@@ -346,31 +271,22 @@ func TestReservedOwnersRefused(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
 	for _, owner := range []string{"anon-1", "anon-42"} {
-		if err := l.Lock(rlock.WithOwner(t.Context(), owner)); !errors.Is(err, rlock.ErrInvalidArgument) {
-			t.Errorf("Lock as %q = %v, want ErrInvalidArgument", owner, err)
-		}
+		assert.ErrorIs(t, l.Lock(rlock.WithOwner(t.Context(), owner)), rlock.ErrInvalidArgument, "Lock as %q", owner)
 	}
 	for _, owner := range []string{"anon-", "anon-x", "anon-1a", "anonymous"} {
 		ctx := rlock.WithOwner(t.Context(), owner)
-		if err := l.Lock(ctx); err != nil {
-			t.Errorf("Lock as %q = %v, want nil", owner, err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, l.Lock(ctx), "Lock as %q", owner)
+		assert.NoError(t, l.Unlock(ctx))
 	}
 	// Do's own owner, made up for a context without one, is accepted
 	// through fn's context.
 	err := l.Do(t.Context(), func(ctx context.Context) error {
 		n, err := l.HoldCount(ctx)
-		if n != 1 || err != nil {
-			t.Errorf("HoldCount with Do's context = %d, %v, want 1", n, err)
-		}
+		assert.NoError(t, err)
+		assert.Equal(t, 1, n, "HoldCount with Do's context")
 		return l.Lock(ctx) // re-enters
 	})
-	if err != nil {
-		t.Errorf("Do = %v", err)
-	}
+	assert.NoError(t, err, "Do")
 }
 
 // TestTwoWaitersOfOneOwner: two goroutines of one owner wait for a lock;
@@ -381,31 +297,21 @@ func TestTwoWaitersOfOneOwner(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	b := rlock.WithOwner(t.Context(), "b")
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(b))
 	ctx, cancel := context.WithTimeout(a, 10*time.Second) // far less than the 30s lease
 	defer cancel()
 	first, second := lockAsync(l, ctx), lockAsync(l, ctx)
-	relocktest.Eventually(t, 5*time.Second, "both to wait", func() bool {
-		n, _ := numsubOf(t, relocktest.Raw(t), l)
-		return n == 1
-	})
-	if err := l.Unlock(b); err != nil {
-		t.Fatal(err)
-	}
+	raw := relocktest.Raw(t)
+	relocktest.Eventually(t, 5*time.Second, "both to wait", func() bool { return numsub(raw, layout.Channel(l.Name())) == 1 })
+	require.NoError(t, l.Unlock(b))
 	for _, ch := range []<-chan error{first, second} {
-		if err := <-ch; err != nil {
-			t.Fatalf("a waiting Lock of the owner = %v, want nil", err)
-		}
+		require.NoError(t, relocktest.Receive(t, ch, 5*time.Second, "a waiting Lock of the owner to return"), "a waiting Lock of the owner")
 	}
-	if n, _ := l.HoldCount(a); n != 2 {
-		t.Errorf("HoldCount = %d, want 2", n)
-	}
+	n, err := l.HoldCount(a)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "HoldCount")
 	for range 2 {
-		if err := l.Unlock(a); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Unlock(a))
 	}
 }
 
@@ -418,24 +324,16 @@ func TestExpiredAnonymousHoldReported(t *testing.T) {
 	c := relocktest.Client(t, lost.option())
 	l := c.GetLock(relocktest.Name(t))
 	ctx := t.Context()
-	if err := l.LockLease(ctx, 50*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.LockLease(ctx, 50*time.Millisecond))
 	first := l.Done(ctx)
 	// The lease runs out in Redis; nothing tells the Client.
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(ctx))
 	select {
 	case <-first:
 	default:
-		t.Error("the expired hold's Done is still open after a new ownerless hold replaced it")
+		assert.Fail(t, "the expired hold's Done is still open after a new ownerless hold replaced it")
 	}
-	if n := lost.n.Load(); n != 1 {
-		t.Errorf("%d losses reported, want 1 (the expired hold)", n)
-	}
+	assert.EqualValues(t, 1, lost.n.Load(), "losses reported: the expired hold")
 	held(t, l, ctx, "the new ownerless hold")
-	if err := l.Unlock(ctx); err != nil {
-		t.Errorf("Unlock of the new hold = %v", err)
-	}
+	assert.NoError(t, l.Unlock(ctx), "Unlock of the new hold")
 }

@@ -2,7 +2,6 @@ package rlock_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock/internal/redistest"
@@ -30,51 +31,50 @@ func TestReentrantHoldCount(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 
 	for want := 1; want <= 3; want++ {
-		if err := l.Lock(ctx); err != nil {
-			t.Fatalf("Lock #%d: %v", want, err)
-		}
+		require.NoError(t, l.Lock(ctx), "Lock #%d", want)
 		n, err := l.HoldCount(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != want {
-			t.Errorf("HoldCount = %d, want %d", n, want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, want, n, "HoldCount")
 	}
-	fields := relocktest.HGetAll(t, raw, l.Name())
-	if len(fields) != 1 || fields[c.ID()+":a"] != "3" {
-		t.Errorf("HGETALL = %v, want one field %q -> 3", fields, c.ID()+":a")
-	}
+	assert.Equal(t, map[string]string{c.ID() + ":a": "3"}, relocktest.HGetAll(t, raw, l.Name()), "the lock hash")
 	for want := 2; want >= 0; want-- {
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatalf("Unlock: %v", err)
-		}
-		if n, _ := l.HoldCount(ctx); n != want {
-			t.Errorf("HoldCount after Unlock = %d, want %d", n, want)
-		}
+		require.NoError(t, l.Unlock(ctx), "Unlock")
+		n, err := l.HoldCount(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, want, n, "HoldCount after Unlock")
 	}
-	if locked, _ := l.IsLocked(ctx); locked {
-		t.Error("IsLocked after the last Unlock = true, want false")
-	}
+	assertLocked(t, l, false, "after the last Unlock")
+}
+
+// assertLocked checks IsLocked of l.
+func assertLocked(t *testing.T, l interface {
+	IsLocked(context.Context) (bool, error)
+}, want bool, when string) {
+	t.Helper()
+	locked, err := l.IsLocked(t.Context())
+	require.NoError(t, err, "IsLocked %s", when)
+	assert.Equal(t, want, locked, "IsLocked %s", when)
+}
+
+// requireTry checks a TryLock's answer: no error, and ok as want.
+func requireTry(t *testing.T, want bool, ok bool, err error, what string) {
+	t.Helper()
+	require.NoError(t, err, what)
+	require.Equal(t, want, ok, what)
 }
 
 func TestReentryAcrossHandles(t *testing.T) {
 	c := relocktest.Client(t)
 	ctx := rlock.WithOwner(t.Context(), "job-42")
 	name := relocktest.Name(t)
-	if err := c.GetLock(name).Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := c.GetLock(name).TryLock(ctx, 0, 0); err != nil || !ok {
-		t.Fatalf("TryLock on a second handle = %v, %v, want re-entry", ok, err)
-	}
-	if n, _ := c.GetLock(name).HoldCount(ctx); n != 2 {
-		t.Errorf("HoldCount = %d, want 2", n)
-	}
+	require.NoError(t, c.GetLock(name).Lock(ctx))
+	ok, err := c.GetLock(name).TryLock(ctx, 0, 0)
+	requireTry(t, true, ok, err, "TryLock on a second handle: re-entry")
+	n, err := c.GetLock(name).HoldCount(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "HoldCount")
 	for range 2 {
-		if err := c.GetLock(name).Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.GetLock(name).Unlock(ctx))
 	}
 }
 
@@ -84,9 +84,7 @@ func TestExclusion(t *testing.T) {
 	name := relocktest.Name(t)
 	a := rlock.WithOwner(t.Context(), "a")
 	b := rlock.WithOwner(t.Context(), "b")
-	if err := c1.GetLock(name).Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c1.GetLock(name).Lock(a))
 	cases := []struct {
 		desc   string
 		c      *rlock.Client
@@ -100,17 +98,13 @@ func TestExclusion(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			ok, err := tc.c.GetLock(name).TryLock(tc.ctx, 0, 0)
-			if err != nil || ok {
-				t.Errorf("TryLock = %v, %v, want false, nil: %s", ok, err, tc.reason)
-			}
+			assert.NoError(t, err)
+			assert.False(t, ok, "TryLock: %s", tc.reason)
 		})
 	}
-	if err := c1.GetLock(name).Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := c2.GetLock(name).TryLock(b, 0, 0); err != nil || !ok {
-		t.Fatalf("TryLock after Unlock = %v, %v, want true", ok, err)
-	}
+	require.NoError(t, c1.GetLock(name).Unlock(a))
+	ok, err := c2.GetLock(name).TryLock(b, 0, 0)
+	requireTry(t, true, ok, err, "TryLock after Unlock")
 	_ = c2.GetLock(name).Unlock(b)
 }
 
@@ -118,44 +112,42 @@ func TestAnonymousIsNotReentrant(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
 	ctx := t.Context()
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := l.TryLock(ctx, 0, 0); ok || err != nil {
-		t.Errorf("second anonymous TryLock = %v, %v, want false, nil", ok, err)
-	}
-	if held, _ := l.IsHeldByOwner(ctx); !held {
-		t.Error("IsHeldByOwner without owner = false, want the handle's anonymous hold")
-	}
-	if n, _ := l.HoldCount(ctx); n != 1 {
-		t.Errorf("HoldCount = %d, want 1", n)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock of the anonymous hold: %v", err)
-	}
-	if err := l.Unlock(ctx); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("second Unlock = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, l.Lock(ctx))
+	ok, err := l.TryLock(ctx, 0, 0)
+	requireTry(t, false, ok, err, "second anonymous TryLock")
+	held, err := l.IsHeldByOwner(ctx)
+	require.NoError(t, err)
+	assert.True(t, held, "IsHeldByOwner without owner: the handle's anonymous hold")
+	n, err := l.HoldCount(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "HoldCount")
+	require.NoError(t, l.Unlock(ctx), "Unlock of the anonymous hold")
+	assert.ErrorIs(t, l.Unlock(ctx), rlock.ErrNotHeld, "second Unlock")
 }
 
+// TestAnonymousHandleExcludesGoroutines: goroutines without owners take
+// one handle's lock in turn, never two at once. Each release wakes the
+// next waiter; were it to publish nothing, a waiter would sleep for the
+// lease it saw (30s), so every Lock has a deadline of a few seconds and
+// says so when it passes.
 func TestAnonymousHandleExcludesGoroutines(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
 	var inside, violations, done atomic.Int32
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 5 {
-				if err := l.Lock(t.Context()); err != nil {
-					t.Error(err)
+				if !assert.NoError(t, l.Lock(ctx), "Lock: a release did not wake the waiters within 5s") {
 					return
 				}
 				if inside.Add(1) != 1 {
 					violations.Add(1)
 				}
 				inside.Add(-1)
-				if err := l.Unlock(t.Context()); err != nil {
-					t.Error(err)
+				if !assert.NoError(t, l.Unlock(ctx)) {
 					return
 				}
 				done.Add(1)
@@ -163,12 +155,8 @@ func TestAnonymousHandleExcludesGoroutines(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if violations.Load() != 0 {
-		t.Errorf("%d overlapping holds, want 0", violations.Load())
-	}
-	if done.Load() != 40 {
-		t.Errorf("%d acquisitions, want 40", done.Load())
-	}
+	assert.Zero(t, violations.Load(), "overlapping holds")
+	assert.EqualValues(t, 40, done.Load(), "acquisitions")
 }
 
 func TestUnlockByNonOwner(t *testing.T) {
@@ -176,29 +164,18 @@ func TestUnlockByNonOwner(t *testing.T) {
 	raw := relocktest.Raw(t)
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	before := relocktest.HGetAll(t, raw, l.Name())
 	pttl := func() time.Duration { d, _ := l.RemainingLease(a); return d }
 	ttlBefore := pttl()
 
 	for _, ctx := range []context.Context{rlock.WithOwner(t.Context(), "b"), t.Context()} {
-		if err := l.Unlock(ctx); !errors.Is(err, rlock.ErrNotHeld) {
-			t.Errorf("Unlock by non-owner = %v, want ErrNotHeld", err)
-		}
+		assert.ErrorIs(t, l.Unlock(ctx), rlock.ErrNotHeld, "Unlock by non-owner")
 	}
 	other := relocktest.Client(t)
-	if err := other.GetLock(l.Name()).Unlock(a); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock by the same owner name on another client = %v, want ErrNotHeld", err)
-	}
-	after := relocktest.HGetAll(t, raw, l.Name())
-	if len(after) != 1 || after[c.ID()+":a"] != before[c.ID()+":a"] {
-		t.Errorf("hash changed: before %v, after %v", before, after)
-	}
-	if ttl := pttl(); ttl > ttlBefore {
-		t.Errorf("lease grew from %v to %v after a failed Unlock", ttlBefore, ttl)
-	}
+	assert.ErrorIs(t, other.GetLock(l.Name()).Unlock(a), rlock.ErrNotHeld, "Unlock by the same owner name on another client")
+	assert.Equal(t, before, relocktest.HGetAll(t, raw, l.Name()), "the hash after failed Unlocks")
+	assert.LessOrEqual(t, pttl(), ttlBefore, "the lease after failed Unlocks must not grow")
 	_ = l.Unlock(a)
 }
 
@@ -206,26 +183,18 @@ func TestFixedLeaseExpires(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.LockLease(a, 100*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.LockLease(a, 100*time.Millisecond))
 	d, err := l.RemainingLease(a)
-	if err != nil || d <= 0 || d > 100*time.Millisecond {
-		t.Fatalf("RemainingLease = %v, %v, want in (0, 100ms]", d, err)
-	}
+	require.NoError(t, err)
+	require.Positive(t, d, "RemainingLease")
+	require.LessOrEqual(t, d, 100*time.Millisecond, "RemainingLease")
 	// The lease is not renewed: another owner gets the lock when it ends.
 	b := rlock.WithOwner(t.Context(), "b")
 	start := time.Now()
 	ok, err := l.TryLock(b, 5*time.Second, time.Second)
-	if err != nil || !ok {
-		t.Fatalf("TryLock after the lease = %v, %v", ok, err)
-	}
-	if waited := time.Since(start); waited > 2*time.Second {
-		t.Errorf("waited %v for a 100ms lease", waited)
-	}
-	if err := l.Unlock(a); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock by the expired holder = %v, want ErrNotHeld", err)
-	}
+	requireTry(t, true, ok, err, "TryLock after the lease")
+	assert.LessOrEqual(t, time.Since(start), 2*time.Second, "the wait for a 100ms lease")
+	assert.ErrorIs(t, l.Unlock(a), rlock.ErrNotHeld, "Unlock by the expired holder")
 	_ = l.Unlock(b)
 }
 
@@ -241,17 +210,12 @@ func TestWatchdogLeaseLength(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			c := relocktest.Client(t, tc.opts...)
 			l := c.GetLock(relocktest.Name(t))
-			if err := l.Lock(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Lock(t.Context()))
 			defer l.Unlock(t.Context())
 			d, err := l.RemainingLease(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d > tc.want || d < tc.want-time.Second {
-				t.Errorf("RemainingLease = %v, want about %v", d, tc.want)
-			}
+			require.NoError(t, err)
+			assert.LessOrEqual(t, d, tc.want, "RemainingLease: about the lease")
+			assert.GreaterOrEqual(t, d, tc.want-time.Second, "RemainingLease: about the lease")
 		})
 	}
 }
@@ -260,35 +224,23 @@ func TestForceUnlock(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
+	require.NoError(t, l.Lock(a))
 	other := relocktest.Client(t).GetLock(l.Name())
 	ok, err := other.ForceUnlock(t.Context())
-	if err != nil || !ok {
-		t.Fatalf("ForceUnlock = %v, %v, want true", ok, err)
-	}
-	if locked, _ := l.IsLocked(t.Context()); locked {
-		t.Error("IsLocked after ForceUnlock = true")
-	}
+	requireTry(t, true, ok, err, "ForceUnlock")
+	assertLocked(t, l, false, "after ForceUnlock")
 	ok, err = other.ForceUnlock(t.Context())
-	if err != nil || ok {
-		t.Errorf("second ForceUnlock = %v, %v, want false, nil", ok, err)
-	}
-	if err := l.Unlock(a); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock after ForceUnlock = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, err)
+	assert.False(t, ok, "second ForceUnlock")
+	assert.ErrorIs(t, l.Unlock(a), rlock.ErrNotHeld, "Unlock after ForceUnlock")
 }
 
 func TestRemainingLeaseUnlocked(t *testing.T) {
 	c := relocktest.Client(t)
 	d, err := c.GetLock(relocktest.Name(t)).RemainingLease(t.Context())
-	if err != nil || d != 0 {
-		t.Errorf("RemainingLease of a free lock = %v, %v, want 0, nil", d, err)
-	}
+	require.NoError(t, err)
+	assert.Zero(t, d, "RemainingLease of a free lock")
 }
 
 func TestInvalidArguments(t *testing.T) {
@@ -339,21 +291,14 @@ func TestInvalidArguments(t *testing.T) {
 			if tc.owner != nil {
 				cctx = rlock.WithOwner(ctx, *tc.owner)
 			}
-			err := tc.call(c.GetLock(tc.name), cctx)
-			if !errors.Is(err, rlock.ErrInvalidArgument) {
-				t.Errorf("err = %v, want ErrInvalidArgument", err)
-			}
+			assert.ErrorIs(t, tc.call(c.GetLock(tc.name), cctx), rlock.ErrInvalidArgument)
 		})
 	}
-	if after := relocktest.DBSize(t, raw); after != before {
-		t.Errorf("DBSIZE = %d after invalid calls, want %d", after, before)
-	}
-	if _, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:1"}}, rlock.WithWatchdogTimeout(0)); !errors.Is(err, rlock.ErrInvalidArgument) {
-		t.Errorf("WithWatchdogTimeout(0) = %v, want ErrInvalidArgument", err)
-	}
-	if _, err := rlock.New(nil); !errors.Is(err, rlock.ErrInvalidArgument) {
-		t.Errorf("New(nil) = %v, want ErrInvalidArgument", err)
-	}
+	assert.Equal(t, before, relocktest.DBSize(t, raw), "DBSIZE after invalid calls")
+	_, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:1"}}, rlock.WithWatchdogTimeout(0))
+	assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "WithWatchdogTimeout(0)")
+	_, err = rlock.New(nil)
+	assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "New(nil)")
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -361,12 +306,8 @@ func ptr[T any](v T) *T { return &v }
 func TestClosedClient(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Errorf("second Close = %v, want nil", err)
-	}
+	require.NoError(t, c.Close())
+	assert.NoError(t, c.Close(), "second Close")
 	ctx := t.Context()
 	checks := map[string]error{
 		"Lock":      l.Lock(ctx),
@@ -380,25 +321,17 @@ func TestClosedClient(t *testing.T) {
 	_, checks["RemainingLease"] = l.RemainingLease(ctx)
 	checks["Do"] = l.Do(ctx, func(context.Context) error { return nil })
 	for call, err := range checks {
-		if !errors.Is(err, rlock.ErrClosed) {
-			t.Errorf("%s after Close = %v, want ErrClosed", call, err)
-		}
+		assert.ErrorIs(t, err, rlock.ErrClosed, "%s after Close", call)
 	}
 }
 
 func TestNewLeavesCallersClientOpen(t *testing.T) {
 	raw := relocktest.Raw(t)
 	c, err := rlock.New(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.GetLock(relocktest.Name(t)).Lock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.GetLock(relocktest.Name(t)).Lock(t.Context()))
 	_ = c.Close()
-	if err := raw.Do(t.Context(), raw.B().Ping().Build()).Error(); err != nil {
-		t.Errorf("PING on the caller's client after Close = %v, want nil", err)
-	}
+	assert.NoError(t, raw.Do(t.Context(), raw.B().Ping().Build()).Error(), "PING on the caller's client after Close")
 }
 
 func TestKilledServerIsAnError(t *testing.T) {
@@ -406,75 +339,58 @@ func TestKilledServerIsAnError(t *testing.T) {
 	c := relocktest.ClientOn(t, srv)
 	l := c.GetLock("killed")
 	ctx := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(ctx))
 	srv.Kill()
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if ok, err := c.GetLock("other").TryLock(tctx, 0, time.Second); err == nil || ok {
-		t.Errorf("TryLock on a dead server = %v, %v, want an error", ok, err)
-	}
-	if err := l.Unlock(tctx); err == nil || errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock on a dead server = %v, want a Redis error", err)
-	}
-	if _, err := l.IsLocked(tctx); err == nil {
-		t.Error("IsLocked on a dead server = nil error")
-	}
+	ok, err := c.GetLock("other").TryLock(tctx, 0, time.Second)
+	assert.Error(t, err, "TryLock on a dead server")
+	assert.False(t, ok, "TryLock on a dead server")
+	err = l.Unlock(tctx)
+	assert.Error(t, err, "Unlock on a dead server: want a Redis error")
+	assert.NotErrorIs(t, err, rlock.ErrNotHeld, "Unlock on a dead server: want a Redis error")
+	_, err = l.IsLocked(tctx)
+	assert.Error(t, err, "IsLocked on a dead server")
 	// A waiting Lock rides out the outage until its context ends, then
 	// reports both the context and the last Redis failure.
 	wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer wcancel()
-	err := c.GetLock("other").Lock(wctx)
-	if !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) ||
-		!strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("Lock on a dead server = %v, want ErrNotAcquired, DeadlineExceeded and the connection error", err)
-	}
+	err = c.GetLock("other").Lock(wctx)
+	assert.ErrorIs(t, err, rlock.ErrNotAcquired, "Lock on a dead server")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Lock on a dead server")
+	assert.ErrorContains(t, err, "connection refused", "Lock on a dead server must report the connection error")
 }
 
 func TestWaitEndedByContext(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	defer l.Unlock(a)
 
 	ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 50*time.Millisecond)
 	defer cancel()
 	err := l.Lock(ctx)
-	if !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Lock = %v, want ErrNotAcquired and DeadlineExceeded", err)
-	}
+	assert.ErrorIs(t, err, rlock.ErrNotAcquired, "Lock")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Lock")
 	ok, err := l.TryLock(ctx, time.Second, 0)
-	if ok || !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("TryLock with an ended context = %v, %v, want ErrNotAcquired and DeadlineExceeded", ok, err)
-	}
+	assert.False(t, ok, "TryLock with an ended context")
+	assert.ErrorIs(t, err, rlock.ErrNotAcquired, "TryLock with an ended context")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "TryLock with an ended context")
 	// TryLock whose wait ends while the context lives: false, nil.
 	ok, err = l.TryLock(rlock.WithOwner(t.Context(), "b"), 30*time.Millisecond, 0)
-	if ok || err != nil {
-		t.Errorf("TryLock with a short wait = %v, %v, want false, nil", ok, err)
-	}
-	if fields := relocktest.HGetAll(t, relocktest.Raw(t), l.Name()); len(fields) != 1 {
-		t.Errorf("hash = %v, want only the holder", fields)
-	}
+	requireTry(t, false, ok, err, "TryLock with a short wait")
+	assert.Len(t, relocktest.HGetAll(t, relocktest.Raw(t), l.Name()), 1, "hash fields: only the holder")
 }
 
 func TestUnlockWithCancelledContext(t *testing.T) {
 	c := relocktest.Client(t)
 	l := c.GetLock(relocktest.Name(t))
 	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "a"))
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(ctx))
 	cancel()
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock with a cancelled context = %v, want nil", err)
-	}
-	if locked, _ := l.IsLocked(t.Context()); locked {
-		t.Error("still locked after Unlock with a cancelled context")
-	}
+	require.NoError(t, l.Unlock(ctx), "Unlock with a cancelled context")
+	assertLocked(t, l, false, "after Unlock with a cancelled context")
 }
 
 func TestRedisErrorIsNotSuccess(t *testing.T) {
@@ -482,29 +398,20 @@ func TestRedisErrorIsNotSuccess(t *testing.T) {
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
 	// A key of the wrong type makes every script fail with WRONGTYPE.
-	if err := raw.Do(t.Context(), raw.B().Set().Key(name).Value("x").Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, raw.Do(t.Context(), raw.B().Set().Key(name).Value("x").Build()).Error())
 	l := c.GetLock(name)
 	ctx := rlock.WithOwner(t.Context(), "a")
-	if ok, err := l.TryLock(ctx, 0, time.Second); ok || err == nil {
-		t.Errorf("TryLock on a string key = %v, %v, want an error", ok, err)
-	}
-	if _, err := l.HoldCount(ctx); err == nil {
-		t.Error("HoldCount on a string key = nil error")
-	}
+	ok, err := l.TryLock(ctx, 0, time.Second)
+	assert.Error(t, err, "TryLock on a string key")
+	assert.False(t, ok, "TryLock on a string key")
+	_, err = l.HoldCount(ctx)
+	assert.Error(t, err, "HoldCount on a string key")
 	// A release that meets the wrong type is an error too, not a success
 	// nor ErrNotHeld.
-	if err := raw.Do(t.Context(), raw.B().Del().Key(name).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Do(t.Context(), raw.B().Set().Key(name).Value("x").Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err == nil || errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock on a string key = %v, want a Redis error", err)
-	}
+	require.NoError(t, raw.Do(t.Context(), raw.B().Del().Key(name).Build()).Error())
+	require.NoError(t, l.Lock(ctx))
+	require.NoError(t, raw.Do(t.Context(), raw.B().Set().Key(name).Value("x").Build()).Error())
+	err = l.Unlock(ctx)
+	assert.Error(t, err, "Unlock on a string key: want a Redis error")
+	assert.NotErrorIs(t, err, rlock.ErrNotHeld, "Unlock on a string key: want a Redis error")
 }

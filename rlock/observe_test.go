@@ -3,7 +3,6 @@ package rlock_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 )
@@ -109,7 +112,7 @@ func (r *recorder) take(t *testing.T) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, err := range r.errs {
-		t.Error(err)
+		assert.NoError(t, err, "a call of the observer")
 	}
 	ev := r.events
 	r.events, r.errs = nil, nil
@@ -130,9 +133,7 @@ func (r *recorder) has(ev string) bool {
 
 func wantEvents(t *testing.T, got []string, want ...string) {
 	t.Helper()
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
+	assert.Equal(t, want, got, "events")
 }
 
 func TestObserverLockReentryUnlock(t *testing.T) {
@@ -141,18 +142,12 @@ func TestObserverLockReentryUnlock(t *testing.T) {
 	ctx := rlock.WithOwner(t.Context(), "a")
 	l := c.GetLock(relocktest.Name(t))
 	for range 2 {
-		if err := l.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Lock(ctx))
 	}
 	for range 2 {
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Unlock(ctx))
 	}
-	if err := l.Unlock(ctx); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Fatalf("third Unlock = %v, want ErrNotHeld", err)
-	}
+	require.ErrorIs(t, l.Unlock(ctx), rlock.ErrNotHeld, "third Unlock")
 	wantEvents(t, rec.take(t),
 		"AcquireStart lock", "HoldStart lock", "AcquireEnd lock acquired",
 		"AcquireStart lock", "AcquireEnd lock acquired",
@@ -176,12 +171,8 @@ func TestObserverKinds(t *testing.T) {
 		{"fenced", c.GetFencedLock(relocktest.Name(t))},
 		{"fair", c.GetFairLock(relocktest.Name(t))},
 	} {
-		if err := tc.l.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := tc.l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tc.l.Lock(ctx))
+		require.NoError(t, tc.l.Unlock(ctx))
 		k := tc.kind
 		wantEvents(t, rec.take(t),
 			"AcquireStart "+k, "HoldStart "+k, "AcquireEnd "+k+" acquired",
@@ -194,53 +185,39 @@ func TestObserverNotAcquiredAndWait(t *testing.T) {
 	c := relocktest.Client(t, rlock.WithObserver(rec))
 	name := relocktest.Name(t)
 	holder := rlock.WithOwner(t.Context(), "holder")
-	if err := c.GetLock(name).Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.GetLock(name).Lock(holder))
 	rec.take(t)
 	other := rlock.WithOwner(t.Context(), "other")
-	if ok, err := c.GetLock(name).TryLock(other, 0, 0); ok || err != nil {
-		t.Fatalf("TryLock(wait 0) = %v, %v; want false, nil", ok, err)
-	}
+	ok, err := c.GetLock(name).TryLock(other, 0, 0)
+	requireTry(t, false, ok, err, "TryLock(wait 0)")
 	wantEvents(t, rec.take(t), "AcquireStart lock", "AcquireEnd lock not_acquired")
 
-	if ok, err := c.GetLock(name).TryLock(other, 30*time.Millisecond, 0); ok || err != nil {
-		t.Fatalf("TryLock(wait 30ms) = %v, %v; want false, nil", ok, err)
-	}
+	ok, err = c.GetLock(name).TryLock(other, 30*time.Millisecond, 0)
+	requireTry(t, false, ok, err, "TryLock(wait 30ms)")
 	wantEvents(t, rec.take(t), "AcquireStart lock", "WaitStart lock", "WaitEnd lock", "AcquireEnd lock not_acquired")
 
 	// A wait ended by the context is not_acquired too.
 	wctx, cancel := context.WithTimeout(other, 30*time.Millisecond)
 	defer cancel()
-	if err := c.GetLock(name).Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Lock = %v, want DeadlineExceeded", err)
-	}
+	require.ErrorIs(t, c.GetLock(name).Lock(wctx), context.DeadlineExceeded, "Lock")
 	wantEvents(t, rec.take(t), "AcquireStart lock", "WaitStart lock", "WaitEnd lock", "AcquireEnd lock not_acquired")
 
 	// A waiter that gets the lock after its holder let go.
 	got := make(chan error, 1)
 	go func() { got <- c.GetLock(name).Lock(other) }()
 	relocktest.Eventually(t, 5*time.Second, "the waiter to wait", func() bool { return rec.has("WaitStart lock") })
-	if err := c.GetLock(name).Unlock(holder); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	if err := c.GetLock(name).Unlock(other); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.GetLock(name).Unlock(holder))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock after the holder let go"))
+	require.NoError(t, c.GetLock(name).Unlock(other))
 	ev := rec.take(t)
-	for _, want := range []string{"WaitEnd lock", "HoldEnd lock released", "AcquireEnd lock acquired"} {
+	for want, times := range map[string]int{"WaitEnd lock": 1, "HoldEnd lock released": 2, "AcquireEnd lock acquired": 1} {
 		n := 0
 		for _, e := range ev {
 			if e == want {
 				n++
 			}
 		}
-		if want == "HoldEnd lock released" && n != 2 || want != "HoldEnd lock released" && n != 1 {
-			t.Errorf("%q seen %d times in %q", want, n, ev)
-		}
+		assert.Equal(t, times, n, "times %q was seen in %q", want, ev)
 	}
 }
 
@@ -250,48 +227,27 @@ func TestObserverRenewalsAndLoss(t *testing.T) {
 	raw := relocktest.Raw(t)
 	ctx := rlock.WithOwner(t.Context(), "a")
 	l := c.GetLock(relocktest.Name(t))
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(ctx))
 	relocktest.Eventually(t, 5*time.Second, "a renewal", func() bool { return rec.has("Renewal lock ok") })
-	if err := raw.Do(ctx, raw.B().Del().Key(l.Name()).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.Done(ctx):
-	case <-time.After(5 * time.Second):
-		t.Fatal("the loss was not noticed")
-	}
-	if !rec.has("Renewal lock lost") || !rec.has("HoldEnd lock lost") {
-		t.Errorf("events %q: want a lost renewal and a lost hold", rec.take(t))
-	}
-	rec.take(t)
+	require.NoError(t, raw.Do(ctx, raw.B().Del().Key(l.Name()).Build()).Error())
+	relocktest.Receive(t, l.Done(ctx), 5*time.Second, "the loss to be noticed")
+	ev := rec.take(t)
+	assert.Contains(t, ev, "Renewal lock lost", "events: want a lost renewal")
+	assert.Contains(t, ev, "HoldEnd lock lost", "events: want a lost hold")
 }
 
 func TestObserverClose(t *testing.T) {
 	rec := &recorder{}
 	c, err := rlock.NewClient(redistest.Shared(t).ClientOption(), rlock.WithObserver(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	ctx := rlock.WithOwner(t.Context(), "a")
 	l := c.GetLock(relocktest.Name(t))
-	if err := l.LockLease(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.GetFairLock(relocktest.Name(t)).Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.LockLease(ctx, time.Minute))
+	require.NoError(t, c.GetFairLock(relocktest.Name(t)).Lock(ctx))
 	rec.take(t)
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	got := rec.take(t)
-	if len(got) != 2 || !(got[0] == "HoldEnd lock closed" && got[1] == "HoldEnd fair closed" ||
-		got[1] == "HoldEnd lock closed" && got[0] == "HoldEnd fair closed") {
-		t.Errorf("events at Close: %q, want each hold ended as closed", got)
-	}
+	require.NoError(t, c.Close())
+	assert.ElementsMatch(t, []string{"HoldEnd lock closed", "HoldEnd fair closed"}, rec.take(t), "events at Close: each hold ended as closed")
 	// After Close, nothing more is reported for these holds.
 	_ = l.Unlock(ctx)
 	wantEvents(t, rec.take(t), "ReleaseStart lock", "ReleaseEnd lock error")
@@ -301,9 +257,7 @@ func TestObserverDo(t *testing.T) {
 	rec := &recorder{}
 	c := relocktest.Client(t, rlock.WithObserver(rec))
 	l := c.GetLock(relocktest.Name(t))
-	if err := l.Do(t.Context(), func(ctx context.Context) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Do(t.Context(), func(ctx context.Context) error { return nil }))
 	wantEvents(t, rec.take(t),
 		"AcquireStart lock", "HoldStart lock", "AcquireEnd lock acquired",
 		"ReleaseStart lock", "HoldEnd lock released", "ReleaseEnd lock released")
@@ -346,72 +300,49 @@ func TestLoggerOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c := relocktest.ClientOn(t, srv, rlock.WithLogger(log))
+	// The Client's acquire scripts are counted, failed ones too, so that
+	// the test sees the attempts made during the outage.
+	f := relocktest.NewFaulty(srv.Client(t))
+	attempts := f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockAcquire.SHA1}, N: -1, Run: true, Keep: true})
+	c, err := rlock.New(f, rlock.WithLogger(log))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
 	name := "outage"
 	// A holder of another client, with a long lease: the waiter sleeps
 	// until an unlock message that never comes.
-	if _, err := srv.Do(t.Context(), "HSET", name, "other:holder", "1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := srv.Do(t.Context(), "PEXPIRE", name, "60000"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = srv.Do(t.Context(), "HSET", name, "other:holder", "1")
+	require.NoError(t, err)
+	_, err = srv.Do(t.Context(), "PEXPIRE", name, "60000")
+	require.NoError(t, err)
 	ctx := rlock.WithOwner(t.Context(), "waiter")
 	got := make(chan error, 1)
 	go func() { got <- c.GetLock(name).Lock(ctx) }()
+	raw := srv.Client(t)
 	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
-		v, err := srv.Do(t.Context(), "PUBSUB", "NUMSUB", "redisson_lock__channel:{"+name+"}")
-		if err != nil {
-			return false
-		}
-		a, _ := v.ToArray()
-		n, _ := a[1].AsInt64()
-		return n == 1
+		return relocktest.Subscribers(raw, "redisson_lock__channel:{"+name+"}") == 1
 	})
-	if w := logs.lines("WARN"); len(w) != 0 {
-		t.Fatalf("WARN before the outage: %q", w)
-	}
+	require.Empty(t, logs.lines("WARN"), "WARN lines before the outage")
 
+	before := attempts.Hits()
 	srv.Kill()
 	relocktest.Eventually(t, 5*time.Second, "the WARN line", func() bool { return len(logs.lines("WARN")) > 0 })
-	// Let several attempts fail (one every 100ms) before Redis is back: the
+	// Several attempts fail (one every 100ms) before Redis is back: the
 	// WARN must not repeat for them.
-	time.Sleep(350 * time.Millisecond)
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
+	relocktest.Eventually(t, 5*time.Second, "three failed attempts during the outage", func() bool { return attempts.Hits() >= before+3 })
+	require.NoError(t, srv.Restart())
 	// The restarted server has no data: the lock is free.
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("Lock after the outage: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter did not get the lock after the restart")
-	}
-	if err := c.GetLock(name).Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, relocktest.Receive(t, got, 10*time.Second, "the waiter to get the lock after the restart"), "Lock after the outage")
+	require.NoError(t, c.GetLock(name).Unlock(ctx))
 
 	warns, infos := logs.lines("WARN"), logs.lines("INFO")
-	if len(warns) != 1 {
-		t.Errorf("WARN lines: %d, want 1:\n%s", len(warns), strings.Join(warns, "\n"))
-	}
-	if len(infos) != 1 {
-		t.Fatalf("INFO lines: %d, want 1:\n%s", len(infos), strings.Join(infos, "\n"))
-	}
+	assert.Len(t, warns, 1, "WARN lines")
+	require.Len(t, infos, 1, "INFO lines")
 	for _, want := range []string{"lock=outage", "owner=waiter", "failed_attempts="} {
-		if !strings.Contains(infos[0], want) {
-			t.Errorf("INFO line %q lacks %q", infos[0], want)
-		}
+		assert.Contains(t, infos[0], want, "the INFO line")
 	}
-	if strings.Contains(infos[0], "failed_attempts=1 ") {
-		t.Errorf("INFO line %q: want several failed attempts behind one WARN", infos[0])
-	}
-	if e := logs.lines("ERROR"); len(e) != 0 {
-		t.Errorf("ERROR lines: %q", e)
-	}
-	t.Logf("log:\n%s%s", warns[0], "\n"+infos[0])
+	assert.NotContains(t, infos[0], "failed_attempts=1 ", "the INFO line: want several failed attempts behind one WARN")
+	assert.Empty(t, logs.lines("ERROR"), "ERROR lines")
+	t.Logf("log:\n%s\n%s", strings.Join(warns, "\n"), infos[0])
 }
 
 func TestLoggerLoss(t *testing.T) {
@@ -421,30 +352,16 @@ func TestLoggerLoss(t *testing.T) {
 	raw := relocktest.Raw(t)
 	ctx := rlock.WithOwner(t.Context(), "a")
 	l := c.GetLock(relocktest.Name(t))
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if s := logs.String(); s != "" {
-		t.Fatalf("logged on the success path: %q", s)
-	}
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Do(ctx, raw.B().Del().Key(l.Name()).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.Done(ctx):
-	case <-time.After(5 * time.Second):
-		t.Fatal("the loss was not noticed")
-	}
+	require.NoError(t, l.Lock(ctx))
+	require.NoError(t, l.Unlock(ctx))
+	require.Empty(t, logs.String(), "logs on the success path")
+	require.NoError(t, l.Lock(ctx))
+	require.NoError(t, raw.Do(ctx, raw.B().Del().Key(l.Name()).Build()).Error())
+	relocktest.Receive(t, l.Done(ctx), 5*time.Second, "the loss to be noticed")
 	e := logs.lines("ERROR")
-	if len(e) != 1 || !strings.Contains(e[0], "lock lost") || !strings.Contains(e[0], "owner=a") {
-		t.Errorf("ERROR lines %q, want one lock lost line", e)
-	}
+	require.Len(t, e, 1, "ERROR lines: one lock lost line")
+	assert.Contains(t, e[0], "lock lost", "the ERROR line")
+	assert.Contains(t, e[0], "owner=a", "the ERROR line")
 }
 
 // TestObserverSyncKinds: the read and write sides of a read-write lock,
@@ -461,12 +378,8 @@ func TestObserverSyncKinds(t *testing.T) {
 			Unlock(context.Context) error
 		}
 	}{{"read", rw.ReadLock()}, {"write", rw.WriteLock()}} {
-		if err := side.l.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := side.l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, side.l.Lock(ctx))
+		require.NoError(t, side.l.Unlock(ctx))
 		k := side.kind
 		wantEvents(t, rec.take(t),
 			"AcquireStart "+k, "HoldStart "+k, "AcquireEnd "+k+" acquired",
@@ -474,29 +387,17 @@ func TestObserverSyncKinds(t *testing.T) {
 	}
 
 	s := c.GetSemaphore(relocktest.Name(t))
-	if _, err := s.TrySetPermits(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.TrySetPermits(ctx, 1)
+	require.NoError(t, err)
 	id, err := s.Acquire(ctx, 0) // on the watchdog: a hold
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, err := s.TryAcquire(ctx, 20*time.Millisecond, time.Second); ok || err != nil {
-		t.Fatalf("TryAcquire with none left = %v, %v", ok, err)
-	}
-	if err := s.Release(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, ok, err := s.TryAcquire(ctx, 20*time.Millisecond, time.Second)
+	requireTry(t, false, ok, err, "TryAcquire with none left")
+	require.NoError(t, s.Release(ctx, id))
 	fixed, err := s.Acquire(ctx, time.Minute) // a fixed lease: no hold events
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, fixed); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, fixed); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Fatalf("second Release = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, fixed))
+	require.ErrorIs(t, s.Release(ctx, fixed), rlock.ErrNotHeld, "second Release")
 	k := "semaphore"
 	wantEvents(t, rec.take(t),
 		"AcquireStart "+k, "HoldStart "+k, "AcquireEnd "+k+" acquired",
@@ -507,9 +408,8 @@ func TestObserverSyncKinds(t *testing.T) {
 		"ReleaseStart "+k, "ReleaseEnd "+k+" not_held")
 
 	// A permit held at Close ends as closed.
-	if _, err := s.Acquire(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.Acquire(ctx, 0)
+	require.NoError(t, err)
 	rec.take(t)
 	_ = c.Close()
 	wantEvents(t, rec.take(t), "HoldEnd "+k+" closed")

@@ -3,26 +3,24 @@ package rlock_test
 import (
 	"context"
 	"errors"
-	"github.com/relock-go/relock/internal/layout"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 )
 
-func numsub(t *testing.T, raw rueidis.Client, channel string) int64 {
-	t.Helper()
-	m, err := raw.Do(t.Context(), raw.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m[channel]
-}
+// numsub is the number of subscribers of channel, or -1 when the server
+// does not answer: it never fails the test, so conditions of
+// relocktest.Eventually use it.
+func numsub(raw rueidis.Client, channel string) int64 { return relocktest.Subscribers(raw, channel) }
 
 // lockAsync starts l.Lock(ctx) and reports when it returns.
 func lockAsync(l *rlock.Lock, ctx context.Context) <-chan error {
@@ -37,23 +35,15 @@ func TestWaiterTakesOverAtUnlock(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
 	b := rlock.WithOwner(t.Context(), "b")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	got := lockAsync(l, b)
 	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
-		return numsub(t, raw, layout.Channel(l.Name())) == 1
+		return numsub(raw, layout.Channel(l.Name())) == 1
 	})
 	start := time.Now()
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("waiter took %v to take over after Unlock, want well under the 30s lease", d)
-	}
+	require.NoError(t, l.Unlock(a))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to take over after Unlock (the lease is 30s)"))
+	assert.LessOrEqual(t, time.Since(start), time.Second, "the waiter's take-over after Unlock: well under the 30s lease")
 	_ = l.Unlock(b)
 }
 
@@ -63,38 +53,33 @@ func TestOneSubscriptionForManyWaiters(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	channel := layout.Channel(l.Name())
 	holder := rlock.WithOwner(t.Context(), "holder")
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(holder))
 	const n = 50
+	// Each release wakes the next waiter; were it to publish nothing, each
+	// waiter would sleep for the 30s lease it saw. The waiters give up at
+	// this deadline and say so, instead of wg.Wait blocking for minutes.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	var wg sync.WaitGroup
 	ready := make(chan struct{}, n)
 	for range n {
 		wg.Go(func() {
-			ctx := t.Context() // anonymous: each waiter is its own owner
-			h := c.GetLock(l.Name())
+			h := c.GetLock(l.Name()) // anonymous: each waiter is its own owner
 			ready <- struct{}{}
-			if err := h.Lock(ctx); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, h.Lock(ctx), "a waiter's Lock: the releases did not hand the lock on within 10s") {
 				return
 			}
-			if err := h.Unlock(ctx); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, h.Unlock(ctx))
 		})
 	}
 	for range n {
-		<-ready
+		relocktest.Receive(t, ready, 5*time.Second, "the waiters to start")
 	}
-	relocktest.Eventually(t, 5*time.Second, "waiters to subscribe", func() bool { return numsub(t, raw, channel) == 1 })
-	if got := numsub(t, raw, channel); got != 1 {
-		t.Errorf("PUBSUB NUMSUB = %d with %d waiters, want 1", got, n)
-	}
-	if err := l.Unlock(holder); err != nil {
-		t.Fatal(err)
-	}
+	relocktest.Eventually(t, 5*time.Second, "waiters to subscribe", func() bool { return numsub(raw, channel) == 1 })
+	assert.EqualValues(t, 1, numsub(raw, channel), "PUBSUB NUMSUB with %d waiters", n)
+	require.NoError(t, l.Unlock(holder))
 	wg.Wait()
-	relocktest.Eventually(t, 5*time.Second, "the subscription to end", func() bool { return numsub(t, raw, channel) == 0 })
+	relocktest.Eventually(t, 5*time.Second, "the subscription to end", func() bool { return numsub(raw, channel) == 0 })
 }
 
 func TestPubSubConnectionKilled(t *testing.T) {
@@ -102,47 +87,23 @@ func TestPubSubConnectionKilled(t *testing.T) {
 	raw := relocktest.Raw(t)
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	got := lockAsync(l, rlock.WithOwner(t.Context(), "b"))
 	channel := layout.Channel(l.Name())
-	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(t, raw, channel) == 1 })
-	if err := raw.Do(t.Context(), raw.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(raw, channel) == 1 })
+	require.NoError(t, raw.Do(t.Context(), raw.B().ClientKill().TypePubsub().Build()).Error())
 	// Release at once: the message may go out while nobody listens. The
 	// waiter must still get the lock, promptly.
 	start := time.Now()
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter stranded after CLIENT KILL TYPE pubsub")
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("waiter took %v after the kill", d)
-	}
+	require.NoError(t, l.Unlock(a))
+	require.NoError(t, relocktest.Receive(t, got, 10*time.Second, "the waiter to get the lock after CLIENT KILL TYPE pubsub"))
+	assert.LessOrEqual(t, time.Since(start), 5*time.Second, "the waiter's take-over after the kill")
 	// The subscription is made again: the next waiter is subscribed and
 	// woken by the next release.
 	third := lockAsync(l, rlock.WithOwner(t.Context(), "c"))
-	relocktest.Eventually(t, 5*time.Second, "the channel to be subscribed again", func() bool { return numsub(t, raw, channel) == 1 })
-	if err := l.Unlock(rlock.WithOwner(t.Context(), "b")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-third:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the next waiter was not woken after the resubscription")
-	}
+	relocktest.Eventually(t, 5*time.Second, "the channel to be subscribed again", func() bool { return numsub(raw, channel) == 1 })
+	require.NoError(t, l.Unlock(rlock.WithOwner(t.Context(), "b")))
+	require.NoError(t, relocktest.Receive(t, third, 10*time.Second, "the next waiter to be woken after the resubscription"))
 	_ = l.Unlock(rlock.WithOwner(t.Context(), "c"))
 }
 
@@ -151,21 +112,13 @@ func TestVanishedHolderTakenOverAtLeaseEnd(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	lease := 300 * time.Millisecond
 	// The holder takes a fixed lease and never unlocks (it "crashed").
-	if err := l.LockLease(rlock.WithOwner(t.Context(), "crashed"), lease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.LockLease(rlock.WithOwner(t.Context(), "crashed"), lease))
 	start := time.Now()
 	b := rlock.WithOwner(t.Context(), "b")
-	if err := l.Lock(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(b))
 	d := time.Since(start)
-	if d < lease-50*time.Millisecond {
-		t.Errorf("took over after %v, before the %v lease ended", d, lease)
-	}
-	if d > lease+300*time.Millisecond {
-		t.Errorf("took over %v after the %v lease began, want promptly at its end", d, lease)
-	}
+	assert.GreaterOrEqual(t, d, lease-50*time.Millisecond, "the take-over, after the start of the %v lease: not before its end", lease)
+	assert.LessOrEqual(t, d, lease+300*time.Millisecond, "the take-over, after the start of the %v lease: promptly at its end", lease)
 	_ = l.Unlock(b)
 }
 
@@ -175,17 +128,15 @@ func TestCancelledWaiterLeavesNoSubscription(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	channel := layout.Channel(l.Name())
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "b"))
 	got := lockAsync(l, ctx)
-	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(t, raw, channel) == 1 })
+	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(raw, channel) == 1 })
 	cancel()
-	if err := <-got; !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Errorf("Lock = %v, want ErrNotAcquired and Canceled", err)
-	}
-	relocktest.Eventually(t, 5*time.Second, "the subscription to end", func() bool { return numsub(t, raw, channel) == 0 })
+	err := relocktest.Receive(t, got, 5*time.Second, "the cancelled Lock to return")
+	assert.ErrorIs(t, err, rlock.ErrNotAcquired, "Lock")
+	assert.ErrorIs(t, err, context.Canceled, "Lock")
+	relocktest.Eventually(t, 5*time.Second, "the subscription to end", func() bool { return numsub(raw, channel) == 0 })
 	_ = l.Unlock(a)
 }
 
@@ -194,19 +145,17 @@ func TestCloseEndsWaits(t *testing.T) {
 	c := relocktest.Client(t)
 	name := relocktest.Name(t)
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := holderClient.GetLock(name).Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, holderClient.GetLock(name).Lock(a))
 	defer holderClient.GetLock(name).Unlock(a)
 	got := lockAsync(c.GetLock(name), t.Context())
+	raw := relocktest.Raw(t)
 	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
-		return numsub(t, relocktest.Raw(t), layout.Channel(name)) == 1
+		return numsub(raw, layout.Channel(name)) == 1
 	})
 	_ = c.Close()
-	err := <-got
-	if !errors.Is(err, rlock.ErrNotAcquired) || !errors.Is(err, rlock.ErrClosed) {
-		t.Errorf("Lock ended by Close = %v, want ErrNotAcquired and ErrClosed", err)
-	}
+	err := relocktest.Receive(t, got, 5*time.Second, "Close to end the wait")
+	assert.ErrorIs(t, err, rlock.ErrNotAcquired, "Lock ended by Close")
+	assert.ErrorIs(t, err, rlock.ErrClosed, "Lock ended by Close")
 }
 
 // TestCloseDuringAttempt: a Close that lands while a waiter's attempt is
@@ -217,9 +166,7 @@ func TestCloseDuringAttempt(t *testing.T) {
 	for _, wait := range []time.Duration{time.Minute, 0} {
 		f := relocktest.NewFaulty(relocktest.Raw(t))
 		c, err := rlock.New(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		l := c.GetLock(relocktest.Name(t))
 		var closing sync.WaitGroup
 		f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockAcquire.SHA1}, N: 1, Reply: rueidis.NewErrorResult(rueidis.ErrClosing),
@@ -232,8 +179,12 @@ func TestCloseDuringAttempt(t *testing.T) {
 			}})
 		ok, err := l.TryLock(t.Context(), wait, 0)
 		closing.Wait()
-		if ok || !errors.Is(err, rlock.ErrClosed) || (wait != 0) != errors.Is(err, rlock.ErrNotAcquired) {
-			t.Errorf("TryLock(wait %v) closed during its attempt = %v, %v; want ErrClosed (and ErrNotAcquired when waiting)", wait, ok, err)
+		assert.False(t, ok, "TryLock(wait %v) closed during its attempt", wait)
+		assert.ErrorIs(t, err, rlock.ErrClosed, "TryLock(wait %v) closed during its attempt", wait)
+		if wait != 0 {
+			assert.ErrorIs(t, err, rlock.ErrNotAcquired, "TryLock(wait %v) closed during its attempt", wait)
+		} else {
+			assert.NotErrorIs(t, err, rlock.ErrNotAcquired, "TryLock(wait 0) closed during its attempt: a single attempt")
 		}
 	}
 }
@@ -251,17 +202,10 @@ func TestRedissonUnlockWakesWaiter(t *testing.T) {
 	l := c.GetLock(name)
 	got := lockAsync(l, t.Context())
 	channel := layout.Channel(name)
-	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(t, raw, channel) == 1 })
+	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return numsub(raw, channel) == 1 })
 	// Redisson's unlock: delete the hash, publish 0 on the channel.
 	raw.Do(t.Context(), raw.B().Del().Key(name).Build())
 	raw.Do(t.Context(), raw.B().Publish().Channel(channel).Message("0").Build())
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a Redisson-style unlock did not wake the waiter")
-	}
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "a Redisson-style unlock to wake the waiter"))
 	_ = l.Unlock(t.Context())
 }

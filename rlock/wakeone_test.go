@@ -2,7 +2,6 @@ package rlock_test
 
 import (
 	"context"
-	"github.com/relock-go/relock/internal/layout"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,7 +9,10 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -20,9 +22,7 @@ import (
 func scriptCalls(t *testing.T, raw rueidis.Client) int {
 	t.Helper()
 	info, err := raw.Do(t.Context(), raw.B().Info().Section("commandstats").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n := 0
 	for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
 		if _, rest, ok := cutString(info, cmd); ok {
@@ -45,8 +45,8 @@ func cutString(s, sep string) (before, after string, found bool) {
 
 // contend has one goroutine in each Client take the lock again and again,
 // holding it a moment, and returns the scripts the server ran per
-// acquisition over a second, once every Client waits (so that neither the
-// first waits nor the last ones count).
+// acquisition over a second, once every Client has had the lock once (so
+// that every Client waits, and the first waits do not count).
 func contend(t *testing.T, srv *redistest.Server, clients int, opts ...rlock.Option) (scriptsPerAcq float64, fewest int64) {
 	t.Helper()
 	raw := srv.Client(t)
@@ -56,51 +56,64 @@ func contend(t *testing.T, srv *redistest.Server, clients int, opts ...rlock.Opt
 		cs[i] = relocktest.ClientOn(t, srv, opts...)
 	}
 	var acquired atomic.Int64
-	per := make([]atomic.Int64, clients)
+	per := make([]atomic.Int64, clients)   // acquisitions while measuring
+	warmed := make([]atomic.Bool, clients) // the Client has had the lock once
 	measuring := make(chan struct{})
-	stop := make(chan struct{})
+	// stop ends the run; it ends a wait in Lock too. Each Lock has a
+	// deadline besides: a release that woke nobody would leave the others
+	// asleep for the 30s lease they saw, and the run fails with that.
+	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Go(func() {
-			ctx := rlock.WithOwner(t.Context(), "w"+strconv.Itoa(i))
+			owner := rlock.WithOwner(ctx, "w"+strconv.Itoa(i))
 			l := c.GetLock(name)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			for ctx.Err() == nil {
+				cctx, cancel := context.WithTimeout(owner, 10*time.Second)
 				err := l.Lock(cctx)
 				cancel()
-				if err != nil {
-					t.Error(err)
+				if ctx.Err() != nil {
+					if err == nil {
+						_ = l.Unlock(context.WithoutCancel(owner))
+					}
+					return
+				}
+				if !assert.NoError(t, err, "Client %d's Lock: no release woke it within 10s", i) {
 					return
 				}
 				acquired.Add(1)
+				warmed[i].Store(true)
 				select {
 				case <-measuring:
 					per[i].Add(1)
 				default:
 				}
-				time.Sleep(time.Millisecond)
-				if err := l.Unlock(ctx); err != nil {
-					t.Error(err)
+				time.Sleep(time.Millisecond) // the scenario: the holder's work
+				if !assert.NoError(t, l.Unlock(context.WithoutCancel(owner)), "Client %d's Unlock", i) {
 					return
 				}
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	relocktest.Eventually(t, 10*time.Second, "every Client to have had the lock once", func() bool {
+		for i := range warmed {
+			if !warmed[i].Load() {
+				return false
+			}
+		}
+		return true
+	})
 	scripts, n := scriptCalls(t, raw), acquired.Load()
 	close(measuring)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the scenario, not a wait: the measurement lasts a second
 	scripts, n = scriptCalls(t, raw)-scripts, acquired.Load()-n
-	close(stop)
+	stop()
 	wg.Wait()
-	if n == 0 {
-		t.Fatal("no acquisition in a second")
-	}
+	require.NotZero(t, n, "acquisitions in a second")
 	fewest = per[0].Load()
 	for i := range per {
 		fewest = min(fewest, per[i].Load())
@@ -119,15 +132,16 @@ func TestWakeOneAcrossClients(t *testing.T) {
 	all, _ := contend(t, srv, clients)
 	one, fewest := contend(t, srv, clients, rlock.WithWakeOne())
 	t.Logf("scripts per acquisition, %d Clients: %.1f waking every Client, %.1f with wake-one", clients, all, one)
-	if fewest == 0 {
-		t.Error("with wake-one, a Client got the lock not once in a second: it starved")
-	}
+	assert.NotZero(t, fewest, "with wake-one, a Client got the lock not once in a second: it starved")
 	// Three at best: a failed attempt, the woken one, the release.
-	if one > 6 || one > all/2 {
-		t.Errorf("with wake-one, %.1f scripts per acquisition (waking every Client: %.1f), want at most 6 and half", one, all)
-	}
+	assert.LessOrEqual(t, one, 6.0, "scripts per acquisition with wake-one")
+	assert.LessOrEqual(t, one, all/2, "scripts per acquisition with wake-one: at most half of waking every Client's")
 	// The wake registry expires a few seconds after the last wait.
-	relocktest.Eventually(t, 5*time.Second, "every key to go", func() bool { return relocktest.DBSize(t, srv.Client(t)) == 0 })
+	raw := srv.Client(t)
+	relocktest.Eventually(t, 5*time.Second, "every key to go", func() bool {
+		n, err := raw.Do(context.Background(), raw.B().Dbsize().Build()).AsInt64()
+		return err == nil && n == 0
+	})
 }
 
 // TestWakeOneDeadClient: the registered Client that registered longest
@@ -140,20 +154,14 @@ func TestWakeOneDeadClient(t *testing.T) {
 	waiterC := relocktest.ClientOn(t, srv, rlock.WithWakeOne())
 	name := "wake:dead"
 	h := rlock.WithOwner(t.Context(), "h")
-	if err := holderC.GetLock(name).Lock(h); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, holderC.GetLock(name).Lock(h))
 	// A dead Client, registered before anyone, until its deadline.
 	registry := layout.Wakers(name)
 	deadline := time.Now().Add(10 * time.Second).UnixMilli()
-	if err := raw.Do(t.Context(), raw.B().Zadd().Key(registry).ScoreMember().ScoreMember(float64(deadline-9000), "dead-client").Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, raw.Do(t.Context(), raw.B().Zadd().Key(registry).ScoreMember().ScoreMember(float64(deadline-9000), "dead-client").Build()).Error())
 	got := make(chan time.Time, 1)
 	go func() {
-		if err := waiterC.GetLock(name).Lock(rlock.WithOwner(t.Context(), "w")); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, waiterC.GetLock(name).Lock(rlock.WithOwner(t.Context(), "w")))
 		got <- time.Now()
 	}()
 	relocktest.Eventually(t, 5*time.Second, "the waiter to register", func() bool {
@@ -161,15 +169,11 @@ func TestWakeOneDeadClient(t *testing.T) {
 		return n == 2
 	})
 	released := time.Now()
-	if err := holderC.GetLock(name).Unlock(h); err != nil {
-		t.Fatal(err)
-	}
-	at := <-got
-	if d := at.Sub(released); d > 2500*time.Millisecond {
-		t.Errorf("the live waiter took the lock %v after the release, want within the 2s bound", d)
-	} else {
-		t.Logf("the live waiter took the lock %v after a release that woke a dead Client", d.Round(time.Millisecond))
-	}
+	require.NoError(t, holderC.GetLock(name).Unlock(h))
+	at := relocktest.Receive(t, got, 10*time.Second, "the live waiter to take the lock")
+	d := at.Sub(released)
+	assert.LessOrEqual(t, d, 2500*time.Millisecond, "the live waiter's take-over after the release: within the 2s bound")
+	t.Logf("the live waiter took the lock %v after a release that woke a dead Client", d.Round(time.Millisecond))
 	_ = waiterC.GetLock(name).Unlock(rlock.WithOwner(t.Context(), "w"))
 }
 
@@ -187,26 +191,14 @@ func TestWakeOneForeignWaiters(t *testing.T) {
 
 	// A Client without wake-one waits behind a wake-one holder.
 	h := rlock.WithOwner(t.Context(), "h")
-	if err := c.GetLock(name).Lock(h); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.GetLock(name).Lock(h))
 	got := make(chan error, 1)
 	go func() { got <- plain.GetLock(name).Lock(rlock.WithOwner(t.Context(), "p")) }()
-	relocktest.Eventually(t, 5*time.Second, "the plain waiter to subscribe", func() bool { return numsub(t, raw, channel) == 1 })
-	if err := c.GetLock(name).Unlock(h); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second): // the holder's lease is 30s
-		t.Fatal("a release with wake-one did not wake a waiter of a Client without it")
-	}
-	if err := plain.GetLock(name).Unlock(rlock.WithOwner(t.Context(), "p")); err != nil {
-		t.Fatal(err)
-	}
+	relocktest.Eventually(t, 5*time.Second, "the plain waiter to subscribe", func() bool { return numsub(raw, channel) == 1 })
+	require.NoError(t, c.GetLock(name).Unlock(h))
+	// The holder's lease is 30s: 5s is a release's wake-up or nothing.
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "a release with wake-one to wake a waiter of a Client without it"))
+	require.NoError(t, plain.GetLock(name).Unlock(rlock.WithOwner(t.Context(), "p")))
 
 	// A Redisson holder, released the Redisson way, and a wake-one waiter.
 	javaField := "5c2c1d9e-7a4b-4e0f-9d43-0123456789ab:1"
@@ -220,13 +212,8 @@ func TestWakeOneForeignWaiters(t *testing.T) {
 	})
 	raw.Do(t.Context(), raw.B().Del().Key(name).Build())
 	raw.Do(t.Context(), raw.B().Publish().Channel(channel).Message("0").Build())
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(900 * time.Millisecond): // before its wake-one retry
-		t.Fatal("a Redisson release did not wake a wake-one waiter")
-	}
+	// 900ms: before the wake-one waiter's own retry (every second) would
+	// take the lock without a wake-up.
+	require.NoError(t, relocktest.Receive(t, got, 900*time.Millisecond, "a Redisson release to wake a wake-one waiter"))
 	_ = c.GetLock(name).Unlock(rlock.WithOwner(t.Context(), "w"))
 }

@@ -3,15 +3,18 @@ package rlock_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -19,17 +22,18 @@ import (
 // timeout/3.
 const timeout = 300 * time.Millisecond
 
-// outlive waits for several watchdog timeouts, checking all along that the
-// lock stays held by ctx's owner.
+// outlive lets n watchdog timeouts pass, checking all along that the lock
+// stays held by ctx's owner. Its sleeps are the scenario (the hold must
+// last that long), not a wait for an event: what it checks is that
+// nothing happens.
 func outlive(t *testing.T, l *rlock.Lock, ctx context.Context, n int) {
 	t.Helper()
 	end := time.Now().Add(time.Duration(n) * timeout)
 	for time.Now().Before(end) {
 		held, err := l.IsHeldByOwner(ctx)
-		if err != nil || !held {
-			t.Fatalf("IsHeldByOwner = %v, %v while the watchdog should keep it", held, err)
-		}
-		time.Sleep(timeout / 5)
+		require.NoError(t, err, "IsHeldByOwner")
+		require.True(t, held, "IsHeldByOwner while the watchdog should keep the hold")
+		time.Sleep(timeout / 5) // the scenario: checks five times a lease
 	}
 }
 
@@ -37,13 +41,9 @@ func TestWatchdogKeepsLockHeld(t *testing.T) {
 	c := relocktest.Client(t, rlock.WithWatchdogTimeout(timeout))
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	outlive(t, l, a, 4)
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(a))
 }
 
 func TestNoRenewalAfterUnlock(t *testing.T) {
@@ -52,20 +52,16 @@ func TestNoRenewalAfterUnlock(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
 	for range 20 {
-		if err := l.Lock(a); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(a); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Lock(a))
+		require.NoError(t, l.Unlock(a))
 	}
 	// Nothing may bring the key back or keep it: watch it for several
 	// renewal intervals (absence cannot be waited for, only observed).
 	for range 10 {
-		if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(l.Name()).Build()).AsInt64(); n != 0 {
-			t.Fatal("the lock key exists after the final Unlock")
-		}
-		time.Sleep(timeout / 5)
+		n, err := raw.Do(t.Context(), raw.B().Exists().Key(l.Name()).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Zero(t, n, "the lock key exists after the final Unlock")
+		time.Sleep(timeout / 5) // the scenario: the watch lasts two leases
 	}
 }
 
@@ -73,14 +69,10 @@ func TestRenewalNotTiedToCallersContext(t *testing.T) {
 	c := relocktest.Client(t, rlock.WithWatchdogTimeout(timeout))
 	l := c.GetLock(relocktest.Name(t))
 	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "a"))
-	if err := l.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(ctx))
 	cancel()
 	outlive(t, l, rlock.WithOwner(t.Context(), "a"), 3)
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(ctx))
 }
 
 // TestEveryOwnerRenewed: the watchdog renews each owner's hold, not only
@@ -90,18 +82,15 @@ func TestEveryOwnerRenewed(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
 	b := rlock.WithOwner(t.Context(), "b")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	waiting := make(chan error, 1)
 	go func() { waiting <- l.Lock(b) }()
-	time.Sleep(timeout / 3) // let b wait across one of a's renewals
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-waiting; err != nil {
-		t.Fatal(err)
-	}
+	raw := relocktest.Raw(t)
+	relocktest.Eventually(t, 5*time.Second, "b to wait", func() bool { return numsub(raw, layout.Channel(l.Name())) == 1 })
+	// The scenario, not a wait: b waits across one of a's renewals.
+	time.Sleep(timeout / 3)
+	require.NoError(t, l.Unlock(a))
+	require.NoError(t, relocktest.Receive(t, waiting, 5*time.Second, "b to get the lock after a's Unlock"))
 	outlive(t, l, b, 3)
 	_ = l.Unlock(b)
 }
@@ -110,20 +99,14 @@ func TestLockExpiresAfterClose(t *testing.T) {
 	c := relocktest.Client(t, rlock.WithWatchdogTimeout(timeout))
 	raw := relocktest.Raw(t)
 	l := c.GetLock(relocktest.Name(t))
-	if err := l.Lock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(t.Context()))
 	closed := time.Now()
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Close())
 	relocktest.Eventually(t, 5*timeout, "the lock to expire after Close", func() bool {
-		n, _ := raw.Do(t.Context(), raw.B().Exists().Key(l.Name()).Build()).AsInt64()
-		return n == 0
+		n, err := raw.Do(t.Context(), raw.B().Exists().Key(l.Name()).Build()).AsInt64()
+		return err == nil && n == 0
 	})
-	if d := time.Since(closed); d > timeout+200*time.Millisecond {
-		t.Errorf("lock expired %v after Close, want about %v", d, timeout)
-	}
+	assert.LessOrEqual(t, time.Since(closed), timeout+200*time.Millisecond, "the lock's expiry after Close: about the %v lease", timeout)
 }
 
 func TestDoCancelledWhenKeyDeleted(t *testing.T) {
@@ -136,23 +119,14 @@ func TestDoCancelledWhenKeyDeleted(t *testing.T) {
 		if err := raw.Do(ctx, raw.B().Del().Key(l.Name()).Build()).Error(); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			lostAfter = time.Since(deleted)
-		case <-time.After(5 * timeout):
-			return errors.New("fn's context was not cancelled")
-		}
-		if cause := context.Cause(ctx); !errors.Is(cause, rlock.ErrLockLost) {
-			t.Errorf("context.Cause = %v, want ErrLockLost", cause)
-		}
+		relocktest.Receive(t, ctx.Done(), 5*timeout, "fn's context to be cancelled after the DEL")
+		lostAfter = time.Since(deleted)
+		assert.ErrorIs(t, context.Cause(ctx), rlock.ErrLockLost, "context.Cause")
 		return ctx.Err()
 	})
-	if !errors.Is(err, rlock.ErrLockLost) || !errors.Is(err, context.Canceled) {
-		t.Errorf("Do = %v, want ErrLockLost joined with fn's error", err)
-	}
-	if lostAfter > timeout/3+150*time.Millisecond {
-		t.Errorf("loss seen %v after the DEL, want about timeout/3 = %v", lostAfter, timeout/3)
-	}
+	assert.ErrorIs(t, err, rlock.ErrLockLost, "Do: ErrLockLost joined with fn's error")
+	assert.ErrorIs(t, err, context.Canceled, "Do: ErrLockLost joined with fn's error")
+	assert.LessOrEqual(t, lostAfter, timeout/3+150*time.Millisecond, "the loss, after the DEL: about timeout/3 = %v", timeout/3)
 }
 
 func TestDoneAndLostHandler(t *testing.T) {
@@ -166,87 +140,90 @@ func TestDoneAndLostHandler(t *testing.T) {
 	raw := relocktest.Raw(t)
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	done := l.Done(a)
 	select {
 	case <-done:
-		t.Fatal("Done closed while held")
+		require.FailNow(t, "Done closed while held")
 	default:
 	}
-	raw.Do(t.Context(), raw.B().Del().Key(l.Name()).Build())
-	select {
-	case <-done:
-	case <-time.After(5 * timeout):
-		t.Fatal("Done not closed after the hold was deleted")
-	}
-	if owner := <-lost; owner != "a" {
-		t.Errorf("lost handler got owner %q, want a", owner)
-	}
-	if err := l.Unlock(a); !errors.Is(err, rlock.ErrNotHeld) {
-		t.Errorf("Unlock after loss = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, raw.Do(t.Context(), raw.B().Del().Key(l.Name()).Build()).Error())
+	relocktest.Receive(t, done, 5*timeout, "Done to close after the hold was deleted")
+	owner := relocktest.Receive(t, lost, 5*timeout, "the lost handler to be called")
+	assert.Equal(t, "a", owner, "the owner the lost handler got")
+	assert.ErrorIs(t, l.Unlock(a), rlock.ErrNotHeld, "Unlock after loss")
 	// Done of an owner holding nothing is already closed.
 	select {
 	case <-l.Done(rlock.WithOwner(t.Context(), "nobody")):
 	default:
-		t.Error("Done of a non-holder is not closed")
+		assert.Fail(t, "Done of a non-holder is not closed")
 	}
 }
 
 func TestCloseCancelsDo(t *testing.T) {
 	c, err := rlock.NewClient(redistest.Shared(t).ClientOption())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l := c.GetLock(relocktest.Name(t))
 	err = l.Do(t.Context(), func(ctx context.Context) error {
 		go c.Close()
-		<-ctx.Done()
-		if cause := context.Cause(ctx); !errors.Is(cause, rlock.ErrClosed) {
-			t.Errorf("cause = %v, want ErrClosed", cause)
-		}
+		relocktest.Receive(t, ctx.Done(), 5*time.Second, "Close to cancel Do's context")
+		assert.ErrorIs(t, context.Cause(ctx), rlock.ErrClosed, "the cause of Do's context")
 		return nil
 	})
-	if !errors.Is(err, rlock.ErrClosed) {
-		t.Errorf("Do = %v, want ErrClosed", err)
-	}
+	assert.ErrorIs(t, err, rlock.ErrClosed, "Do")
 }
 
 // TestInterruptedAcquireLeavesNothing cancels acquisitions at every point
 // of their flight: whatever the outcome, a failed call leaves no hold and
-// no renewal behind.
+// no renewal behind. The deadlines sweep from before the acquire script
+// is issued to after its reply came, again and again, until enough calls
+// were cut after issuing it (counted by a wrapper of the Client's
+// connection); a run that never cut one fails, since it tested nothing.
 func TestInterruptedAcquireLeavesNothing(t *testing.T) {
-	c := relocktest.Client(t, rlock.WithWatchdogTimeout(timeout))
+	const wantCut = 10
+	// The counting wrapper is over a client with one pipeline, as
+	// NewClient makes its own: on several pipelines the give-back of an
+	// acquisition that was cut may overtake the acquisition itself.
+	opt := redistest.Shared(t).ClientOption()
+	opt.PipelineMultiplex = -1
+	rdb, err := rueidis.NewClient(opt)
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	f := relocktest.NewFaulty(rdb)
+	sent := f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockAcquire.SHA1}, N: -1, Run: true, Keep: true})
+	c, err := rlock.New(f, rlock.WithWatchdogTimeout(timeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	failed := 0
-	for i := range 60 {
-		ctx, cancel := context.WithTimeout(a, time.Duration(i*10)*time.Microsecond)
+	var tries, acquired, cutBefore, cutInFlight int
+	for end := time.Now().Add(10 * time.Second); cutInFlight < wantCut && time.Now().Before(end); tries++ {
+		before := sent.Hits()
+		ctx, cancel := context.WithTimeout(a, time.Duration(tries%100*10)*time.Microsecond)
 		err := l.Lock(ctx)
 		cancel()
 		if err == nil {
-			if err := l.Unlock(a); err != nil {
-				t.Fatal(err)
-			}
+			acquired++
+			require.NoError(t, l.Unlock(a))
 			continue
 		}
-		failed++
-		if !errors.Is(err, rlock.ErrNotAcquired) {
-			t.Fatalf("Lock = %v, want ErrNotAcquired", err)
+		if sent.Hits() == before {
+			cutBefore++
+		} else {
+			cutInFlight++
 		}
-		if n, err := l.HoldCount(a); err != nil || n != 0 {
-			t.Fatalf("after a failed Lock: HoldCount = %d, %v, want 0", n, err)
-		}
+		require.ErrorIs(t, err, rlock.ErrNotAcquired, "Lock cut by its deadline")
+		n, err := l.HoldCount(a)
+		require.NoError(t, err)
+		require.Zero(t, n, "HoldCount after a failed Lock")
 	}
-	if failed == 0 {
-		t.Log("no acquisition was interrupted this run")
-	}
-	time.Sleep(timeout) // a stray renewal would show up as a lock now
-	if locked, _ := l.IsLocked(t.Context()); locked {
-		t.Error("locked after only failed or released acquisitions")
-	}
+	t.Logf("%d calls: %d acquired, %d cut before they issued their script, %d after", tries, acquired, cutBefore, cutInFlight)
+	require.GreaterOrEqual(t, cutInFlight, wantCut, "calls cut after issuing their acquire script, in %d tries: the test could not interrupt an acquisition in flight", tries)
+	// The scenario, not a wait: a renewal interval passes on purpose. A
+	// hold that a stray renewal kept alive would still be there; one
+	// merely left behind is caught by HoldCount above.
+	time.Sleep(timeout)
+	assertLocked(t, l, false, "after only failed or released acquisitions")
 }
 
 // flakyRenewals fails the watchdog's pipelined renewals while failing is
@@ -272,9 +249,7 @@ func (f *flakyRenewals) DoMulti(ctx context.Context, cmds ...rueidis.Completed) 
 func TestRenewalRetriedAfterTransientErrors(t *testing.T) {
 	flaky := &flakyRenewals{Client: relocktest.Raw(t)}
 	c, err := rlock.New(flaky, rlock.WithWatchdogTimeout(timeout))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
@@ -285,30 +260,25 @@ func TestRenewalRetriedAfterTransientErrors(t *testing.T) {
 		outlive(t, l, a, 3)
 		return ctx.Err()
 	})
-	if err != nil {
-		t.Errorf("Do = %v, want the hold kept across a failed renewal", err)
-	}
+	assert.NoError(t, err, "Do: the hold must be kept across a failed renewal")
 }
 
 func TestLostWhenRenewalsFailUntilLeaseEnds(t *testing.T) {
 	flaky := &flakyRenewals{Client: relocktest.Raw(t)}
 	c, err := rlock.New(flaky, rlock.WithWatchdogTimeout(timeout))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	l := c.GetLock(relocktest.Name(t))
 	err = l.Do(t.Context(), func(ctx context.Context) error {
 		flaky.failing.Store(true)
-		<-ctx.Done()
+		// The hold is lost when the lease (300ms) ends with every renewal
+		// failed: were the loss never reported, this fails in seconds
+		// rather than block.
+		relocktest.Receive(t, ctx.Done(), 10*timeout, "Do's context to end once renewals failed until the lease ended")
 		return nil
 	})
-	if !errors.Is(err, rlock.ErrLockLost) {
-		t.Errorf("Do = %v, want ErrLockLost", err)
-	}
-	if !strings.Contains(err.Error(), "injected") {
-		t.Errorf("Do = %v, want the renewal error in it", err)
-	}
+	assert.ErrorIs(t, err, rlock.ErrLockLost, "Do")
+	assert.ErrorContains(t, err, "injected", "Do must carry the renewal error")
 }
 
 // TestLongWaiterIsRenewedOnceItHolds: a waiter that waits across several
@@ -321,25 +291,15 @@ func TestLongWaiterIsRenewedOnceItHolds(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	holder := rlock.WithOwner(t.Context(), "holder")
 	waiter := rlock.WithOwner(t.Context(), "waiter")
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(holder))
 	got := make(chan error, 1)
 	go func() { got <- l.Lock(waiter) }()
 	outlive(t, l, holder, 3) // the waiter waits across several renewals
-	if err := l.Unlock(holder); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(holder))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock after the Unlock"))
 	outlive(t, l, waiter, 3)
-	if err := l.Unlock(waiter); err != nil {
-		t.Errorf("Unlock by the former waiter = %v, want nil", err)
-	}
-	if n := lost.Load(); n != 0 {
-		t.Errorf("%d losses reported, want 0", n)
-	}
+	assert.NoError(t, l.Unlock(waiter), "Unlock by the former waiter")
+	assert.Zero(t, lost.Load(), "losses reported")
 }
 
 // TestRenewalAfterScriptFlush: renewals are sent as EVALSHA; a server that
@@ -349,16 +309,10 @@ func TestRenewalAfterScriptFlush(t *testing.T) {
 	raw := relocktest.Raw(t)
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Do(t.Context(), raw.B().ScriptFlush().Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
+	require.NoError(t, raw.Do(t.Context(), raw.B().ScriptFlush().Build()).Error())
 	outlive(t, l, a, 3)
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(a))
 }
 
 // TestForceUnlockNoticedAtOnce: a holder that watches its hold (Do, Done,
@@ -383,23 +337,15 @@ func TestForceUnlockNoticedAtOnce(t *testing.T) {
 			var took time.Duration
 			err := get(c).Do(t.Context(), func(ctx context.Context) error {
 				forced = time.Now()
-				if ok, err := get(other).ForceUnlock(t.Context()); !ok || err != nil {
-					t.Errorf("ForceUnlock = %v, %v", ok, err)
-				}
-				select {
-				case <-ctx.Done():
-					took = time.Since(forced)
-				case <-time.After(5 * time.Second):
-					t.Error("Do's context not cancelled 5s after a force-unlock")
-				}
+				ok, err := get(other).ForceUnlock(t.Context())
+				require.NoError(t, err, "ForceUnlock")
+				require.True(t, ok, "ForceUnlock")
+				relocktest.Receive(t, ctx.Done(), 5*time.Second, "Do's context to be cancelled after a force-unlock")
+				took = time.Since(forced)
 				return nil
 			})
-			if !errors.Is(err, rlock.ErrLockLost) {
-				t.Errorf("Do = %v, want ErrLockLost", err)
-			}
-			if took > 100*time.Millisecond {
-				t.Errorf("Do's context cancelled %v after the force-unlock, want within 100ms", took)
-			}
+			assert.ErrorIs(t, err, rlock.ErrLockLost, "Do")
+			assert.LessOrEqual(t, took, 100*time.Millisecond, "Do's context's cancellation after the force-unlock")
 			t.Logf("force-unlock noticed %v after it was sent", took.Round(time.Microsecond))
 		})
 	}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -21,35 +24,27 @@ func TestOverlappingReadersKeepWriterOut(t *testing.T) {
 	name := relocktest.Name(t)
 	rw := c.GetReadWriteLock(name)
 	reader := func(i int) context.Context { return rlock.WithOwner(t.Context(), fmt.Sprint("r", i)) }
-	if err := rw.ReadLock().Lock(reader(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rw.ReadLock().Lock(reader(0)))
 	w := rlock.WithOwner(t.Context(), "w")
 	got := make(chan bool, 1)
 	go func() {
 		ok, err := rw.WriteLock().TryLock(w, time.Second, 0)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		got <- ok
 	}()
 	for i := 1; ; i++ {
 		select {
 		case ok := <-got:
-			if ok {
-				t.Fatal("the writer got in between overlapping readers")
-			}
+			require.False(t, ok, "the writer got in between overlapping readers")
 			_ = rw.ReadLock().Unlock(reader(i - 1))
 			return
 		default:
 		}
-		if err := rw.ReadLock().Lock(reader(i)); err != nil { // granted while the writer waits
-			t.Fatal(err)
-		}
-		if err := rw.ReadLock().Unlock(reader(i - 1)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(5 * time.Millisecond) // the reader's work
+		require.NoError(t, rw.ReadLock().Lock(reader(i)), "reader %d: granted while the writer waits", i)
+		require.NoError(t, rw.ReadLock().Unlock(reader(i-1)))
+		// The scenario, not a wait: reader i reads for 5ms, and the loop
+		// ends when the writer's 1s TryLock gives up.
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -87,9 +82,7 @@ func TestGateLetsWriterIn(t *testing.T) {
 	g := gated{gate: c.GetFairLock(name + ":gate"), rw: c.GetReadWriteLock(name)}
 	t.Cleanup(func() { _, _ = g.gate.ForceUnlock(context.Background()) })
 	reader := func(i int) context.Context { return rlock.WithOwner(t.Context(), fmt.Sprint("r", i)) }
-	if err := g.rlock(reader(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.rlock(reader(0)))
 	w := rlock.WithOwner(t.Context(), "w")
 	got := make(chan error, 1)
 	go func() { got <- g.lock(w) }()
@@ -101,14 +94,10 @@ func TestGateLetsWriterIn(t *testing.T) {
 	next := make(chan error, 1)
 	go func() { next <- g.rlock(reader(1)) }()
 	notYet(t, got, "the writer while reader 0 reads")
-	if err := g.rw.ReadLock().Unlock(reader(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.rw.ReadLock().Unlock(reader(0)))
 	within(t, got, handoff, "the writer once reader 0 left")
 	notYet(t, next, "reader 1 while the writer writes")
-	if err := g.rw.WriteLock().Unlock(w); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.rw.WriteLock().Unlock(w))
 	within(t, next, handoff, "reader 1 after the writer")
 	_ = g.rw.ReadLock().Unlock(reader(1))
 }

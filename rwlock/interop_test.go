@@ -108,6 +108,7 @@ func TestInteropRelockWriterWakesRedissonReaders(t *testing.T) {
 		readers = append(readers, redissontest.Async(func() error { return rw.ReadLock().Lock(t.Context(), tid, 0) }))
 	}
 	redissontest.WaitSubscribers(t, raw, rwlock.Channel(name), 2)
+	redissontest.WaitSleeping(t, j, rwlock.Channel(name), 3)
 	start := time.Now()
 	require.NoError(t, writer.Unlock(w))
 	redissontest.Message(t, msgs, "1", "relock's write release")
@@ -156,6 +157,7 @@ func TestInteropReadReleaseWakesWriter(t *testing.T) {
 		require.NoError(t, reader.Lock(r))
 		got := redissontest.Async(func() error { return rw.WriteLock().Lock(t.Context(), 1, 0) })
 		redissontest.WaitSubscribers(t, raw, rwlock.Channel(name), 2)
+		redissontest.WaitSleeping(t, j, rwlock.Channel(name), 1)
 		redissontest.Pending(t, got, "Redisson's writer beside a relock reader")
 		start := time.Now()
 		require.NoError(t, reader.Unlock(r))
@@ -244,6 +246,7 @@ func TestInteropDowngrade(t *testing.T) {
 	require.False(t, ok, "Redisson read beside relock's writer")
 	got := redissontest.Async(func() error { return jrw.ReadLock().Lock(ctx, 2, 0) })
 	redissontest.WaitSubscribers(t, raw, rwlock.Channel(name), 2)
+	redissontest.WaitSleeping(t, j, rwlock.Channel(name), 1)
 	start := time.Now()
 	require.NoError(t, rw.WriteLock().Unlock(o))
 	redissontest.Message(t, msgs, "1", "relock's downgrade")

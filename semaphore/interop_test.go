@@ -155,6 +155,7 @@ func TestInteropSemaphoreWakes(t *testing.T) {
 			return err
 		})
 		redissontest.WaitSubscribers(t, raw, js.Channel(), 2)
+		redissontest.WaitSleeping(t, j, js.Channel(), 1)
 		redissontest.Pending(t, got, "Redisson's waiter beside relock's permit")
 		start := time.Now()
 		require.NoError(t, s.Release(t.Context(), held))
@@ -180,9 +181,7 @@ func TestInteropSemaphoreWakes(t *testing.T) {
 			}))
 		}
 		redissontest.WaitSubscribers(t, raw, js.Channel(), 2)
-		relocktest.Eventually(t, 5*time.Second, "both Redisson waiters to try after subscribing", func() bool {
-			return j.ScriptsRun() >= 4
-		})
+		redissontest.WaitSleeping(t, j, js.Channel(), 2)
 		start := time.Now()
 		require.NoError(t, s.AddPermits(t.Context(), 2))
 		redissontest.Message(t, msgs, "2", "relock's AddPermits (the number added)")

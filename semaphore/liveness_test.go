@@ -50,11 +50,14 @@ func TestRefusedWakeUpPassedOn(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	head := acquireAsync(ctx, c.GetSemaphore(name), 0)
-	<-queued
+	relocktest.Receive(t, queued, handoff, "the first waiter to queue")
 	// Waiters that join in one millisecond of the server's clock are in
 	// no set order.
 	joined := serverMillis(t, raw)
-	relocktest.Eventually(t, handoff, "the server's clock to move on", func() bool { return serverMillis(t, raw) > joined })
+	relocktest.Eventually(t, handoff, "the server's clock to move on", func() bool {
+		now, err := raw.Do(context.Background(), raw.B().Time().Build()).AsIntSlice()
+		return err == nil && len(now) == 2 && float64(now[0]*1000+now[1]/1000) > joined
+	})
 	second := acquireAsync(ctx, c.GetSemaphore(name), 0)
 	queue := semaphore.KeysOf(name).Queue
 	relocktest.Eventually(t, handoff, "the second waiter to queue and sleep", func() bool {
@@ -70,9 +73,8 @@ func TestRefusedWakeUpPassedOn(t *testing.T) {
 	assert.NotEmpty(t, id, "the head's permit")
 	assert.Less(t, time.Since(start), time.Second, "hand-off to the queue's head")
 	cancel()
-	if id := <-second; len(id) == 32 {
-		t.Errorf("the second waiter got permit %q of one", id)
-	}
+	id = relocktest.Receive(t, second, handoff, "the cancelled second waiter to return")
+	assert.NotEqual(t, 32, len(id), "the second waiter got permit %q of one", id)
 }
 
 // TestPermitLossReported: a permit on the watchdog lease whose semaphore
@@ -93,12 +95,8 @@ func TestPermitLossReported(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Delete(t.Context())
 	require.NoError(t, err)
-	select {
-	case l := <-lost:
-		assert.Equal(t, [2]string{name, id}, l)
-	case <-time.After(2 * time.Second):
-		t.Fatal("the permit's loss was not reported")
-	}
+	l := relocktest.Receive(t, lost, 2*time.Second, "the permit's loss to be reported")
+	assert.Equal(t, [2]string{name, id}, l, "the lost handler's name and owner")
 	err = s.Release(t.Context(), id)
 	assert.ErrorIs(t, err, rlock.ErrNotHeld)
 }
@@ -117,34 +115,28 @@ func TestPermitContext(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, released.ID(), 32)
 	require.NoError(t, released.Release(t.Context()))
-	<-released.Done()
+	relocktest.Receive(t, released.Done(), time.Second, "the released permit's context to end")
 	assert.ErrorIs(t, context.Cause(released.Context()), context.Canceled)
 
 	fixed, err := s.TryAcquirePermit(t.Context(), 0, 100*time.Millisecond)
 	require.NoError(t, err)
 	require.NotNil(t, fixed)
-	select {
-	case <-fixed.Done():
-		assert.ErrorIs(t, context.Cause(fixed.Context()), rlock.ErrLockLost)
-	case <-time.After(2 * time.Second):
-		t.Fatal("a fixed-lease permit's context outlived its lease")
-	}
+	relocktest.Receive(t, fixed.Done(), 2*time.Second, "a fixed-lease permit's context to end with its lease")
+	assert.ErrorIs(t, context.Cause(fixed.Context()), rlock.ErrLockLost)
 
 	p, err := s.AcquirePermit(t.Context(), 0)
 	require.NoError(t, err)
 	select {
 	case <-p.Done():
-		t.Fatal("the permit's context ended while it was held")
-	case <-time.After(400 * time.Millisecond): // past a renewal
+		require.FailNow(t, "the permit's context ended while it was held")
+	case <-time.After(400 * time.Millisecond):
+		// The scenario, not a wait: the permit stays held past a renewal
+		// (every 100ms) of its 300ms lease.
 	}
 	_, err = s.Delete(t.Context())
 	require.NoError(t, err)
-	select {
-	case <-p.Done():
-		assert.ErrorIs(t, context.Cause(p.Context()), rlock.ErrLockLost)
-	case <-time.After(2 * time.Second):
-		t.Fatal("the lost permit's context did not end")
-	}
+	relocktest.Receive(t, p.Done(), 2*time.Second, "the lost permit's context to end")
+	assert.ErrorIs(t, context.Cause(p.Context()), rlock.ErrLockLost)
 	err = p.Release(t.Context())
 	assert.ErrorIs(t, err, rlock.ErrNotHeld)
 }

@@ -3,7 +3,6 @@ package semaphore_test
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
@@ -26,48 +27,66 @@ const handoff = 5 * time.Second
 func available(t *testing.T, s *semaphore.Semaphore) int {
 	t.Helper()
 	n, err := s.AvailablePermits(t.Context())
+	require.NoError(t, err)
+	return n
+}
+
+// availableNow is AvailablePermits for conditions of relocktest.Eventually:
+// -1 when it cannot be read.
+func availableNow(s *semaphore.Semaphore) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n, err := s.AvailablePermits(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return -1
 	}
 	return n
 }
 
 func setPermits(t *testing.T, s *semaphore.Semaphore, n int) {
 	t.Helper()
-	if ok, err := s.TrySetPermits(t.Context(), n); !ok || err != nil {
-		t.Fatalf("TrySetPermits(%d) = %v, %v", n, ok, err)
-	}
+	ok, err := s.TrySetPermits(t.Context(), n)
+	require.NoError(t, err, "TrySetPermits(%d)", n)
+	require.True(t, ok, "TrySetPermits(%d)", n)
 }
 
 // leases returns the lease sorted set: raw permit ID -> end of lease.
 func leases(t *testing.T, raw rueidis.Client, name string) map[string]float64 {
 	t.Helper()
-	zs, err := raw.Do(t.Context(), raw.B().Zrange().Key(semaphore.KeysOf(name).Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	m, err := leaseEnds(raw, name)
+	require.NoError(t, err)
+	return m
+}
+
+// leaseEnds is leases for conditions of relocktest.Eventually, which must
+// not fail the test.
+func leaseEnds(raw rueidis.Client, name string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	zs, err := raw.Do(ctx, raw.B().Zrange().Key(semaphore.KeysOf(name).Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	m := make(map[string]float64, len(zs))
 	for _, z := range zs {
 		m[z.Member] = z.Score
 	}
-	return m
+	return m, nil
 }
 
 func serverMillis(t *testing.T, raw rueidis.Client) float64 {
 	t.Helper()
 	now, err := raw.Do(t.Context(), raw.B().Time().Build()).AsIntSlice()
-	if err != nil || len(now) != 2 {
-		t.Fatalf("TIME: %v %v", now, err)
-	}
+	require.NoError(t, err, "TIME")
+	require.Len(t, now, 2, "TIME")
 	return float64(now[0]*1000 + now[1]/1000)
 }
 
 func unhex(t *testing.T, id string) string {
 	t.Helper()
 	b, err := hex.DecodeString(id)
-	if err != nil || len(b) != 16 {
-		t.Fatalf("permit ID %q is not 16 bytes in hex", id)
-	}
+	require.NoError(t, err, "permit ID %q is not hex", id)
+	require.Len(t, b, 16, "permit ID %q", id)
 	return string(b)
 }
 
@@ -85,16 +104,9 @@ func acquireAsync(ctx context.Context, s *semaphore.Semaphore, lease time.Durati
 
 func within(t *testing.T, got <-chan string, d time.Duration, what string) string {
 	t.Helper()
-	select {
-	case id := <-got:
-		if len(id) != 32 {
-			t.Fatalf("%s: %s", what, id)
-		}
-		return id
-	case <-time.After(d):
-		t.Fatalf("%s: no permit within %v", what, d)
-	}
-	return ""
+	id := relocktest.Receive(t, got, d, what+" to get a permit")
+	require.Len(t, id, 32, "%s: want a permit ID", what)
+	return id
 }
 
 // sleeping counts the acquire scripts c's Client sends: a waiter sleeps
@@ -104,9 +116,7 @@ func countingClient(t *testing.T, opts ...rlock.Option) (*rlock.Client, *relockt
 	faulty := relocktest.NewFaulty(redistest.Shared(t).Client(t))
 	attempts := faulty.Inject(&relocktest.Rule{SHA1s: []string{lua.SemAcquire.SHA1}, N: -1, Run: true, Keep: true})
 	c, err := rlock.New(faulty, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c, attempts
 }
@@ -117,62 +127,44 @@ func TestRedissonLayout(t *testing.T) {
 	name := relocktest.Name(t)
 	s := c.GetSemaphore(name)
 	k := semaphore.KeysOf(name)
-	if k.Leases != "{"+name+"}:timeout" || k.Channel != "redisson_sc:{"+name+"}" {
-		t.Fatalf("keys = %+v", k)
-	}
-	if tagged := semaphore.KeysOf("jobs:{user:7}"); tagged.Leases != "jobs:{user:7}:timeout" || tagged.Channel != "redisson_sc:jobs:{user:7}" {
-		t.Errorf("keys of a name with a hash tag = %+v", tagged)
-	}
-	if n := available(t, s); n != 0 {
-		t.Errorf("AvailablePermits of an unset semaphore = %d", n)
-	}
+	require.Equal(t, "{"+name+"}:timeout", k.Leases, "the leases key")
+	require.Equal(t, "redisson_sc:{"+name+"}", k.Channel, "the channel")
+	tagged := semaphore.KeysOf("jobs:{user:7}")
+	assert.Equal(t, "jobs:{user:7}:timeout", tagged.Leases, "the leases key of a name with a hash tag")
+	assert.Equal(t, "redisson_sc:jobs:{user:7}", tagged.Channel, "the channel of a name with a hash tag")
+	assert.Zero(t, available(t, s), "AvailablePermits of an unset semaphore")
 	setPermits(t, s, 3)
-	if ok, err := s.TrySetPermits(t.Context(), 5); ok || err != nil {
-		t.Errorf("second TrySetPermits = %v, %v, want false", ok, err)
-	}
+	ok, err := s.TrySetPermits(t.Context(), 5)
+	require.NoError(t, err)
+	assert.False(t, ok, "second TrySetPermits")
 	before := serverMillis(t, raw)
 	id, err := s.Acquire(t.Context(), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := raw.Do(t.Context(), raw.B().Get().Key(name).Build()).ToString(); v != "2" {
-		t.Errorf("available count %q, want 2", v)
-	}
+	require.NoError(t, err)
+	v, err := raw.Do(t.Context(), raw.B().Get().Key(name).Build()).ToString()
+	require.NoError(t, err)
+	assert.Equal(t, "2", v, "the available count")
 	ls := leases(t, raw, name)
+	require.Len(t, ls, 1, "leases")
 	end, ok := ls[unhex(t, id)]
-	if len(ls) != 1 || !ok {
-		t.Fatalf("leases = %v, want the raw bytes of %s", ls, id)
-	}
-	if end < before+9_000 || end > before+11_000 {
-		t.Errorf("lease ends at %.0f, want about %.0f", end, before+10_000)
-	}
-	if err := s.Release(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
-	if n := available(t, s); n != 3 {
-		t.Errorf("AvailablePermits after Release = %d, want 3", n)
-	}
-	if len(leases(t, raw, name)) != 0 {
-		t.Error("lease left after Release")
-	}
-	if err := s.AddPermits(t.Context(), -5); err != nil {
-		t.Fatal(err)
-	}
-	if n := available(t, s); n != -2 {
-		t.Errorf("AvailablePermits after AddPermits(-5) = %d, want -2", n)
-	}
-	if _, ok, err := s.TryAcquire(t.Context(), 0, 0); ok || err != nil {
-		t.Errorf("TryAcquire below 0 = %v, %v, want false", ok, err)
-	}
-	if ok, err := s.Delete(t.Context()); !ok || err != nil {
-		t.Errorf("Delete = %v, %v", ok, err)
-	}
-	if keys, _ := raw.Do(t.Context(), raw.B().Keys().Pattern("*"+name+"*").Build()).AsStrSlice(); len(keys) != 0 {
-		t.Errorf("keys left after Delete: %q", keys)
-	}
-	if ok, err := s.Delete(t.Context()); ok || err != nil {
-		t.Errorf("second Delete = %v, %v, want false", ok, err)
-	}
+	require.True(t, ok, "leases = %v, want the raw bytes of %s", ls, id)
+	assert.InDelta(t, before+10_000, end, 1_000, "the end of the 10s lease (server ms)")
+	require.NoError(t, s.Release(t.Context(), id))
+	assert.Equal(t, 3, available(t, s), "AvailablePermits after Release")
+	assert.Empty(t, leases(t, raw, name), "leases after Release")
+	require.NoError(t, s.AddPermits(t.Context(), -5))
+	assert.Equal(t, -2, available(t, s), "AvailablePermits after AddPermits(-5)")
+	_, ok, err = s.TryAcquire(t.Context(), 0, 0)
+	require.NoError(t, err)
+	assert.False(t, ok, "TryAcquire below 0")
+	ok, err = s.Delete(t.Context())
+	require.NoError(t, err)
+	assert.True(t, ok, "Delete")
+	keys, err := raw.Do(t.Context(), raw.B().Keys().Pattern("*"+name+"*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "keys left after Delete")
+	ok, err = s.Delete(t.Context())
+	require.NoError(t, err)
+	assert.False(t, ok, "second Delete")
 }
 
 // TestNeverOverCommitted: goroutines of three Clients take and give back
@@ -184,6 +176,10 @@ func TestNeverOverCommitted(t *testing.T) {
 	raw := relocktest.Raw(t)
 	clients := []*rlock.Client{relocktest.Client(t), relocktest.Client(t), relocktest.Client(t)}
 	setPermits(t, clients[0].GetSemaphore(name), permits)
+	// The run takes well under a second; a waiter that a release does not
+	// wake gives up at this deadline and fails the test.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	var (
 		held, most atomic.Int64
 		wg         sync.WaitGroup
@@ -197,18 +193,16 @@ func TestNeverOverCommitted(t *testing.T) {
 					if (ci+g+r)%2 == 1 {
 						lease = 10 * time.Second
 					}
-					id, err := s.Acquire(t.Context(), lease)
-					if err != nil {
-						t.Error(err)
+					id, err := s.Acquire(ctx, lease)
+					if !assert.NoError(t, err, "Acquire, round %d", r) {
 						return
 					}
 					n := held.Add(1)
 					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 					}
-					time.Sleep(100 * time.Microsecond) // the permit's work
+					time.Sleep(100 * time.Microsecond) // the scenario: the permit's work
 					held.Add(-1)
-					if err := s.Release(t.Context(), id); err != nil {
-						t.Error(err)
+					if !assert.NoError(t, s.Release(ctx, id), "Release, round %d", r) {
 						return
 					}
 				}
@@ -216,15 +210,9 @@ func TestNeverOverCommitted(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if m := most.Load(); m > permits {
-		t.Errorf("%d permits held at once, want at most %d", m, permits)
-	}
-	if n := available(t, clients[0].GetSemaphore(name)); n != permits {
-		t.Errorf("AvailablePermits at the end = %d, want %d", n, permits)
-	}
-	if ls := leases(t, raw, name); len(ls) != 0 {
-		t.Errorf("%d leases left", len(ls))
-	}
+	assert.LessOrEqual(t, most.Load(), int64(permits), "permits held at once")
+	assert.Equal(t, permits, available(t, clients[0].GetSemaphore(name)), "AvailablePermits at the end")
+	assert.Empty(t, leases(t, raw, name), "leases left")
 }
 
 // TestPermitRenewedUntilRelease: a permit taken with lease 0 is renewed by
@@ -237,17 +225,21 @@ func TestPermitRenewedUntilRelease(t *testing.T) {
 	s := c.GetSemaphore(name)
 	setPermits(t, s, 1)
 	id, err := s.Acquire(t.Context(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	member := unhex(t, id)
 	start := time.Now()
 	last := leases(t, raw, name)[member]
 	for i := range 5 {
+		ended := false
 		relocktest.Eventually(t, 5*lease, fmt.Sprint("renewal ", i), func() bool {
-			end, ok := leases(t, raw, name)[member]
+			ls, err := leaseEnds(raw, name)
+			if err != nil {
+				return false
+			}
+			end, ok := ls[member]
 			if !ok {
-				t.Fatal("the permit's lease ended")
+				ended = true // fails below: the condition must not fail the test
+				return true
 			}
 			if end > last {
 				last = end
@@ -255,16 +247,11 @@ func TestPermitRenewedUntilRelease(t *testing.T) {
 			}
 			return false
 		})
+		require.False(t, ended, "the permit's lease ended before renewal %d", i)
 	}
-	if time.Since(start) < lease {
-		t.Fatalf("5 renewals in %v, under one lease", time.Since(start))
-	}
-	if err := s.Release(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
-	if n := available(t, s); n != 1 {
-		t.Errorf("AvailablePermits after Release = %d", n)
-	}
+	require.GreaterOrEqual(t, time.Since(start), lease, "time 5 renewals took: at least one lease")
+	require.NoError(t, s.Release(t.Context(), id))
+	assert.Equal(t, 1, available(t, s), "AvailablePermits after Release")
 }
 
 // TestLeasedPermitComesBackAfterClose: a Client that closes without
@@ -274,24 +261,17 @@ func TestLeasedPermitComesBackAfterClose(t *testing.T) {
 	const lease = 300 * time.Millisecond
 	c1 := relocktest.Client(t)
 	c2, err := rlock.NewClient(redistest.Shared(t).ClientOption(), rlock.WithWatchdogTimeout(lease))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c2.Close() })
 	name := relocktest.Name(t)
 	setPermits(t, c1.GetSemaphore(name), 1)
-	if _, err := c2.GetSemaphore(name).Acquire(t.Context(), 0); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c2.GetSemaphore(name).Acquire(t.Context(), 0)
+	require.NoError(t, err)
 	got := acquireAsync(t.Context(), c1.GetSemaphore(name), 10*time.Second)
-	if err := c2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c2.Close())
 	closed := time.Now()
 	within(t, got, handoff, "the waiter after the closed Client's lease ended")
-	if d := time.Since(closed); d > lease+2*time.Second {
-		t.Errorf("permit back %v after Close, want about the %v lease", d, lease)
-	}
+	assert.LessOrEqual(t, time.Since(closed), lease+2*time.Second, "time from Close until the permit came back: about the %v lease", lease)
 }
 
 func TestStalePermit(t *testing.T) {
@@ -301,32 +281,16 @@ func TestStalePermit(t *testing.T) {
 	s := c.GetSemaphore(name)
 	setPermits(t, s, 2)
 	id, err := s.Acquire(t.Context(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(t.Context(), id); !errors.Is(err, semaphore.ErrNotHeld) {
-		t.Errorf("second Release = %v, want ErrNotHeld", err)
-	}
-	if err := s.Release(t.Context(), "0123456789abcdef0123456789abcdef"); !errors.Is(err, semaphore.ErrNotHeld) {
-		t.Errorf("Release of an unknown permit = %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, s.Release(t.Context(), id))
+	assert.ErrorIs(t, s.Release(t.Context(), id), semaphore.ErrNotHeld, "second Release")
+	assert.ErrorIs(t, s.Release(t.Context(), "0123456789abcdef0123456789abcdef"), semaphore.ErrNotHeld, "Release of an unknown permit")
 	short, err := s.Acquire(t.Context(), 50*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relocktest.Eventually(t, handoff, "the short lease to end", func() bool { return available(t, s) == 2 })
-	if err := s.Release(t.Context(), short); !errors.Is(err, semaphore.ErrNotHeld) {
-		t.Errorf("Release of an expired permit = %v, want ErrNotHeld", err)
-	}
-	if n := available(t, s); n != 2 {
-		t.Errorf("AvailablePermits = %d, want 2: an expired permit comes back once", n)
-	}
-	if len(leases(t, raw, name)) != 0 {
-		t.Error("leases left")
-	}
+	require.NoError(t, err)
+	relocktest.Eventually(t, handoff, "the short lease to end", func() bool { return availableNow(s) == 2 })
+	assert.ErrorIs(t, s.Release(t.Context(), short), semaphore.ErrNotHeld, "Release of an expired permit")
+	assert.Equal(t, 2, available(t, s), "AvailablePermits: an expired permit comes back once")
+	assert.Empty(t, leases(t, raw, name), "leases left")
 }
 
 // TestReleaseWakesWaiterPromptly: a waiter sleeps on the channel, not on
@@ -338,19 +302,13 @@ func TestReleaseWakesWaiterPromptly(t *testing.T) {
 	s := c1.GetSemaphore(name)
 	setPermits(t, s, 1)
 	id, err := s.Acquire(t.Context(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := acquireAsync(t.Context(), c2.GetSemaphore(name), 0)
 	relocktest.Eventually(t, handoff, "the waiter to sleep", func() bool { return attempts.Hits() >= 2 })
 	start := time.Now()
-	if err := s.Release(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Release(t.Context(), id))
 	within(t, got, handoff, "the waiter")
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("hand-off took %v, want at once", d)
-	}
+	assert.LessOrEqual(t, time.Since(start), time.Second, "time the hand-off took: want at once, not a lease")
 }
 
 // TestReleaseWakesOneWaiterPerPermit: permits that come free wake as many
@@ -378,30 +336,21 @@ func TestReleaseWakesOneWaiterPerPermit(t *testing.T) {
 		relocktest.Eventually(t, handoff, "the waiter to sleep", func() bool { return attempts.Hits() == int64(i+2) })
 	}
 	base := attempts.Hits()
-	if err := c1.GetSemaphore(name).AddPermits(t.Context(), 1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c1.GetSemaphore(name).AddPermits(t.Context(), 1))
 	within(t, got, handoff, "a waiter after AddPermits(1)")
-	if n := attempts.Hits(); n != base+1 {
-		t.Errorf("%d attempts after one permit came free, want %d: one waiter woken", n, base+1)
-	}
-	if err := c1.GetSemaphore(name).AddPermits(t.Context(), 2); err != nil {
-		t.Fatal(err)
-	}
+	assert.Equal(t, base+1, attempts.Hits(), "attempts after one permit came free: one waiter woken")
+	require.NoError(t, c1.GetSemaphore(name).AddPermits(t.Context(), 2))
 	within(t, got, handoff, "a waiter after AddPermits(2)")
 	within(t, got, handoff, "a second waiter after AddPermits(2)")
 	// The first woken passed its wake-up on (a permit was left), the
 	// second found none left: one more attempt each, and a third waiter
 	// is woken by neither.
 	relocktest.Eventually(t, handoff, "the last attempt", func() bool { return attempts.Hits() >= base+3 })
-	if n := attempts.Hits(); n != base+3 {
-		t.Errorf("%d attempts after two more permits, want %d", n, base+3)
-	}
+	assert.Equal(t, base+3, attempts.Hits(), "attempts after two more permits")
 	cancel()
 	for range waiters - 3 {
-		if id := <-got; id != "" {
-			t.Errorf("a cancelled waiter got %q", id)
-		}
+		id := relocktest.Receive(t, got, handoff, "a cancelled waiter to return")
+		assert.Empty(t, id, "the permit a cancelled waiter got")
 	}
 }
 
@@ -418,15 +367,15 @@ func TestNoStarvationUnderChurn(t *testing.T) {
 	c1, c2 := relocktest.Client(t), relocktest.Client(t)
 	slow := relocktest.NewFaulty(redistest.Shared(t).Client(t))
 	slow.Inject(&relocktest.Rule{SHA1s: []string{lua.SemAcquire.SHA1}, N: -1, Run: true, Keep: true,
-		Before: func([]string) { time.Sleep(20 * time.Millisecond) }}) // the slow link
+		Before: func([]string) { time.Sleep(20 * time.Millisecond) }}) // the scenario: the slow link
 	c3, err := rlock.New(slow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c3.Close() })
 	name := relocktest.Name(t)
 	setPermits(t, c1.GetSemaphore(name), permits)
-	stop := make(chan struct{})
+	// The churners stop when the test is done with them: their context
+	// ends, which also ends a wait they are in.
+	churnCtx, stop := context.WithCancel(t.Context())
 	var (
 		wg    sync.WaitGroup
 		churn atomic.Int64
@@ -435,28 +384,27 @@ func TestNoStarvationUnderChurn(t *testing.T) {
 		c := []*rlock.Client{c1, c2}[i%2]
 		wg.Go(func() {
 			s := c.GetSemaphore(name)
-			for {
-				select {
-				case <-stop:
+			for churnCtx.Err() == nil {
+				id, err := s.Acquire(churnCtx, 10*time.Second)
+				if churnCtx.Err() != nil {
+					if err == nil {
+						_ = s.Release(context.WithoutCancel(churnCtx), id)
+					}
 					return
-				default:
 				}
-				id, err := s.Acquire(t.Context(), 10*time.Second)
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err, "a churner's Acquire") {
 					return
 				}
 				churn.Add(1)
-				time.Sleep(2 * time.Millisecond) // the permit's work
-				if err := s.Release(t.Context(), id); err != nil {
-					t.Error(err)
+				time.Sleep(2 * time.Millisecond) // the scenario: the permit's work
+				if !assert.NoError(t, s.Release(context.WithoutCancel(churnCtx), id), "a churner's Release") {
 					return
 				}
 			}
 		})
 	}
 	defer func() {
-		close(stop)
+		stop()
 		wg.Wait()
 	}()
 	relocktest.Eventually(t, handoff, "the churn to start", func() bool { return churn.Load() > 100 })
@@ -467,13 +415,9 @@ func TestNoStarvationUnderChurn(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		id, err := s.Acquire(ctx, 10*time.Second)
 		cancel()
-		if err != nil {
-			t.Fatalf("wait %d starved: %v after %v, while the churners took %d permits", i, err, time.Since(start), churn.Load()-from)
-		}
+		require.NoError(t, err, "wait %d starved after %v, while the churners took %d permits", i, time.Since(start), churn.Load()-from)
 		t.Logf("wait %d: a permit after %v, while the churners took %d", i, time.Since(start).Round(time.Millisecond), churn.Load()-from)
-		if err := s.Release(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Release(t.Context(), id))
 	}
 }
 
@@ -483,28 +427,25 @@ func TestCloseEndsWait(t *testing.T) {
 	name := relocktest.Name(t)
 	setPermits(t, c1.GetSemaphore(name), 0)
 	got := make(chan error, 2)
+	// The first waiter attempts, subscribes and attempts again; the
+	// second finds the channel subscribed and attempts once. (The queue
+	// timers are set out of the way: no attempt joins the queue.)
+	semaphore.SetTiming(t, time.Hour, time.Hour)
 	go func() { _, err := c2.GetSemaphore(name).Acquire(t.Context(), 0); got <- err }()
+	relocktest.Eventually(t, handoff, "the first waiter to sleep", func() bool { return attempts.Hits() == 2 })
 	go func() {
 		_, _, err := c2.GetSemaphore(name).TryAcquire(t.Context(), time.Minute, time.Second)
 		got <- err
 	}()
-	relocktest.Eventually(t, handoff, "both waiters to sleep", func() bool { return attempts.Hits() >= 4 })
-	if err := c2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	relocktest.Eventually(t, handoff, "the second waiter to sleep", func() bool { return attempts.Hits() == 3 })
+	require.NoError(t, c2.Close())
 	for range 2 {
-		select {
-		case err := <-got:
-			if !errors.Is(err, semaphore.ErrNotAcquired) || !errors.Is(err, semaphore.ErrClosed) {
-				t.Errorf("wait ended by Close = %v, want ErrNotAcquired and ErrClosed", err)
-			}
-		case <-time.After(handoff):
-			t.Fatal("Close did not end the wait")
-		}
+		err := relocktest.Receive(t, got, handoff, "Close to end the wait")
+		assert.ErrorIs(t, err, semaphore.ErrNotAcquired, "wait ended by Close")
+		assert.ErrorIs(t, err, semaphore.ErrClosed, "wait ended by Close")
 	}
-	if _, err := c2.GetSemaphore(name).Acquire(t.Context(), 0); !errors.Is(err, semaphore.ErrClosed) {
-		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
-	}
+	_, err := c2.GetSemaphore(name).Acquire(t.Context(), 0)
+	assert.ErrorIs(t, err, semaphore.ErrClosed, "Acquire after Close")
 }
 
 // TestContextEndsWait: a waiter whose context ends leaves nothing behind,
@@ -518,17 +459,16 @@ func TestContextEndsWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*semaphore.QueueAfter)
 	defer cancel()
 	_, err := s.Acquire(ctx, 0)
-	if !errors.Is(err, semaphore.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Acquire until the deadline = %v, want ErrNotAcquired and DeadlineExceeded", err)
-	}
+	assert.ErrorIs(t, err, semaphore.ErrNotAcquired, "Acquire until the deadline")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Acquire until the deadline")
 	id, ok, err := s.TryAcquire(t.Context(), 2*semaphore.QueueAfter, 0)
-	if ok || err != nil || id != "" {
-		t.Errorf("TryAcquire with a wait = %q, %v, %v, want \"\", false, nil", id, ok, err)
-	}
+	require.NoError(t, err, "TryAcquire with a wait")
+	assert.False(t, ok, "TryAcquire with a wait")
+	assert.Empty(t, id, "TryAcquire with a wait")
 	k := semaphore.KeysOf(name)
-	if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(k.Leases, k.Queue, k.QueueDeadlines).Build()).AsInt64(); n != 0 {
-		t.Errorf("%d of the semaphore's keys left after the waits ended", n)
-	}
+	n, err := raw.Do(t.Context(), raw.B().Exists().Key(k.Leases, k.Queue, k.QueueDeadlines).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the semaphore's keys left after the waits ended")
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
@@ -552,11 +492,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"not hex", func() error { return s.Release(ctx, "0123456789abcdef0123456789abcdeg") }},
 	}
 	for _, b := range bad {
-		if err := b.call(); !errors.Is(err, semaphore.ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", b.what, err)
-		}
+		assert.ErrorIs(t, b.call(), semaphore.ErrInvalidArgument, b.what)
 	}
-	if keys, _ := raw.Do(ctx, raw.B().Keys().Pattern("*"+name+"*").Build()).AsStrSlice(); len(keys) != 0 {
-		t.Errorf("bad calls wrote %q", keys)
-	}
+	keys, err := raw.Do(ctx, raw.B().Keys().Pattern("*"+name+"*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "keys the bad calls wrote")
 }

@@ -12,11 +12,16 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock/watchdog"
 )
 
+// Every test here runs in a synctest bubble: time.Sleep advances the fake
+// clock (the scenario's time passing, in no real time), and synctest.Wait
+// is how a test waits for the watchdog's goroutines to settle.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
@@ -116,10 +121,16 @@ func newWatchdog(r *renewer) *watchdog.Watchdog {
 func mustAdd(t *testing.T, w *watchdog.Watchdog, d time.Duration, value any, onLost func(error)) *watchdog.Lease {
 	t.Helper()
 	l, err := w.Add(d, value, onLost)
-	if err != nil {
-		t.Fatalf("Add: %v", err)
-	}
+	require.NoError(t, err, "Add")
 	return l
+}
+
+// assertLive checks that l is live (not done, no Err) in w with n leases.
+func assertLive(t *testing.T, w *watchdog.Watchdog, l *watchdog.Lease, n int) {
+	t.Helper()
+	assert.NoError(t, l.Err(), "Err of a live lease")
+	assert.False(t, isDone(l), "Done of a live lease is closed")
+	assert.Equal(t, n, w.Len(), "Len")
 }
 
 func isDone(l *watchdog.Lease) bool {
@@ -133,7 +144,7 @@ func isDone(l *watchdog.Lease) bool {
 
 // sleep advances the fake clock by d and lets every goroutine settle.
 func sleep(d time.Duration) {
-	time.Sleep(d)
+	time.Sleep(d) // fake clock: the scenario's time passing
 	synctest.Wait()
 }
 
@@ -144,25 +155,20 @@ func TestRenewalEveryThirdOfLease(t *testing.T) {
 				r := &renewer{}
 				w := newWatchdog(r)
 				defer w.Close()
-				time.Sleep(offset) // Add between two ticks
+				time.Sleep(offset) // fake clock: Add between two ticks
 				start := time.Now()
 				l := mustAdd(t, w, lease, "a", nil)
 				sleep(65 * time.Second)
 
 				at := r.callsFor("a")
-				if len(at) != 6 {
-					t.Fatalf("%d renewals in 65s, want 6: %v", len(at), at)
-				}
+				require.Len(t, at, 6, "renewals in 65s")
 				prev := start
 				for i, a := range at {
-					if gap := a.Sub(prev); gap < lease/3 || gap > lease/3+tick {
-						t.Errorf("renewal %d came %v after the previous one, want %v..%v", i, gap, lease/3, lease/3+tick)
-					}
+					assert.GreaterOrEqual(t, a.Sub(prev), lease/3, "gap before renewal %d", i)
+					assert.LessOrEqual(t, a.Sub(prev), lease/3+tick, "gap before renewal %d", i)
 					prev = a
 				}
-				if l.Err() != nil || isDone(l) || w.Len() != 1 {
-					t.Errorf("Err %v, done %v, Len %d; want a live lease", l.Err(), isDone(l), w.Len())
-				}
+				assertLive(t, w, l, 1)
 			})
 		})
 	}
@@ -176,13 +182,9 @@ func TestShortLeaseRenewedEveryTick(t *testing.T) {
 		mustAdd(t, w, 2*tick, "a", nil) // lease/3 is below one tick
 		sleep(10*tick + tick/2)
 		at := r.callsFor("a")
-		if len(at) != 10 {
-			t.Fatalf("%d renewals in 10 ticks, want 10", len(at))
-		}
+		require.Len(t, at, 10, "renewals in 10 ticks")
 		for i := 1; i < len(at); i++ {
-			if gap := at[i].Sub(at[i-1]); gap != tick {
-				t.Errorf("gap %v between renewals, want one tick", gap)
-			}
+			assert.Equal(t, tick, at[i].Sub(at[i-1]), "gap between renewals %d and %d", i-1, i)
 		}
 	})
 }
@@ -197,18 +199,10 @@ func TestLeasesDueTogetherAreBatched(t *testing.T) {
 		}
 		sleep(lease/3 + tick)
 		calls := r.Calls()
-		if len(calls) != 1 {
-			t.Fatalf("%d calls, want 1", len(calls))
-		}
-		got := slices.Clone(calls[0].values)
-		slices.SortFunc(got, func(a, b any) int { return a.(int) - b.(int) })
-		if !slices.Equal(got, []any{0, 1, 2, 3, 4}) {
-			t.Errorf("batch %v, want the 5 leases", got)
-		}
+		require.Len(t, calls, 1, "calls")
+		assert.ElementsMatch(t, []any{0, 1, 2, 3, 4}, calls[0].values, "the batch")
 		sleep(lease / 3)
-		if n := len(r.Calls()); n != 2 {
-			t.Errorf("%d calls after two rounds, want 2", n)
-		}
+		assert.Len(t, r.Calls(), 2, "calls after two rounds")
 	})
 }
 
@@ -222,21 +216,15 @@ func TestBatchesAreCapped(t *testing.T) {
 		}
 		sleep(lease/3 + tick)
 		calls := r.Calls()
-		if len(calls) != 3 {
-			t.Fatalf("%d calls, want 3", len(calls))
-		}
+		require.Len(t, calls, 3, "calls")
 		seen := map[any]bool{}
 		for _, c := range calls {
-			if len(c.values) > 3 {
-				t.Errorf("batch of %d leases, want at most 3", len(c.values))
-			}
+			assert.LessOrEqual(t, len(c.values), 3, "leases in a batch")
 			for _, v := range c.values {
 				seen[v] = true
 			}
 		}
-		if len(seen) != 7 {
-			t.Errorf("%d leases renewed, want 7", len(seen))
-		}
+		assert.Len(t, seen, 7, "leases renewed")
 	})
 }
 
@@ -254,15 +242,9 @@ func TestManyLeasesFewCalls(t *testing.T) {
 			mustAdd(t, w, lease, i, nil)
 		}
 		sleep(lease + tick) // three rounds
-		if got := renewed.Load(); got != 3*n {
-			t.Errorf("%d renewals, want %d", got, 3*n)
-		}
-		if calls := len(r.Calls()); calls != 3*n/watchdog.DefaultMaxBatch {
-			t.Errorf("%d calls, want %d", calls, 3*n/watchdog.DefaultMaxBatch)
-		}
-		if w.Len() != n {
-			t.Errorf("Len %d, want %d", w.Len(), n)
-		}
+		assert.EqualValues(t, 3*n, renewed.Load(), "renewals")
+		assert.Len(t, r.Calls(), 3*n/watchdog.DefaultMaxBatch, "calls")
+		assert.Equal(t, n, w.Len(), "Len")
 	})
 }
 
@@ -273,16 +255,14 @@ func TestRenewalContextDeadlineIsEarliestLeaseDeadline(t *testing.T) {
 		defer w.Close()
 		start := time.Now()
 		mustAdd(t, w, lease, "a", nil) // due at 10s, runs out at 30s
+		// fake clock: the second lease comes 5s later
 		time.Sleep(5 * time.Second)
 		mustAdd(t, w, 15*time.Second, "b", nil) // due at 10s, runs out at 20s
 		sleep(5*time.Second + tick)
 		calls := r.Calls()
-		if len(calls) != 1 || len(calls[0].values) != 2 {
-			t.Fatalf("calls %v, want one with both leases", calls)
-		}
-		if want := start.Add(20 * time.Second); !calls[0].deadline.Equal(want) {
-			t.Errorf("context deadline %v after start, want 20s", calls[0].deadline.Sub(start))
-		}
+		require.Len(t, calls, 1, "calls")
+		require.Len(t, calls[0].values, 2, "leases in the call")
+		assert.Equal(t, 20*time.Second, calls[0].deadline.Sub(start), "the context's deadline, after the start")
 	})
 }
 
@@ -305,24 +285,16 @@ func TestStopWaitsForRenewalInFlight(t *testing.T) {
 			stopped.Store(true)
 		}()
 		synctest.Wait()
-		if stopped.Load() {
-			t.Fatal("Stop returned while a renewal was in flight")
-		}
+		require.False(t, stopped.Load(), "Stop returned while a renewal was in flight")
 		close(release)
 		synctest.Wait()
-		if !stopped.Load() {
-			t.Fatal("Stop did not return after the renewal")
-		}
+		require.True(t, stopped.Load(), "Stop did not return after the renewal")
 		sleep(time.Minute)
-		if n := len(r.Calls()); n != 1 {
-			t.Errorf("%d renewals, want 1 (none after Stop)", n)
-		}
-		if lost.count() != 0 || isDone(l) || l.Err() != nil {
-			t.Errorf("onLost calls %d, done %v, Err %v; want no loss after Stop", lost.count(), isDone(l), l.Err())
-		}
-		if w.Len() != 0 {
-			t.Errorf("Len %d, want 0", w.Len())
-		}
+		assert.Len(t, r.Calls(), 1, "renewals (none after Stop)")
+		assert.Zero(t, lost.count(), "onLost calls after Stop")
+		assert.False(t, isDone(l), "Done closed after Stop")
+		assert.NoError(t, l.Err(), "Err after Stop")
+		assert.Zero(t, w.Len(), "Len")
 	})
 }
 
@@ -346,19 +318,13 @@ func TestConcurrentStopsAllWait(t *testing.T) {
 			}()
 		}
 		synctest.Wait()
-		if n := stopped.Load(); n != 0 {
-			t.Fatalf("%d Stop calls returned while a renewal was in flight", n)
-		}
+		require.Zero(t, stopped.Load(), "Stop calls returned while a renewal was in flight")
 		close(release)
 		synctest.Wait()
-		if n := stopped.Load(); n != 3 {
-			t.Fatalf("%d Stop calls returned, want 3", n)
-		}
+		require.EqualValues(t, 3, stopped.Load(), "Stop calls returned after the renewal")
 		l.Stop() // idempotent
 		sleep(time.Minute)
-		if n := len(r.Calls()); n != 1 {
-			t.Errorf("%d renewals, want 1", n)
-		}
+		assert.Len(t, r.Calls(), 1, "renewals")
 	})
 }
 
@@ -373,15 +339,9 @@ func TestStopPreventsRenewals(t *testing.T) {
 		l.Stop()
 		l.Stop()
 		sleep(time.Minute)
-		if at := r.callsFor("a"); len(at) != 1 {
-			t.Errorf("%d renewals of the stopped lease, want 1", len(at))
-		}
-		if at := r.callsFor("b"); len(at) != 7 {
-			t.Errorf("%d renewals of the other lease, want 7", len(at))
-		}
-		if w.Len() != 1 || other.Err() != nil {
-			t.Errorf("Len %d, other's Err %v; want 1, nil", w.Len(), other.Err())
-		}
+		assert.Len(t, r.callsFor("a"), 1, "renewals of the stopped lease")
+		assert.Len(t, r.callsFor("b"), 7, "renewals of the other lease")
+		assertLive(t, w, other, 1)
 	})
 }
 
@@ -398,25 +358,23 @@ func TestStopWaitsForRunningOnLost(t *testing.T) {
 			returned.Store(true)
 		})
 		sleep(lease / 3)
-		<-entered
+		select {
+		case <-entered:
+		default:
+			require.FailNow(t, "onLost was not called at the renewal that lost the lease")
+		}
 
 		var stopped atomic.Bool
 		go func() {
 			l.Stop()
-			if !returned.Load() {
-				t.Error("Stop returned before onLost")
-			}
+			assert.True(t, returned.Load(), "Stop returned before onLost")
 			stopped.Store(true)
 		}()
 		synctest.Wait()
-		if stopped.Load() {
-			t.Fatal("Stop returned while onLost was running")
-		}
+		require.False(t, stopped.Load(), "Stop returned while onLost was running")
 		close(proceed)
 		synctest.Wait()
-		if !stopped.Load() {
-			t.Fatal("Stop did not return after onLost")
-		}
+		require.True(t, stopped.Load(), "Stop did not return after onLost")
 	})
 }
 
@@ -444,11 +402,10 @@ func TestStopBeforeOnLostStartsCancelsIt(t *testing.T) {
 		}
 		sleep(lease / 3)
 		mu.Lock()
-		if len(called) != 1 {
-			t.Fatalf("onLost called for %v, want one lease", called)
-		}
-		first := called[0]
+		calledNow := slices.Clone(called)
 		mu.Unlock()
+		require.Len(t, calledNow, 1, "leases onLost was called for")
+		first := calledNow[0]
 		second := "a"
 		if first == "a" {
 			second = "b"
@@ -460,19 +417,15 @@ func TestStopBeforeOnLostStartsCancelsIt(t *testing.T) {
 			stopped.Store(true)
 		}()
 		synctest.Wait()
-		if !stopped.Load() {
-			t.Error("Stop of a lease whose onLost has not started waited")
-		}
+		assert.True(t, stopped.Load(), "Stop of a lease whose onLost has not started waited")
 		close(proceed)
 		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()
-		if !slices.Equal(called, []string{first}) {
-			t.Errorf("onLost called for %v, want only %q", called, first)
-		}
-		if l := leases[second]; !isDone(l) || !errors.Is(l.Err(), watchdog.ErrNotHeld) {
-			t.Errorf("stopped lost lease: done %v, Err %v; want it still lost", isDone(l), l.Err())
-		}
+		assert.Equal(t, []string{first}, called, "leases onLost was called for")
+		l := leases[second]
+		assert.True(t, isDone(l), "the stopped lost lease's Done must stay closed")
+		assert.ErrorIs(t, l.Err(), watchdog.ErrNotHeld, "the stopped lost lease's Err")
 	})
 }
 
@@ -493,36 +446,23 @@ func TestNotHeldLosesLease(t *testing.T) {
 		kept := mustAdd(t, w, lease, "kept", nil)
 
 		sleep(lease/3 - tick)
-		if isDone(gone) || gone.Err() != nil {
-			t.Fatal("lost before the renewal")
-		}
+		require.False(t, isDone(gone), "lost before the renewal")
+		require.NoError(t, gone.Err(), "lost before the renewal")
 		sleep(tick)
-		if !isDone(gone) {
-			t.Fatal("Done not closed after ErrNotHeld")
+		require.True(t, isDone(gone), "Done not closed after ErrNotHeld")
+		assert.Equal(t, notHeld, gone.Err(), "Err")
+		causes, at := lost.calls()
+		if assert.Len(t, causes, 1, "onLost calls") {
+			assert.Equal(t, notHeld, causes[0], "onLost's cause")
+			assert.Equal(t, lease/3, at[0].Sub(start), "when onLost was called, after the start")
 		}
-		if err := gone.Err(); err != notHeld {
-			t.Errorf("Err %v, want %v", err, notHeld)
-		}
-		if causes, at := lost.calls(); len(causes) != 1 || causes[0] != notHeld || !at[0].Equal(start.Add(lease/3)) {
-			t.Errorf("onLost calls %v at %v, want one with %v at 10s", causes, at, notHeld)
-		}
-		if w.Len() != 1 {
-			t.Errorf("Len %d, want 1", w.Len())
-		}
+		assert.Equal(t, 1, w.Len(), "Len")
 		sleep(time.Minute)
-		if at := r.callsFor("gone"); len(at) != 1 {
-			t.Errorf("%d renewals of the lost lease, want 1", len(at))
-		}
-		if lost.count() != 1 {
-			t.Errorf("onLost called %d times, want once", lost.count())
-		}
-		if kept.Err() != nil {
-			t.Errorf("other lease lost: %v", kept.Err())
-		}
+		assert.Len(t, r.callsFor("gone"), 1, "renewals of the lost lease")
+		assert.Equal(t, 1, lost.count(), "onLost calls")
+		assert.NoError(t, kept.Err(), "the other lease's Err")
 		gone.Stop() // harmless after loss
-		if !errors.Is(gone.Err(), watchdog.ErrNotHeld) {
-			t.Errorf("Err after Stop %v, want it kept", gone.Err())
-		}
+		assert.ErrorIs(t, gone.Err(), watchdog.ErrNotHeld, "Err after Stop must be kept")
 	})
 }
 
@@ -533,9 +473,8 @@ func TestNilOnLost(t *testing.T) {
 		defer w.Close()
 		l := mustAdd(t, w, lease, "a", nil)
 		sleep(lease / 3)
-		if !isDone(l) || !errors.Is(l.Err(), watchdog.ErrNotHeld) {
-			t.Errorf("done %v, Err %v; want lost", isDone(l), l.Err())
-		}
+		assert.True(t, isDone(l), "Done of the lost lease")
+		assert.ErrorIs(t, l.Err(), watchdog.ErrNotHeld, "Err of the lost lease")
 	})
 }
 
@@ -561,13 +500,10 @@ func TestTransientErrorsRetriedUntilSuccess(t *testing.T) {
 		for _, s := range []int{10, 11, 12, 13, 23} {
 			want = append(want, start.Add(time.Duration(s)*time.Second))
 		}
-		if at := r.callsFor("a"); !slices.EqualFunc(at, want, time.Time.Equal) {
-			t.Errorf("renewals at %v, want %v", at, want)
-		}
+		assert.Equal(t, want, r.callsFor("a"), "renewal times")
 		sleep(time.Minute)
-		if lost.count() != 0 || l.Err() != nil || w.Len() != 1 {
-			t.Errorf("onLost calls %d, Err %v, Len %d; want a live lease", lost.count(), l.Err(), w.Len())
-		}
+		assert.Zero(t, lost.count(), "onLost calls")
+		assertLive(t, w, l, 1)
 	})
 }
 
@@ -582,31 +518,22 @@ func TestTransientErrorsUntilDeadlineExpire(t *testing.T) {
 		l := mustAdd(t, w, lease, "a", lost.onLost)
 
 		sleep(lease - tick)
-		if isDone(l) || lost.count() != 0 {
-			t.Fatal("lost before the deadline")
-		}
+		require.False(t, isDone(l), "lost before the deadline")
+		require.Zero(t, lost.count(), "onLost called before the deadline")
 		sleep(2 * tick)
-		if !isDone(l) {
-			t.Fatal("not lost one tick after the deadline")
-		}
-		if err := l.Err(); !errors.Is(err, watchdog.ErrExpired) || !errors.Is(err, errTransient) {
-			t.Errorf("Err %v, want ErrExpired joined with the last error", err)
-		}
-		if _, lostAt := lost.calls(); len(lostAt) != 1 || lostAt[0].Before(deadline) || lostAt[0].After(deadline.Add(tick)) {
-			t.Errorf("onLost at %v, want once within a tick after %v", lostAt, deadline)
+		require.True(t, isDone(l), "not lost one tick after the deadline")
+		assert.ErrorIs(t, l.Err(), watchdog.ErrExpired, "Err")
+		assert.ErrorIs(t, l.Err(), errTransient, "Err must carry the last error")
+		_, lostAt := lost.calls()
+		if assert.Len(t, lostAt, 1, "onLost calls") {
+			assert.WithinRange(t, lostAt[0], deadline, deadline.Add(tick), "onLost must come within a tick after the deadline")
 		}
 		at := r.callsFor("a")
-		if len(at) != 20 { // 10s, 11s, ..., 29s
-			t.Errorf("%d attempts, want 20", len(at))
-		}
+		assert.Len(t, at, 20, "attempts (10s, 11s, ..., 29s)")
 		for _, a := range at {
-			if !a.Before(deadline) {
-				t.Errorf("renewal attempted at %v, after the deadline", a.Sub(start))
-			}
+			assert.True(t, a.Before(deadline), "renewal attempted at %v, after the deadline", a.Sub(start))
 		}
-		if w.Len() != 0 {
-			t.Errorf("Len %d, want 0", w.Len())
-		}
+		assert.Zero(t, w.Len(), "Len")
 	})
 }
 
@@ -620,9 +547,8 @@ func TestMissingResultIsTransient(t *testing.T) {
 		defer w.Close()
 		l := mustAdd(t, w, lease, "a", nil)
 		sleep(lease + tick)
-		if !errors.Is(l.Err(), watchdog.ErrExpired) || calls.Load() < 2 {
-			t.Errorf("Err %v after %d calls; want ErrExpired after retries", l.Err(), calls.Load())
-		}
+		assert.ErrorIs(t, l.Err(), watchdog.ErrExpired, "Err")
+		assert.GreaterOrEqual(t, calls.Load(), int32(2), "calls: a missing result must be retried")
 	})
 }
 
@@ -640,7 +566,7 @@ func TestSlowRenewalDoesNotBlockOthers(t *testing.T) {
 		var lost lossRecorder
 		start := time.Now()
 		slow := mustAdd(t, w, lease, "slow", lost.onLost)
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // fake clock: the second lease comes 1s later
 		mustAdd(t, w, lease, "fast", nil)
 		sleep(time.Minute)
 
@@ -648,20 +574,13 @@ func TestSlowRenewalDoesNotBlockOthers(t *testing.T) {
 		for s := 11; s <= 61; s += 10 {
 			want = append(want, start.Add(time.Duration(s)*time.Second))
 		}
-		if at := r.callsFor("fast"); !slices.EqualFunc(at, want, time.Time.Equal) {
-			t.Errorf("fast lease renewed at %v, want %v", at, want)
-		}
+		assert.Equal(t, want, r.callsFor("fast"), "renewal times of the fast lease")
 		// The slow renewal is cut by its context at the lease deadline.
-		if at := r.callsFor("slow"); len(at) != 1 {
-			t.Errorf("%d renewals of the slow lease, want 1 (none while in flight)", len(at))
-		}
-		err := slow.Err()
-		if !errors.Is(err, watchdog.ErrExpired) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("slow lease Err %v, want ErrExpired and DeadlineExceeded", err)
-		}
-		if _, lostAt := lost.calls(); len(lostAt) != 1 || !lostAt[0].Equal(start.Add(lease)) {
-			t.Errorf("slow lease lost at %v, want once at its deadline", lostAt)
-		}
+		assert.Len(t, r.callsFor("slow"), 1, "renewals of the slow lease (none while in flight)")
+		assert.ErrorIs(t, slow.Err(), watchdog.ErrExpired, "the slow lease's Err")
+		assert.ErrorIs(t, slow.Err(), context.DeadlineExceeded, "the slow lease's Err")
+		_, lostAt := lost.calls()
+		assert.Equal(t, []time.Time{start.Add(lease)}, lostAt, "when the slow lease was lost: once, at its deadline")
 	})
 }
 
@@ -671,7 +590,7 @@ func TestSlowSuccessRenewsFromCallStart(t *testing.T) {
 		r := &renewer{answer: func(context.Context, *watchdog.Lease) error {
 			if first {
 				first = false
-				time.Sleep(15 * time.Second)
+				time.Sleep(15 * time.Second) // fake clock: a renewal that takes 15s
 			}
 			return nil
 		}}
@@ -683,12 +602,8 @@ func TestSlowSuccessRenewsFromCallStart(t *testing.T) {
 		// The call of 10s returns at 25s; the next was due at 20s, so it
 		// goes at the next tick; the one after 10s later.
 		want := []time.Time{start.Add(10 * time.Second), start.Add(25*time.Second + tick), start.Add(35*time.Second + tick)}
-		if at := r.callsFor("a"); !slices.EqualFunc(at, want, time.Time.Equal) {
-			t.Errorf("renewals at %v, want %v", at, want)
-		}
-		if l.Err() != nil {
-			t.Errorf("Err %v, want nil", l.Err())
-		}
+		assert.Equal(t, want, r.callsFor("a"), "renewal times")
+		assert.NoError(t, l.Err())
 	})
 }
 
@@ -701,32 +616,26 @@ func TestCloseCancelsRenewalsAndStopsLeases(t *testing.T) {
 		w := newWatchdog(r)
 		var lost lossRecorder
 		inFlight := mustAdd(t, w, lease, "in flight", lost.onLost)
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // fake clock: the second lease comes 1s later
 		scheduled := mustAdd(t, w, lease, "scheduled", lost.onLost)
 		sleep(lease/3 - time.Second + tick)
 
 		w.Close()
 		calls := r.Calls()
-		if len(calls) != 1 || !errors.Is(calls[0].ctxErr, context.Canceled) {
-			t.Fatalf("calls %v, want one, cancelled by Close", calls)
-		}
+		require.Len(t, calls, 1, "calls")
+		require.ErrorIs(t, calls[0].ctxErr, context.Canceled, "the renewal's context must be cancelled by Close")
 		w.Close() // idempotent
 		for _, l := range []*watchdog.Lease{inFlight, scheduled} {
 			l.Stop() // returns at once after Close
-			if isDone(l) || l.Err() != nil {
-				t.Errorf("%v: done %v, Err %v after Close; want stopped, not lost", l.Value(), isDone(l), l.Err())
-			}
+			assert.False(t, isDone(l), "%v: Done closed after Close, want stopped, not lost", l.Value())
+			assert.NoError(t, l.Err(), "%v: Err after Close", l.Value())
 		}
-		if lost.count() != 0 || w.Len() != 0 {
-			t.Errorf("onLost calls %d, Len %d after Close; want 0, 0", lost.count(), w.Len())
-		}
-		if _, err := w.Add(lease, "late", nil); !errors.Is(err, watchdog.ErrClosed) {
-			t.Errorf("Add after Close: %v, want ErrClosed", err)
-		}
+		assert.Zero(t, lost.count(), "onLost calls after Close")
+		assert.Zero(t, w.Len(), "Len after Close")
+		_, err := w.Add(lease, "late", nil)
+		assert.ErrorIs(t, err, watchdog.ErrClosed, "Add after Close")
 		sleep(time.Minute)
-		if n := len(r.Calls()); n != 1 {
-			t.Errorf("%d renewals, want none after Close", n-1)
-		}
+		assert.Len(t, r.Calls(), 1, "calls (none after Close)")
 	})
 }
 
@@ -746,14 +655,10 @@ func TestCloseWaitsForRenewFunc(t *testing.T) {
 			closed.Store(true)
 		}()
 		synctest.Wait()
-		if closed.Load() {
-			t.Fatal("Close returned while a RenewFunc was running")
-		}
+		require.False(t, closed.Load(), "Close returned while a RenewFunc was running")
 		close(release)
 		synctest.Wait()
-		if !closed.Load() {
-			t.Fatal("Close did not return after the RenewFunc")
-		}
+		require.True(t, closed.Load(), "Close did not return after the RenewFunc")
 	})
 }
 
@@ -761,18 +666,16 @@ func TestAddValidation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWatchdog(&renewer{})
 		for _, d := range []time.Duration{0, -time.Second} {
-			if l, err := w.Add(d, nil, nil); err == nil || l != nil {
-				t.Errorf("Add(%v) = %v, %v; want an error", d, l, err)
-			}
+			l, err := w.Add(d, nil, nil)
+			assert.Error(t, err, "Add(%v)", d)
+			assert.Nil(t, l, "Add(%v)", d)
 		}
 		l := mustAdd(t, w, lease, "v", nil)
-		if l.Value() != "v" || l.Duration() != lease {
-			t.Errorf("Value %v, Duration %v; want v, %v", l.Value(), l.Duration(), lease)
-		}
+		assert.Equal(t, "v", l.Value(), "Value")
+		assert.Equal(t, lease, l.Duration(), "Duration")
 		w.Close()
-		if _, err := w.Add(lease, nil, nil); err != watchdog.ErrClosed {
-			t.Errorf("Add after Close: %v, want ErrClosed", err)
-		}
+		_, err := w.Add(lease, nil, nil)
+		assert.Equal(t, watchdog.ErrClosed, err, "Add after Close")
 	})
 }
 
@@ -789,17 +692,11 @@ func TestLen(t *testing.T) {
 		mustAdd(t, w, lease, "kept", nil)
 		stopped := mustAdd(t, w, lease, "stopped", nil)
 		mustAdd(t, w, lease, "lost", nil)
-		if w.Len() != 3 {
-			t.Errorf("Len %d, want 3", w.Len())
-		}
+		assert.Equal(t, 3, w.Len(), "Len")
 		stopped.Stop()
-		if w.Len() != 2 {
-			t.Errorf("Len %d after Stop, want 2", w.Len())
-		}
+		assert.Equal(t, 2, w.Len(), "Len after Stop")
 		sleep(lease / 3)
-		if w.Len() != 1 {
-			t.Errorf("Len %d after a loss, want 1", w.Len())
-		}
+		assert.Equal(t, 1, w.Len(), "Len after a loss")
 	})
 }
 
@@ -809,30 +706,22 @@ func TestIdleWheelSleeps(t *testing.T) {
 		w := newWatchdog(r)
 		defer w.Close()
 		sleep(time.Hour)
-		if n := watchdog.Wakeups(w); n > 1 {
-			t.Errorf("wheel woke %d times in an idle hour", n)
-		}
+		assert.LessOrEqual(t, watchdog.Wakeups(w), uint64(1), "wake-ups of the wheel in an idle hour")
 
 		l := mustAdd(t, w, lease, "a", nil)
 		sleep(time.Second)
 		l.Stop()
-		sleep(time.Minute) // let the wheel notice it is empty
+		sleep(time.Minute) // the wheel's next slot passes: it sees it is empty
 		before := watchdog.Wakeups(w)
 		sleep(time.Hour)
-		if n := watchdog.Wakeups(w) - before; n != 0 {
-			t.Errorf("empty wheel woke %d times in an hour", n)
-		}
-		if len(r.Calls()) != 0 {
-			t.Errorf("renewals of a stopped lease: %v", r.Calls())
-		}
+		assert.Zero(t, watchdog.Wakeups(w)-before, "wake-ups of the empty wheel in an hour")
+		assert.Empty(t, r.Calls(), "renewals of a stopped lease")
 
 		// Adding resumes the wheel.
 		start := time.Now()
 		mustAdd(t, w, lease, "b", nil)
 		sleep(lease/3 + tick)
-		if at := r.callsFor("b"); len(at) != 1 || !at[0].Equal(start.Add(lease/3)) {
-			t.Errorf("renewals after resuming at %v, want one at 10s", at)
-		}
+		assert.Equal(t, []time.Time{start.Add(lease / 3)}, r.callsFor("b"), "renewals after resuming: one at 10s")
 	})
 }
 
@@ -854,16 +743,12 @@ func TestShortHoldsDoNotWakeTheWheel(t *testing.T) {
 			// The wheel goroutine, if woken, runs only now, after the
 			// Stop, as it often does when the hold is short.
 			synctest.Wait()
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // fake clock: the next hold comes 1ms later
 		}
 		// 1000 holds over 1s of a 30s lease: the first wakes the wheel,
 		// which then sleeps until the first one's renewal tick.
-		if n := watchdog.Wakeups(w) - before; n > 3 {
-			t.Errorf("%d holds woke the wheel %d times", holds, n)
-		}
-		if len(r.Calls()) != 0 {
-			t.Errorf("renewals of stopped leases: %v", r.Calls())
-		}
+		assert.LessOrEqual(t, watchdog.Wakeups(w)-before, uint64(3), "wake-ups of the wheel for %d holds", holds)
+		assert.Empty(t, r.Calls(), "renewals of stopped leases")
 	})
 }
 
@@ -876,12 +761,8 @@ func TestSparseWheelWakesRarely(t *testing.T) {
 		sleep(time.Minute)
 		// 6000 ticks in a minute; the wheel wakes only at occupied slots.
 		t.Logf("%d wakeups", watchdog.Wakeups(w))
-		if n := watchdog.Wakeups(w); n > 40 {
-			t.Errorf("wheel woke %d times in a minute for one lease", n)
-		}
-		if n := len(r.Calls()); n != 6 {
-			t.Errorf("%d renewals, want 6", n)
-		}
+		assert.LessOrEqual(t, watchdog.Wakeups(w), uint64(40), "wake-ups of the wheel in a minute for one lease")
+		assert.Len(t, r.Calls(), 6, "renewals")
 	})
 }
 
@@ -904,21 +785,21 @@ func TestConcurrentUse(t *testing.T) {
 				for i := range 50 {
 					var stopped atomic.Bool
 					d := time.Duration(i+1) * 100 * time.Millisecond
-					l := mustAdd(t, w, d, g*1000+i, func(error) {
-						if stopped.Load() {
-							t.Error("onLost called after Stop returned")
-						}
+					l, err := w.Add(d, g*1000+i, func(error) {
+						assert.False(t, stopped.Load(), "onLost called after Stop returned")
 					})
-					time.Sleep(d * time.Duration(g+1) / 4) // before, during or after renewals and losses
+					if !assert.NoError(t, err, "Add") {
+						return
+					}
+					// fake clock: Stop before, during or after renewals and losses
+					time.Sleep(d * time.Duration(g+1) / 4)
 					l.Stop()
 					stopped.Store(true)
 				}
 			})
 		}
 		wg.Wait()
-		if w.Len() != 0 {
-			t.Errorf("Len %d after stopping everything, want 0", w.Len())
-		}
+		assert.Zero(t, w.Len(), "Len after stopping everything")
 	})
 }
 
@@ -934,9 +815,7 @@ func TestMemoryPerLease(t *testing.T) {
 			}
 		}) / n
 		t.Logf("%d bytes per lease", perLease)
-		if perLease >= 1024 {
-			t.Errorf("%d bytes per lease, want under 1 KiB", perLease)
-		}
+		assert.Less(t, perLease, uint64(1024), "bytes per lease")
 		for _, l := range leases {
 			l.Stop()
 		}
@@ -967,9 +846,7 @@ func BenchmarkAddStop(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l, err := w.Add(lease, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		l.Stop()
 	}
 }
@@ -981,8 +858,7 @@ func BenchmarkAddStopParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			l, err := w.Add(lease, nil, nil)
-			if err != nil {
-				b.Error(err)
+			if !assert.NoError(b, err) {
 				return
 			}
 			l.Stop()
@@ -1025,9 +901,7 @@ func TestRenewNow(t *testing.T) {
 		sleep(time.Second)
 		l.RenewNow()
 		sleep(tick)
-		if at := r.callsFor("a"); len(at) != 1 {
-			t.Fatalf("%d renewals a tick after RenewNow, want 1", len(at))
-		}
+		require.Len(t, r.callsFor("a"), 1, "renewals a tick after RenewNow")
 		// During a renewal in flight: another one right after it.
 		hold.Store(true)
 		sleep(lease / 3)
@@ -1035,23 +909,15 @@ func TestRenewNow(t *testing.T) {
 		hold.Store(false)
 		close(gate)
 		sleep(2 * tick)
-		if at := r.callsFor("a"); len(at) != 3 {
-			t.Fatalf("%d renewals, want 3 (the one in flight and one more at once)", len(at))
-		}
+		require.Len(t, r.callsFor("a"), 3, "renewals (the one in flight and one more at once)")
 		sleep(lease/3 - 2*tick)
-		if at := r.callsFor("a"); len(at) != 3 {
-			t.Errorf("%d renewals before the next third of the lease, want 3", len(at))
-		}
+		assert.Len(t, r.callsFor("a"), 3, "renewals before the next third of the lease")
 		sleep(3 * tick)
-		if at := r.callsFor("a"); len(at) != 4 {
-			t.Errorf("%d renewals a third of the lease after the early one, want 4", len(at))
-		}
+		assert.Len(t, r.callsFor("a"), 4, "renewals a third of the lease after the early one")
 		l.Stop()
 		l.RenewNow() // nothing
 		sleep(lease)
-		if at := r.callsFor("a"); len(at) != 4 {
-			t.Errorf("%d renewals after Stop and RenewNow, want 4", len(at))
-		}
+		assert.Len(t, r.callsFor("a"), 4, "renewals after Stop and RenewNow")
 	})
 }
 
@@ -1071,34 +937,25 @@ func TestRearm(t *testing.T) {
 		defer w.Close()
 		var losses lossRecorder
 		l := mustAdd(t, w, lease, "a", losses.onLost)
-		if w.Rearm(l) {
-			t.Fatal("Rearm of a registered lease = true")
-		}
+		require.False(t, w.Rearm(l), "Rearm of a registered lease")
 		l.Stop()
-		if !w.Rearm(l) || w.Len() != 1 {
-			t.Fatalf("Rearm after Stop: Len %d, want a registered lease", w.Len())
-		}
+		require.True(t, w.Rearm(l), "Rearm after Stop")
+		require.Equal(t, 1, w.Len(), "Len after Rearm")
 		start := time.Now()
 		sleep(lease / 3)
-		if at := r.callsFor("a"); len(at) != 1 || at[0].Sub(start) > lease/3+tick {
-			t.Errorf("renewals after Rearm: %v, want one a third of the lease later", at)
+		at := r.callsFor("a")
+		if assert.Len(t, at, 1, "renewals after Rearm") {
+			assert.LessOrEqual(t, at[0].Sub(start), lease/3+tick, "the renewal after Rearm: a third of the lease later")
 		}
 		notHeld.Store(true)
 		sleep(lease / 3)
-		if !isDone(l) || losses.count() != 1 {
-			t.Fatalf("done %v, %d losses, want the lease lost once", isDone(l), losses.count())
-		}
+		require.True(t, isDone(l), "the lease must be lost")
+		require.Equal(t, 1, losses.count(), "losses")
 		notHeld.Store(false)
-		if !w.Rearm(l) {
-			t.Fatal("Rearm after a loss = false")
-		}
-		if isDone(l) || l.Err() != nil {
-			t.Errorf("after Rearm: done %v, Err %v; want a live lease", isDone(l), l.Err())
-		}
+		require.True(t, w.Rearm(l), "Rearm after a loss")
+		assertLive(t, w, l, 1)
 		l.Stop()
 		w.Close()
-		if w.Rearm(l) {
-			t.Error("Rearm after Close = true")
-		}
+		assert.False(t, w.Rearm(l), "Rearm after Close")
 	})
 }

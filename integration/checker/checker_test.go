@@ -1,11 +1,11 @@
 package checker_test
 
 import (
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/relock-go/relock/integration/checker"
 )
@@ -93,20 +93,14 @@ func TestLinearizable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			res := checker.CheckLinearizable(tc.ops, 10*time.Second)
-			if res.Result != tc.want {
-				t.Errorf("CheckLinearizable = %v, want %v", res.Result, tc.want)
-			}
-			if res.OK() != (tc.want == porcupine.Ok) {
-				t.Errorf("OK() = %v for %v", res.OK(), res.Result)
-			}
+			assert.Equal(t, tc.want, res.Result, "CheckLinearizable")
+			assert.Equal(t, tc.want == porcupine.Ok, res.OK(), "OK() for %v", res.Result)
 		})
 	}
 }
 
 func TestTimeoutIsNotOK(t *testing.T) {
-	if (checker.LinearizabilityResult{Result: porcupine.Unknown}).OK() {
-		t.Error("a check that timed out counts as OK")
-	}
+	assert.False(t, (checker.LinearizabilityResult{Result: porcupine.Unknown}).OK(), "a check that timed out counts as OK")
 }
 
 func TestFencing(t *testing.T) {
@@ -175,9 +169,7 @@ func TestFencing(t *testing.T) {
 			for _, v := range r.Violations {
 				got = append(got, v.Kind)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("violations = %v, want kinds %v", r.Violations, tc.want)
-			}
+			assert.Equal(t, tc.want, got, "the kinds of the violations %v", r.Violations)
 		})
 	}
 }
@@ -195,15 +187,12 @@ func TestOverlappingHistoryFails(t *testing.T) {
 		op("b", rel, 44, 45, ok),
 	}
 	applied := []checker.Applied{{2, "b-1"}, {1, "a-1"}}
-	if r := checker.CheckFencing(ops, applied); r.Count(checker.ViolWriteOrder) != 1 {
-		t.Errorf("CheckFencing = %v, want one %s violation", r.Violations, checker.ViolWriteOrder)
-	}
-	if res := checker.CheckLinearizable(ops, 10*time.Second); res.Result != porcupine.Illegal {
-		t.Errorf("CheckLinearizable = %v, want Illegal", res.Result)
-	}
-	if n, longest := checker.Overlaps(checker.Holds(ops, 100e6)); n != 1 || longest != 12*time.Millisecond {
-		t.Errorf("Overlaps = %d, %v, want 1, 12ms", n, longest)
-	}
+	r := checker.CheckFencing(ops, applied)
+	assert.Equal(t, 1, r.Count(checker.ViolWriteOrder), "CheckFencing's %s violations in %v", checker.ViolWriteOrder, r.Violations)
+	assert.Equal(t, porcupine.Illegal, checker.CheckLinearizable(ops, 10*time.Second).Result, "CheckLinearizable")
+	n, longest := checker.Overlaps(checker.Holds(ops, 100e6))
+	assert.Equal(t, 1, n, "Overlaps")
+	assert.Equal(t, 12*time.Millisecond, longest, "the longest overlap")
 }
 
 func TestHolds(t *testing.T) {
@@ -224,12 +213,9 @@ func TestHolds(t *testing.T) {
 		{Proc: "b", Token: 2, Start: 20e6, End: 50e6},
 		{Proc: "c", Token: 3, Start: 80e6, End: 90e6},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Holds = %+v, want %+v", got, want)
-	}
-	if n, _ := checker.Overlaps(got); n != 0 {
-		t.Errorf("Overlaps = %d, want 0", n)
-	}
+	assert.Equal(t, want, got, "Holds")
+	n, _ := checker.Overlaps(got)
+	assert.Zero(t, n, "Overlaps")
 }
 
 func TestPair(t *testing.T) {
@@ -246,9 +232,7 @@ func TestPair(t *testing.T) {
 		{Proc: "b", Seq: 1, Kind: acq, Owner: "b", Call: 11, Return: checker.Pending, Result: checker.Unknown},
 		{Proc: "a", Seq: 2, Kind: lost, Owner: "a", Call: 20, Return: 30, Result: ok},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Pair = %+v\nwant %+v", got, want)
-	}
+	assert.Equal(t, want, got, "Pair")
 }
 
 func TestParseMonitorLine(t *testing.T) {
@@ -264,20 +248,16 @@ func TestParseMonitorLine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got, err := checker.ParseMonitorLine(tc.line)
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("ParseMonitorLine(%q) = %q, %v, want %q", tc.line, got, err, tc.want)
-		}
+		assert.NoError(t, err, "ParseMonitorLine(%q)", tc.line)
+		assert.Equal(t, tc.want, got, "ParseMonitorLine(%q)", tc.line)
 	}
 	for _, bad := range []string{"+OK", `+1 [0 lua] "unterminated`, `+1 [0 lua] bare`} {
-		if _, err := checker.ParseMonitorLine(bad); err == nil {
-			t.Errorf("ParseMonitorLine(%q) = nil error", bad)
-		}
+		_, err := checker.ParseMonitorLine(bad)
+		assert.Error(t, err, "ParseMonitorLine(%q)", bad)
 	}
 	a, isWrite := checker.RegisterWrite([]string{"hset", "reg", "token", "5", "value", "v"}, "reg")
-	if !isWrite || a != (checker.Applied{Token: 5, Value: "v"}) {
-		t.Errorf("RegisterWrite = %v, %v", a, isWrite)
-	}
-	if _, isWrite := checker.RegisterWrite([]string{"hget", "reg", "token"}, "reg"); isWrite {
-		t.Error("RegisterWrite(hget) = true")
-	}
+	assert.True(t, isWrite, "RegisterWrite(hset)")
+	assert.Equal(t, checker.Applied{Token: 5, Value: "v"}, a, "RegisterWrite(hset)")
+	_, isWrite = checker.RegisterWrite([]string{"hget", "reg", "token"}, "reg")
+	assert.False(t, isWrite, "RegisterWrite(hget)")
 }

@@ -210,7 +210,7 @@ func (p *prog) tokenRound(ctx context.Context, reenter bool) {
 			levels++
 		}
 	}
-	time.Sleep(p.hold)
+	time.Sleep(p.hold) // the holder's work: the scenario, not a wait
 	p.write(token)
 	lostNoticed := false
 	select {
@@ -257,9 +257,9 @@ func (p *prog) doRound(ctx context.Context, stall bool) {
 		p.ret(c, checker.OK, nil)
 		if stall {
 			p.emit(checker.Record{Kind: checker.Stall, Phase: checker.Whole, Call: now(), Token: token})
-			time.Sleep(p.stall)
+			time.Sleep(p.stall) // a stall while holding: the test pauses or kills the process meanwhile
 		} else {
-			time.Sleep(p.hold)
+			time.Sleep(p.hold) // the holder's work: the scenario, not a wait
 		}
 		if err == nil {
 			p.write(token)

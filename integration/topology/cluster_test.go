@@ -4,16 +4,16 @@ package topology_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/relock-go/relock/internal/layout"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
@@ -53,13 +53,15 @@ var kinds = []kind{
 }
 
 // subscribers counts the subscribers of channel on every node, classic
-// and sharded.
-func subscribers(t *testing.T, nodes []*redistest.Server, channel string) int64 {
-	t.Helper()
+// and sharded. It never fails the test (a node that does not answer counts
+// none), so conditions of relocktest.Eventually use it.
+func subscribers(nodes []*redistest.Server, channel string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 	var total int64
 	for _, s := range nodes {
 		for _, sub := range []string{"NUMSUB", "SHARDNUMSUB"} {
-			msg, err := s.Do(t.Context(), "PUBSUB", sub, channel)
+			msg, err := s.Do(ctx, "PUBSUB", sub, channel)
 			if err != nil {
 				continue
 			}
@@ -75,9 +77,7 @@ func subscribers(t *testing.T, nodes []*redistest.Server, channel string) int64 
 func newClient(t *testing.T, opt rueidis.ClientOption, opts ...rlock.Option) *rlock.Client {
 	t.Helper()
 	c, err := rlock.NewClient(opt, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -91,46 +91,27 @@ func behave(t *testing.T, nodes []*redistest.Server, c1, c2 *rlock.Client, k kin
 	a := rlock.WithOwner(ctx, "a")
 	b := rlock.WithOwner(ctx, "b")
 	l1, l2 := get(c1, name), get(c2, name)
-	if err := l1.Lock(a); err != nil {
-		t.Fatalf("%s: Lock: %v", name, err)
-	}
-	if err := l1.Lock(a); err != nil {
-		t.Fatalf("%s: re-entry: %v", name, err)
-	}
-	if n, err := l1.HoldCount(a); err != nil || n != 2 {
-		t.Errorf("%s: HoldCount = %d, %v, want 2", name, n, err)
-	}
-	if ok, err := l2.TryLock(b, 0, 0); err != nil || ok {
-		t.Errorf("%s: TryLock by another owner = %v, %v, want false, nil", name, ok, err)
-	}
+	require.NoError(t, l1.Lock(a), "%s: Lock", name)
+	require.NoError(t, l1.Lock(a), "%s: re-entry", name)
+	n, err := l1.HoldCount(a)
+	require.NoError(t, err, "%s: HoldCount", name)
+	assert.Equal(t, 2, n, "%s: HoldCount", name)
+	ok, err := l2.TryLock(b, 0, 0)
+	require.NoError(t, err, "%s: TryLock by another owner", name)
+	assert.False(t, ok, "%s: TryLock by another owner", name)
 	got := make(chan error, 1)
 	go func() { got <- l2.Lock(b) }()
 	channel := k.channel(name, c2.ID()+":b")
-	relocktest.Eventually(t, 10*time.Second, "the waiter to subscribe", func() bool { return subscribers(t, nodes, channel) == 1 })
-	if err := l1.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
+	relocktest.Eventually(t, 10*time.Second, "the waiter to subscribe", func() bool { return subscribers(nodes, channel) == 1 })
+	require.NoError(t, l1.Unlock(a))
 	start := time.Now()
-	if err := l1.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("%s: waiter: %v", name, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: waiter not woken by the unlock", name)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("%s: hand-off took %v, want well under the 30s lease", name, d)
-	}
-	if err := l2.Unlock(b); err != nil {
-		t.Fatal(err)
-	}
-	if locked, err := l2.IsLocked(ctx); err != nil || locked {
-		t.Errorf("%s: IsLocked after release = %v, %v", name, locked, err)
-	}
+	require.NoError(t, l1.Unlock(a))
+	require.NoError(t, relocktest.Receive(t, got, 10*time.Second, name+": the waiter to be woken by the unlock"), "%s: waiter", name)
+	assert.LessOrEqual(t, time.Since(start), 2*time.Second, "%s: the hand-off, well under the 30s lease", name)
+	require.NoError(t, l2.Unlock(b))
+	locked, err := l2.IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked, "%s: IsLocked after release", name)
 }
 
 // namesOnEveryNode returns lock names whose slots are served by every node
@@ -142,17 +123,13 @@ func namesOnEveryNode(t *testing.T, cl *redistest.Cluster, prefix string) []stri
 	for i := 0; len(seen) < len(cl.Nodes) && i < 100; i++ {
 		name := fmt.Sprintf("%s:%d", prefix, i)
 		node, err := cl.NodeFor(t.Context(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !seen[node.Port] {
 			seen[node.Port] = true
 			names = append(names, name)
 		}
 	}
-	if len(seen) < len(cl.Nodes) {
-		t.Fatalf("names reach %d of %d nodes", len(seen), len(cl.Nodes))
-	}
+	require.Len(t, seen, len(cl.Nodes), "the nodes the names reach")
 	return append(names, prefix+":{user:7}:orders")
 }
 
@@ -190,22 +167,23 @@ func TestClusterFairOrderAndTokens(t *testing.T) {
 	ctx := t.Context()
 	name := "cl:fair"
 	holder := rlock.WithOwner(ctx, "holder")
-	if err := c1.GetFairLock(name).Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c1.GetFairLock(name).Lock(holder))
 	var (
 		mu    sync.Mutex
 		order []int
 		wg    sync.WaitGroup
 	)
 	queue := layout.Queue(name)
+	// The waiters give up after 20s: a release that wakes nobody fails the
+	// test then, instead of leaving wg.Wait blocked.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
 	for i := range 4 {
 		c := []*rlock.Client{c1, c2}[i%2]
 		wg.Go(func() {
-			o := rlock.WithOwner(ctx, fmt.Sprint("w", i))
+			o := rlock.WithOwner(wctx, fmt.Sprint("w", i))
 			l := c.GetFairLock(name)
-			if err := l.Lock(o); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, l.Lock(o), "waiter %d", i) {
 				return
 			}
 			mu.Lock()
@@ -214,29 +192,21 @@ func TestClusterFairOrderAndTokens(t *testing.T) {
 			_ = l.Unlock(o)
 		})
 		relocktest.Eventually(t, 10*time.Second, "waiter queued", func() bool {
-			n, _ := raw.Do(ctx, raw.B().Llen().Key(queue).Build()).AsInt64()
-			return n == int64(i+1)
+			n, err := raw.Do(ctx, raw.B().Llen().Key(queue).Build()).AsInt64()
+			return err == nil && n == int64(i+1)
 		})
 	}
-	if err := c1.GetFairLock(name).Unlock(holder); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c1.GetFairLock(name).Unlock(holder))
 	wg.Wait()
-	if !slices.Equal(order, []int{0, 1, 2, 3}) {
-		t.Errorf("fair order on the cluster = %v, want 0 1 2 3", order)
-	}
+	assert.Equal(t, []int{0, 1, 2, 3}, order, "the fair order on the cluster")
 
 	var last int64
 	for i := range 3 {
 		c := []*rlock.Client{c1, c2}[i%2]
 		l := c.GetFencedLock("cl:fenced")
 		tok, err := l.LockAndGetToken(holder)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tok <= last {
-			t.Errorf("token %d after %d", tok, last)
-		}
+		require.NoError(t, err)
+		assert.Greater(t, tok, last, "the token")
 		last = tok
 		_ = l.Unlock(holder)
 	}
@@ -249,13 +219,15 @@ func TestClusterShardedSubscriptionEnds(t *testing.T) {
 	ctx := t.Context()
 	name := "cl:sharded:numsub"
 	node, err := cl.NodeFor(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	// shardnumsub is -1 when the node does not answer: it is a condition
+	// of relocktest.Eventually, and must not fail the test.
 	shardnumsub := func() int64 {
-		msg, err := node.Do(ctx, "PUBSUB", "SHARDNUMSUB", layout.Channel(name))
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		msg, err := node.Do(qctx, "PUBSUB", "SHARDNUMSUB", layout.Channel(name))
 		if err != nil {
-			t.Fatal(err)
+			return -1
 		}
 		vals, _ := msg.ToArray()
 		if len(vals) != 2 {
@@ -266,17 +238,13 @@ func TestClusterShardedSubscriptionEnds(t *testing.T) {
 	}
 	a := rlock.WithOwner(ctx, "a")
 	l := c.GetLock(name)
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	wctx, cancel := context.WithCancel(rlock.WithOwner(ctx, "b"))
 	got := make(chan error, 1)
 	go func() { got <- l.Lock(wctx) }()
 	relocktest.Eventually(t, 10*time.Second, "SSUBSCRIBE on the lock's node", func() bool { return shardnumsub() == 1 })
 	cancel()
-	if err := <-got; !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled waiter = %v", err)
-	}
+	assert.ErrorIs(t, relocktest.Receive(t, got, 10*time.Second, "the cancelled waiter to return"), context.Canceled, "the cancelled waiter")
 	relocktest.Eventually(t, 10*time.Second, "the sharded subscription to end", func() bool { return shardnumsub() == 0 })
 	_ = l.Unlock(a)
 }
@@ -293,9 +261,7 @@ func needShardedPubSub(t *testing.T, cl *redistest.Cluster) {
 func newRaw(t *testing.T, opt rueidis.ClientOption) rueidis.Client {
 	t.Helper()
 	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -318,31 +284,18 @@ func TestClusterMultiLock(t *testing.T) {
 	a := rlock.WithOwner(ctx, "a")
 	b := rlock.WithOwner(ctx, "b")
 	m1, m2 := set(c1), set(c2)
-	if err := m1.Lock(a); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := m2.TryLock(b, 0, 0); ok || err != nil {
-		t.Errorf("second MultiLock = %v, %v, want false, nil", ok, err)
-	}
+	require.NoError(t, m1.Lock(a))
+	ok, err := m2.TryLock(b, 0, 0)
+	require.NoError(t, err, "second MultiLock")
+	assert.False(t, ok, "second MultiLock")
 	for _, n := range names {
-		if held, err := c2.GetLock(n).IsHeldByOwner(b); err != nil || held {
-			t.Errorf("%s held by b after a failed MultiLock: %v, %v", n, held, err)
-		}
+		held, err := c2.GetLock(n).IsHeldByOwner(b)
+		require.NoError(t, err)
+		assert.False(t, held, "%s held by b after a failed MultiLock", n)
 	}
 	got := make(chan error, 1)
 	go func() { got <- m2.Lock(b) }()
-	if err := m1.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiting MultiLock was not woken")
-	}
-	if err := m2.Unlock(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m1.Unlock(a))
+	require.NoError(t, relocktest.Receive(t, got, 10*time.Second, "the waiting MultiLock to be woken"))
+	require.NoError(t, m2.Unlock(b))
 }

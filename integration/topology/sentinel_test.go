@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -37,9 +40,7 @@ func TestSentinelLostWriteReportedLost(t *testing.T) {
 	b := rlock.WithOwner(ctx, "b")
 
 	holder := holderClient.GetLock(name)
-	if err := holder.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, holder.Lock(a))
 	done := holder.Done(a)
 	got := make(chan error, 1)
 	go func() { got <- waiterClient.GetLock(name).Lock(b) }()
@@ -61,30 +62,17 @@ func TestSentinelLostWriteReportedLost(t *testing.T) {
 		n, _ := msg.AsInt64()
 		return err == nil && n == 1
 	})
-	if _, err := st.Replica.Do(ctx, "CONFIG", "SET", "replica-read-only", "no"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Replica.Do(ctx, "DEL", name); err != nil {
-		t.Fatal(err)
-	}
+	_, err := st.Replica.Do(ctx, "CONFIG", "SET", "replica-read-only", "no")
+	require.NoError(t, err)
+	_, err = st.Replica.Do(ctx, "DEL", name)
+	require.NoError(t, err)
 	failover(t, st)
 
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the lost hold was not reported")
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("waiter after failover: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the waiter did not recover after the failover")
-	}
-	if held, err := waiterClient.GetLock(name).IsHeldByOwner(b); err != nil || !held {
-		t.Errorf("waiter holds = %v, %v", held, err)
-	}
+	relocktest.Receive(t, done, 15*time.Second, "the lost hold to be reported")
+	require.NoError(t, relocktest.Receive(t, got, 15*time.Second, "the waiter to recover after the failover"), "waiter after failover")
+	held, err := waiterClient.GetLock(name).IsHeldByOwner(b)
+	require.NoError(t, err)
+	assert.True(t, held, "the waiter holds the lock")
 	_ = waiterClient.GetLock(name).Unlock(b)
 }
 
@@ -99,9 +87,7 @@ func TestSentinelWaiterResubscribes(t *testing.T) {
 	name := "sentinel:resubscribe"
 	a := rlock.WithOwner(ctx, "a")
 	b := rlock.WithOwner(ctx, "b")
-	if err := c1.GetLock(name).Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c1.GetLock(name).Lock(a))
 	relocktest.Eventually(t, 10*time.Second, "the hold to reach the replica", func() bool {
 		msg, err := st.Replica.Do(ctx, "EXISTS", name)
 		n, _ := msg.AsInt64()
@@ -114,23 +100,14 @@ func TestSentinelWaiterResubscribes(t *testing.T) {
 	// waiter there. The first command on a dead connection may fail: the
 	// unlock is latched, so retrying it is safe.
 	var err error
-	for range 50 {
-		if err = c1.GetLock(name).Unlock(a); err == nil || errors.Is(err, rlock.ErrNotHeld) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("unlock after failover: %v", err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("waiter: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("waiter not woken after the failover")
-	}
+	relocktest.Eventually(t, 5*time.Second, "the unlock to reach the new master", func() bool {
+		uctx, cancel := context.WithTimeout(a, time.Second)
+		defer cancel()
+		err = c1.GetLock(name).Unlock(uctx)
+		return err == nil || errors.Is(err, rlock.ErrNotHeld)
+	})
+	require.NoError(t, err, "unlock after failover")
+	require.NoError(t, relocktest.Receive(t, got, 15*time.Second, "the waiter to be woken after the failover"), "waiter")
 	_ = c2.GetLock(name).Unlock(b)
 }
 
@@ -141,21 +118,17 @@ func TestReplicaSync(t *testing.T) {
 
 	ok1 := newClient(t, st.ClientOption(), rlock.WithReplicaSync(1, time.Second))
 	l := ok1.GetLock("sync:one")
-	if err := l.Lock(a); err != nil {
-		t.Fatalf("Lock with one replica required: %v", err)
-	}
+	require.NoError(t, l.Lock(a), "Lock with one replica required")
 	_ = l.Unlock(a)
 
 	tooMany := newClient(t, st.ClientOption(), rlock.WithReplicaSync(2, 50*time.Millisecond))
 	l = tooMany.GetLock("sync:two")
 	err := l.Lock(a)
-	if !errors.Is(err, rlock.ErrReplicaSync) || !errors.Is(err, rlock.ErrNotAcquired) {
-		t.Errorf("Lock with two replicas required = %v, want ErrReplicaSync and ErrNotAcquired", err)
-	}
-	if locked, err := l.IsLocked(context.WithoutCancel(ctx)); err != nil || locked {
-		t.Errorf("IsLocked after a failed replica check = %v, %v, want false", locked, err)
-	}
-	if _, err := rlock.NewClient(st.ClientOption(), rlock.WithReplicaSync(-1, time.Second)); !errors.Is(err, rlock.ErrInvalidArgument) {
-		t.Errorf("WithReplicaSync(-1) = %v, want ErrInvalidArgument", err)
-	}
+	assert.ErrorIs(t, err, rlock.ErrReplicaSync, "Lock with two replicas required")
+	assert.ErrorIs(t, err, rlock.ErrNotAcquired, "Lock with two replicas required")
+	locked, err := l.IsLocked(context.WithoutCancel(ctx))
+	require.NoError(t, err)
+	assert.False(t, locked, "IsLocked after a failed replica check")
+	_, err = rlock.NewClient(st.ClientOption(), rlock.WithReplicaSync(-1, time.Second))
+	assert.ErrorIs(t, err, rlock.ErrInvalidArgument, "WithReplicaSync(-1)")
 }

@@ -3,13 +3,15 @@ package topology_test
 import (
 	"context"
 	"fmt"
-	"github.com/relock-go/relock/internal/layout"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/latch"
@@ -68,11 +70,14 @@ func TestClusterSync(t *testing.T) {
 	}
 }
 
-func pttlOf(t *testing.T, raw rueidis.Client, key string) int64 {
-	t.Helper()
-	n, err := raw.Do(t.Context(), raw.B().Pttl().Key(key).Build()).AsInt64()
+// pttlOf is the PTTL of key, or -3 when the cluster does not answer: it
+// never fails the test, so conditions of relocktest.Eventually use it.
+func pttlOf(raw rueidis.Client, key string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := raw.Do(ctx, raw.B().Pttl().Key(key).Build()).AsInt64()
 	if err != nil {
-		t.Fatal(err)
+		return -3
 	}
 	return n
 }
@@ -86,50 +91,31 @@ func readersAndWriter(t *testing.T, nodes []*redistest.Server, raw rueidis.Clien
 	ctx := t.Context()
 	a, b, w := rlock.WithOwner(ctx, "a"), rlock.WithOwner(ctx, "b"), rlock.WithOwner(ctx, "w")
 	r1, r2 := c1.GetReadWriteLock(name).ReadLock(), c2.GetReadWriteLock(name).ReadLock()
-	if err := r1.Lock(a); err != nil {
-		t.Fatalf("%s: read: %v", name, err)
-	}
-	if err := r2.Lock(b); err != nil {
-		t.Fatalf("%s: second read: %v", name, err)
-	}
+	require.NoError(t, r1.Lock(a), "%s: read", name)
+	require.NoError(t, r2.Lock(b), "%s: second read", name)
 	leaseKey := rwlock.LeaseKey(name, layout.Field(c1.ID(), "a"), 1)
 	for i := range 3 { // renewals: the lease key's PTTL runs down and comes back
-		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": lease running down ", i), func() bool { return pttlOf(t, raw, leaseKey) < 240 })
-		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": renewal ", i), func() bool { return pttlOf(t, raw, leaseKey) > 260 })
+		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": lease running down ", i), func() bool {
+			n := pttlOf(raw, leaseKey)
+			return n >= 0 && n < 240
+		})
+		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": renewal ", i), func() bool { return pttlOf(raw, leaseKey) > 260 })
 	}
 	writer := c2.GetReadWriteLock(name).WriteLock()
 	got := make(chan error, 1)
 	go func() { got <- writer.Lock(w) }()
-	relocktest.Eventually(t, 10*time.Second, "the writer to subscribe", func() bool { return subscribers(t, nodes, rwlock.Channel(name)) == 1 })
+	relocktest.Eventually(t, 10*time.Second, "the writer to subscribe", func() bool { return subscribers(nodes, rwlock.Channel(name)) == 1 })
 	_ = r1.Unlock(a)
 	_ = r2.Unlock(b)
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("%s: writer: %v", name, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: the writer was not woken by the last read release", name)
-	}
+	require.NoError(t, relocktest.Receive(t, got, 10*time.Second, name+": the writer to be woken by the last read release"), "%s: writer", name)
 	go func() { got <- r1.Lock(a) }()
-	relocktest.Eventually(t, 10*time.Second, "the reader to subscribe", func() bool { return subscribers(t, nodes, rwlock.Channel(name)) == 1 })
-	if err := writer.Unlock(w); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("%s: reader: %v", name, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: the reader was not woken by the write release", name)
-	}
-	if err := r1.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	if locked, err := writer.IsLocked(ctx); locked || err != nil {
-		t.Errorf("%s: locked after every release: %v, %v", name, locked, err)
-	}
+	relocktest.Eventually(t, 10*time.Second, "the reader to subscribe", func() bool { return subscribers(nodes, rwlock.Channel(name)) == 1 })
+	require.NoError(t, writer.Unlock(w))
+	require.NoError(t, relocktest.Receive(t, got, 10*time.Second, name+": the reader to be woken by the write release"), "%s: reader", name)
+	require.NoError(t, r1.Unlock(a))
+	locked, err := writer.IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked, "%s: locked after every release", name)
 }
 
 // permitHandoff: a permit renewed by the watchdog outlives several leases;
@@ -138,22 +124,26 @@ func permitHandoff(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, 
 	t.Helper()
 	ctx := t.Context()
 	s1, s2 := c1.GetSemaphore(name), c2.GetSemaphore(name)
-	if ok, err := s1.TrySetPermits(ctx, 1); !ok || err != nil {
-		t.Fatalf("%s: TrySetPermits = %v, %v", name, ok, err)
-	}
+	ok, err := s1.TrySetPermits(ctx, 1)
+	require.NoError(t, err, "%s: TrySetPermits", name)
+	require.True(t, ok, "%s: TrySetPermits", name)
 	id, err := s1.Acquire(ctx, 0)
-	if err != nil {
-		t.Fatalf("%s: Acquire: %v", name, err)
-	}
+	require.NoError(t, err, "%s: Acquire", name)
 	leases := semaphore.KeysOf(name).Leases
+	// score is the end of the one permit's lease, or -1 when it cannot be
+	// read: it is a condition of relocktest.Eventually, and must not fail
+	// the test.
 	score := func() float64 {
-		zs, err := raw.Do(ctx, raw.B().Zrange().Key(leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		zs, err := raw.Do(qctx, raw.B().Zrange().Key(leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 		if err != nil || len(zs) != 1 {
-			t.Fatalf("%s: leases %v, %v", name, zs, err)
+			return -1
 		}
 		return zs[0].Score
 	}
 	last := score()
+	require.Positive(t, last, "%s: the permit's lease", name)
 	for i := range 3 {
 		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": permit renewal ", i), func() bool {
 			if s := score(); s > last {
@@ -172,25 +162,15 @@ func permitHandoff(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, 
 		got <- err
 	}()
 	relocktest.Eventually(t, 10*time.Second, "the waiter to subscribe", func() bool {
-		return subscribers(t, nodes, semaphore.KeysOf(name).Channel) == 1
+		return subscribers(nodes, semaphore.KeysOf(name).Channel) == 1
 	})
-	if err := s1.Release(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("%s: waiter: %v", name, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: the waiter was not woken by the release", name)
-	}
-	if n, err := s1.AvailablePermits(ctx); n != 1 || err != nil {
-		t.Errorf("%s: AvailablePermits = %d, %v", name, n, err)
-	}
-	if _, err := s1.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s1.Release(ctx, id))
+	require.NoError(t, relocktest.Receive(t, got, 15*time.Second, name+": the waiter to be woken by the release"), "%s: waiter", name)
+	n, err := s1.AvailablePermits(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "%s: AvailablePermits", name)
+	_, err = s1.Delete(ctx)
+	require.NoError(t, err)
 }
 
 // latchOpens: a waiter of one Client is woken when another counts the
@@ -199,20 +179,16 @@ func latchOpens(t *testing.T, nodes []*redistest.Server, c1, c2 *rlock.Client, n
 	t.Helper()
 	ctx := t.Context()
 	l1, l2 := c1.GetCountDownLatch(name), c2.GetCountDownLatch(name)
-	if ok, err := l1.TrySetCount(ctx, 2); !ok || err != nil {
-		t.Fatalf("%s: TrySetCount = %v, %v", name, ok, err)
-	}
+	ok, err := l1.TrySetCount(ctx, 2)
+	require.NoError(t, err, "%s: TrySetCount", name)
+	require.True(t, ok, "%s: TrySetCount", name)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	got := make(chan error, 1)
 	go func() { got <- l2.Await(wctx) }()
-	relocktest.Eventually(t, 10*time.Second, "the latch waiter to subscribe", func() bool { return subscribers(t, nodes, latch.Channel(name)) == 1 })
+	relocktest.Eventually(t, 10*time.Second, "the latch waiter to subscribe", func() bool { return subscribers(nodes, latch.Channel(name)) == 1 })
 	for range 2 {
-		if err := l1.CountDown(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l1.CountDown(ctx))
 	}
-	if err := <-got; err != nil {
-		t.Fatalf("%s: Await: %v", name, err)
-	}
+	require.NoError(t, relocktest.Receive(t, got, 15*time.Second, name+": the latch waiter to go on"), "%s: Await", name)
 }

@@ -34,19 +34,13 @@ func TestSleep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		done := make(chan struct{})
 		start := time.Now()
-		if !backoff.Sleep(done, time.Second) || time.Since(start) != time.Second {
-			t.Errorf("Sleep(1s) = false or slept %v", time.Since(start))
-		}
-		if !backoff.Sleep(done, 0) {
-			t.Error("Sleep(0) with done open = false")
-		}
+		assert.True(t, backoff.Sleep(done, time.Second), "Sleep(1s) with done open")
+		assert.Equal(t, time.Second, time.Since(start), "time Sleep(1s) slept")
+		assert.True(t, backoff.Sleep(done, 0), "Sleep(0) with done open")
 		time.AfterFunc(time.Second, func() { close(done) })
 		start = time.Now()
-		if backoff.Sleep(done, time.Hour) || time.Since(start) != time.Second {
-			t.Errorf("Sleep ended by done = true or slept %v", time.Since(start))
-		}
-		if backoff.Sleep(done, 0) {
-			t.Error("Sleep(0) with done closed = true")
-		}
+		assert.False(t, backoff.Sleep(done, time.Hour), "Sleep ended by done")
+		assert.Equal(t, time.Second, time.Since(start), "time Sleep slept until done")
+		assert.False(t, backoff.Sleep(done, 0), "Sleep(0) with done closed")
 	})
 }

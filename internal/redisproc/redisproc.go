@@ -159,7 +159,7 @@ func waitReady(addr string, exited <-chan struct{}) error {
 		if Ping(addr, time.Second) == nil {
 			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the poll interval: readiness sends no notification
 	}
 	return errors.New("not ready in time")
 }

@@ -1,13 +1,14 @@
 package redisproc_test
 
 import (
-	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock/internal/redisproc"
@@ -19,9 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func start(t *testing.T, args ...string) *redisproc.Server {
 	t.Helper()
 	s, err := redisproc.Start(args...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop() })
 	return s
 }
@@ -30,57 +29,35 @@ func start(t *testing.T, args ...string) *redisproc.Server {
 func do(t *testing.T, addr string, args ...string) rueidis.RedisMessage {
 	t.Helper()
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-	if err != nil {
-		t.Fatalf("client of %s: %v", addr, err)
-	}
+	require.NoError(t, err, "client of %s", addr)
 	defer c.Close()
 	msg, err := c.Do(t.Context(), c.B().Arbitrary(args...).Build()).ToMessage()
-	if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
+	require.NoError(t, err, "%v", args)
 	return msg
 }
 
 func TestStartStop(t *testing.T) {
 	s, err := redisproc.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := redisproc.Ping(s.Addr, time.Second); err != nil {
-		t.Fatalf("PING after Start: %v", err)
-	}
-	if s.PID() <= 0 {
-		t.Errorf("PID = %d, want a process ID", s.PID())
-	}
-	if !strings.HasPrefix(s.Addr, "127.0.0.1:") || s.Port == 0 {
-		t.Errorf("Addr, Port = %q, %d, want a loopback address", s.Addr, s.Port)
-	}
-	if err := s.Stop(); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if err := redisproc.Ping(s.Addr, time.Second); err == nil {
-		t.Error("a stopped server answers PING")
-	}
-	if _, err := os.Stat(s.Dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Stop left the server's directory: %v", err)
-	}
-	if err := s.Stop(); err != nil {
-		t.Errorf("second Stop: %v", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, redisproc.Ping(s.Addr, time.Second), "PING after Start")
+	assert.Positive(t, s.PID(), "PID")
+	assert.True(t, strings.HasPrefix(s.Addr, "127.0.0.1:"), "Addr = %q, want a loopback address", s.Addr)
+	assert.NotZero(t, s.Port, "Port")
+	require.NoError(t, s.Stop(), "Stop")
+	assert.Error(t, redisproc.Ping(s.Addr, time.Second), "PING of a stopped server")
+	_, err = os.Stat(s.Dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "Stop must remove the server's directory")
+	assert.NoError(t, s.Stop(), "second Stop")
 }
 
 func TestArgsAndConfig(t *testing.T) {
 	s, err := redisproc.StartWithConfig("maxmemory 12mb\n", "--maxmemory-policy", "allkeys-lru")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop() })
 	for param, want := range map[string]string{"maxmemory": "12582912", "maxmemory-policy": "allkeys-lru"} {
 		msg := do(t, s.Addr, "CONFIG", "GET", param)
 		got, _ := msg.AsStrMap()
-		if got[param] != want {
-			t.Errorf("CONFIG GET %s = %q, want %q", param, got[param], want)
-		}
+		assert.Equal(t, want, got[param], "CONFIG GET %s", param)
 	}
 }
 
@@ -89,55 +66,30 @@ func TestKillRestart(t *testing.T) {
 	do(t, s.Addr, "SET", "k", "v")
 	pid := s.PID()
 	s.Kill()
-	if err := redisproc.Ping(s.Addr, time.Second); err == nil {
-		t.Fatal("a killed server answers PING")
-	}
-	if err := s.Pause(); !errors.Is(err, redisproc.ErrNotRunning) {
-		t.Errorf("Pause of a killed server = %v, want ErrNotRunning", err)
-	}
-	if err := s.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	if s.PID() == pid {
-		t.Errorf("PID after Restart = %d, the killed process's", pid)
-	}
+	require.Error(t, redisproc.Ping(s.Addr, time.Second), "PING of a killed server")
+	assert.ErrorIs(t, s.Pause(), redisproc.ErrNotRunning, "Pause of a killed server")
+	require.NoError(t, s.Restart())
+	assert.NotEqual(t, pid, s.PID(), "PID after Restart must not be the killed process's")
 	msg := do(t, s.Addr, "GET", "k")
-	if got, _ := msg.ToString(); got != "v" {
-		t.Errorf("GET k after Restart = %q, want the value written before the kill", got)
-	}
-	if err := s.Restart(); err == nil {
-		t.Error("Restart of a running server succeeded")
-	}
+	got, _ := msg.ToString()
+	assert.Equal(t, "v", got, "GET k after Restart: the value written before the kill")
+	assert.Error(t, s.Restart(), "Restart of a running server")
 }
 
 func TestPauseResume(t *testing.T) {
 	s := start(t)
-	if err := s.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	if err := redisproc.Ping(s.Addr, 200*time.Millisecond); err == nil {
-		t.Error("a paused server answers PING")
-	}
-	if err := s.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	if err := redisproc.Ping(s.Addr, 5*time.Second); err != nil {
-		t.Errorf("PING after Resume: %v", err)
-	}
+	require.NoError(t, s.Pause())
+	assert.Error(t, redisproc.Ping(s.Addr, 200*time.Millisecond), "PING of a paused server")
+	require.NoError(t, s.Resume())
+	assert.NoError(t, redisproc.Ping(s.Addr, 5*time.Second), "PING after Resume")
 	// A paused server can still be killed.
-	if err := s.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Pause())
 	s.Kill()
 }
 
 func TestNotInstalled(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	_, err := redisproc.Start()
-	if !errors.Is(err, redisproc.ErrNotInstalled) {
-		t.Fatalf("Start without redis-server = %v, want ErrNotInstalled", err)
-	}
-	if !strings.Contains(err.Error(), "apt-get install -y redis-server") {
-		t.Errorf("error %q does not say how to install redis-server", err)
-	}
+	require.ErrorIs(t, err, redisproc.ErrNotInstalled, "Start without redis-server")
+	assert.ErrorContains(t, err, "apt-get install -y redis-server", "the error must say how to install redis-server")
 }

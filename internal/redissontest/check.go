@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/relocktest"
 )
 
 // HandoffBound is how soon a release must let a waiter on the other side
@@ -86,17 +90,14 @@ func (s *Section) Leave(side string, shared bool) {
 	}
 }
 
-// Check fails t when parties overlapped beyond the limit, or none entered.
+// Check fails t when parties overlapped beyond the limit, or when the
+// entries were not wantEntries.
 func (s *Section) Check(t testing.TB, wantEntries int) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.overlaps) > 0 {
-		t.Errorf("%d overlaps in the critical section, the first: %s", len(s.overlaps), s.overlaps[0])
-	}
-	if s.entries != wantEntries {
-		t.Errorf("%d entries into the critical section, want %d", s.entries, wantEntries)
-	}
+	assert.Empty(t, s.overlaps, "overlaps in the critical section")
+	assert.Equal(t, wantEntries, s.entries, "entries into the critical section")
 }
 
 // MaxInside is the most parties seen inside at once.
@@ -114,33 +115,27 @@ func (s *Section) SharedAcrossSides() bool {
 	return s.sawBoth
 }
 
-// Subscribers is PUBSUB NUMSUB of channel on the server of rdb.
-func Subscribers(ctx context.Context, rdb rueidis.Client, channel string) (int64, error) {
-	vals, err := rdb.Do(ctx, rdb.B().PubsubNumsub().Channel(channel).Build()).ToArray()
-	if err != nil {
-		return 0, err
-	}
-	if len(vals) != 2 {
-		return 0, fmt.Errorf("PUBSUB NUMSUB %s: unexpected reply %v", channel, vals)
-	}
-	return vals[1].AsInt64()
-}
-
-// WaitSubscribers waits (polling, up to 5s) until channel has at least n
+// WaitSubscribers waits (up to 5s) until channel has at least n
 // subscribers on the server of rdb, and fails t if it never has.
 func WaitSubscribers(t testing.TB, rdb rueidis.Client, channel string, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := Subscribers(t.Context(), rdb, channel)
-		if err == nil && got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %d subscribers (err %v), want at least %d", channel, got, err, n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	relocktest.Eventually(t, 5*time.Second, fmt.Sprintf("%s to have %d subscribers", channel, n),
+		func() bool { return relocktest.Subscribers(rdb, channel) >= n })
+}
+
+// WaitSleeping waits (up to 5s) until n of j's waiters sleep on channel
+// (lock and semaphore waiters, queued on the channel's entry for a message
+// or their timeout), and fails t if they never do. A Redisson waiter that
+// has subscribed has not always gone to sleep yet: its attempt after
+// subscribing may still be on its way, and a READ_UNLOCK_MESSAGE lets go
+// only the waiters asleep when it comes (Redisson's LockPubSub), so a
+// release made then passes that waiter by, and it sleeps on until the
+// TTL its attempt saw. A test that checks that a release wakes Redisson's
+// waiters waits for this first.
+func WaitSleeping(t testing.TB, j *Client, channel string, n int) {
+	t.Helper()
+	relocktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d Redisson waiters to sleep on %s", n, channel),
+		func() bool { return j.Sleeping(channel) >= n })
 }
 
 // Async runs fn in a goroutine; its error arrives on the channel
@@ -165,17 +160,9 @@ type Result struct {
 // what names the waiter.
 func Handoff(t testing.TB, r <-chan Result, since time.Time, what string) {
 	t.Helper()
-	select {
-	case got := <-r:
-		if got.Err != nil {
-			t.Fatalf("%s: %v", what, got.Err)
-		}
-		if d := got.At.Sub(since); d > HandoffBound {
-			t.Errorf("%s went on %v after the release, want under %v", what, d.Round(time.Millisecond), HandoffBound)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: still waiting 5s after the release", what)
-	}
+	got := relocktest.Receive(t, r, 5*time.Second, what+" to go on after the release")
+	require.NoError(t, got.Err, what)
+	assert.LessOrEqual(t, got.At.Sub(since), HandoffBound, "how long after the release %s went on", what)
 }
 
 // Pending fails t when r has already come: the waiter must still wait.
@@ -183,7 +170,7 @@ func Pending(t testing.TB, r <-chan Result, what string) {
 	t.Helper()
 	select {
 	case got := <-r:
-		t.Fatalf("%s went on (err %v), want it still waiting", what, got.Err)
+		require.FailNowf(t, "went on", "%s went on (err %v), want it still waiting", what, got.Err)
 	default:
 	}
 }
@@ -222,7 +209,7 @@ func Contend(t testing.TB, sec *Section, parties []Party, rounds int, hold time.
 				} else {
 					sec.Enter(p.Side, p.Name)
 				}
-				time.Sleep(hold)
+				time.Sleep(hold) // the scenario: the holder's work inside the section
 				sec.Leave(p.Side, p.Shared)
 				if err := p.Unlock(context.WithoutCancel(ctx)); err != nil {
 					errs <- fmt.Errorf("%s, round %d: unlock: %w", p.Name, i, err)
@@ -234,7 +221,7 @@ func Contend(t testing.TB, sec *Section, parties []Party, rounds int, hold time.
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		assert.NoError(t, err)
 	}
 	sec.Check(t, len(parties)*rounds)
 	t.Logf("%d parties x %d rounds in %v", len(parties), rounds, time.Since(start).Round(time.Millisecond))
@@ -254,9 +241,7 @@ func Listen(t testing.TB, rdb rueidis.Client, channel string) <-chan string {
 		default:
 		}
 	}})
-	if err := dc.Do(t.Context(), dc.B().Subscribe().Channel(channel).Build()).Error(); err != nil {
-		t.Fatalf("SUBSCRIBE %s: %v", channel, err)
-	}
+	require.NoError(t, dc.Do(t.Context(), dc.B().Subscribe().Channel(channel).Build()).Error(), "SUBSCRIBE %s", channel)
 	return msgs
 }
 
@@ -264,14 +249,8 @@ func Listen(t testing.TB, rdb rueidis.Client, channel string) <-chan string {
 // unless it is want.
 func Message(t testing.TB, msgs <-chan string, want, what string) {
 	t.Helper()
-	select {
-	case got := <-msgs:
-		if got != want {
-			t.Errorf("%s published %q, want %q", what, got, want)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("%s published nothing, want %q", what, want)
-	}
+	got := relocktest.Receive(t, msgs, 5*time.Second, fmt.Sprintf("%s to publish %q", what, want))
+	assert.Equal(t, want, got, "what %s published", what)
 }
 
 // NoMessage fails t when msgs holds a message now.
@@ -279,7 +258,7 @@ func NoMessage(t testing.TB, msgs <-chan string, what string) {
 	t.Helper()
 	select {
 	case got := <-msgs:
-		t.Errorf("%s published %q, want nothing", what, got)
+		assert.Failf(t, "published", "%s published %q, want nothing", what, got)
 	default:
 	}
 }

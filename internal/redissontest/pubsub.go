@@ -58,6 +58,18 @@ func (e *entry) onMessage(n int64, subscribers int) {
 	}
 }
 
+// Sleeping is how many of c's lock or semaphore waiters sleep on channel,
+// queued on its entry for a message or their timeout.
+func (c *Client) Sleeping(channel string) int {
+	c.ps.mu.Lock()
+	e := c.ps.entries[channel]
+	c.ps.mu.Unlock()
+	if e == nil || e.kind == latchEntry {
+		return 0
+	}
+	return e.sem.queueLength()
+}
+
 // pubsub is the Client's subscription service: one dedicated connection,
 // one server subscription per channel however many local waiters use it.
 type pubsub struct {

@@ -2,10 +2,13 @@ package redissontest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/relock-go/relock/internal/relocktest"
 )
 
 // TestSemaphoreJavaSemantics: a release with nobody waiting leaves a
@@ -24,12 +27,12 @@ func TestSemaphoreJavaSemantics(t *testing.T) {
 				got <- i
 			}
 		}()
-		for s.queueLength() != i+1 {
-			time.Sleep(time.Millisecond)
-		}
+		relocktest.Eventually(t, 5*time.Second, fmt.Sprintf("waiter %d to queue", i), func() bool { return s.queueLength() == i+1 })
 	}
 	s.release(s.queueLength())
-	assert.ElementsMatch(t, []int{0, 1}, []int{<-got, <-got}, "release(queueLength) lets every queued waiter go")
+	first := relocktest.Receive(t, got, 5*time.Second, "the first queued waiter to go on")
+	second := relocktest.Receive(t, got, 5*time.Second, "the second queued waiter to go on")
+	assert.ElementsMatch(t, []int{0, 1}, []int{first, second}, "release(queueLength) lets every queued waiter go")
 	assert.False(t, s.tryAcquire(t.Context(), 0), "no permit left over")
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -49,5 +52,5 @@ func TestGate(t *testing.T) {
 	done := make(chan bool, 1)
 	go func() { done <- g.await(t.Context(), -1) }()
 	g.open()
-	assert.True(t, <-done, "a waiter goes on when the gate opens")
+	assert.True(t, relocktest.Receive(t, done, 5*time.Second, "the waiter to go on when the gate opens"), "a waiter goes on when the gate opens")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
 )
 
 // clusterTimeout bounds how long a new cluster may take to agree that it
@@ -28,9 +29,7 @@ type Cluster struct {
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
 	c, err := startCluster(n)
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
+	require.NoError(tb, err, "redistest")
 	tb.Cleanup(c.Stop)
 	return c
 }
@@ -91,7 +90,7 @@ func (c *Cluster) waitOK() error {
 		if ok {
 			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval: the cluster state sends no notification
 	}
 	return errors.New("cluster did not reach cluster_state:ok in time")
 }
@@ -164,9 +163,7 @@ type Sentinel struct {
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
 	s, err := startSentinel()
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
+	require.NoError(tb, err, "redistest")
 	tb.Cleanup(s.Stop)
 	return s
 }
@@ -233,7 +230,7 @@ func (st *Sentinel) waitReady() error {
 		if ready {
 			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll interval: the sentinels send no notification
 	}
 	return errors.New("sentinel setup not ready in time")
 }

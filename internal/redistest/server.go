@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/redisproc"
 )
@@ -66,9 +67,7 @@ var errNotLocal = errors.New("redistest: needs a local redis-server process, not
 func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
 	s, err := StartServer(args...)
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
+	require.NoError(tb, err, "redistest")
 	tb.Cleanup(func() { _ = s.Stop() })
 	return s
 }
@@ -188,9 +187,7 @@ func (s *Server) ClientOption() rueidis.ClientOption {
 func (s *Server) Client(tb testing.TB) rueidis.Client {
 	tb.Helper()
 	c, err := rueidis.NewClient(s.ClientOption())
-	if err != nil {
-		tb.Fatalf("redistest: client of %s: %v", s.Addr, err)
-	}
+	require.NoError(tb, err, "redistest: client of %s", s.Addr)
 	tb.Cleanup(c.Close)
 	return c
 }

@@ -1,13 +1,13 @@
 package redistest_test
 
 import (
-	"errors"
 	"fmt"
 	"net"
-	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/redisproc"
 	"github.com/relock-go/relock/internal/redistest"
@@ -17,24 +17,20 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 func TestStartKillRestart(t *testing.T) {
 	srv := redistest.Start(t)
-	if _, err := srv.Do(t.Context(), "SET", "k", "v"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := srv.Do(t.Context(), "SET", "k", "v")
+	require.NoError(t, err)
 	srv.Kill()
 	// A raw dial: a rueidis client of a dead server leaves a reconnect
 	// goroutine sleeping for a while after Close.
 	if conn, err := net.DialTimeout("tcp", srv.Addr, time.Second); err == nil {
 		conn.Close()
-		t.Fatal("a killed server still accepts connections")
+		require.Fail(t, "a killed server still accepts connections")
 	}
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	if msg, err := srv.Do(t.Context(), "PING"); err != nil {
-		t.Fatalf("PING after Restart: %v", err)
-	} else if s, _ := msg.ToString(); s != "PONG" {
-		t.Errorf("PING = %q", s)
-	}
+	require.NoError(t, srv.Restart())
+	msg, err := srv.Do(t.Context(), "PING")
+	require.NoError(t, err, "PING after Restart")
+	s, _ := msg.ToString()
+	assert.Equal(t, "PONG", s, "PING after Restart")
 }
 
 func TestMissingRedisServerSaysHowToInstall(t *testing.T) {
@@ -47,10 +43,8 @@ func TestMissingRedisServerSaysHowToInstall(t *testing.T) {
 	} {
 		setFallback(t, fallback)
 		_, err := redistest.StartServer()
-		if !errors.Is(err, redisproc.ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y redis-server") {
-			t.Errorf("StartServer without redis-server (fallback set: %t) = %v, want ErrNotInstalled with the install hint",
-				fallback != nil, err)
-		}
+		assert.ErrorIs(t, err, redisproc.ErrNotInstalled, "StartServer without redis-server (fallback set: %t)", fallback != nil)
+		assert.ErrorContains(t, err, "apt-get install -y redis-server", "the install hint (fallback set: %t)", fallback != nil)
 	}
 }
 
@@ -66,29 +60,17 @@ func TestFallback(t *testing.T) {
 		return local.Addr, func() error { stops++; return nil }, nil
 	})
 	srv, err := redistest.StartServer("--appendonly", "yes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if srv.Addr != local.Addr || srv.Port != local.Port {
-		t.Errorf("fallback server at %s (port %d), want %s", srv.Addr, srv.Port, local.Addr)
-	}
-	if want := []string{"--appendonly", "yes"}; !slices.Equal(gotArgs, want) {
-		t.Errorf("Fallback got args %q, want %q", gotArgs, want)
-	}
-	if _, err := srv.Do(t.Context(), "PING"); err != nil {
-		t.Errorf("PING a fallback server: %v", err)
-	}
-	if err := srv.Pause(); err == nil {
-		t.Error("Pause of a fallback server succeeded")
-	}
-	if err := srv.Restart(); err == nil {
-		t.Error("Restart of a fallback server succeeded")
-	}
+	require.NoError(t, err)
+	assert.Equal(t, local.Addr, srv.Addr, "the fallback server's address")
+	assert.Equal(t, local.Port, srv.Port, "the fallback server's port")
+	assert.Equal(t, []string{"--appendonly", "yes"}, gotArgs, "the args Fallback got")
+	_, err = srv.Do(t.Context(), "PING")
+	assert.NoError(t, err, "PING a fallback server")
+	assert.Error(t, srv.Pause(), "Pause of a fallback server")
+	assert.Error(t, srv.Restart(), "Restart of a fallback server")
 	_ = srv.Stop()
 	_ = srv.Stop()
-	if stops != 1 {
-		t.Errorf("two Stops called the fallback's stop %d times, want 1", stops)
-	}
+	assert.Equal(t, 1, stops, "calls of the fallback's stop after two Stops")
 }
 
 func setFallback(t *testing.T, f func(...string) (string, func() error, error)) {

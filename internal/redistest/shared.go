@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -20,9 +21,7 @@ var shared struct {
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
 	srv, err := SharedServer()
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
+	require.NoError(tb, err, "redistest")
 	return srv
 }
 

@@ -2,12 +2,14 @@ package relocktest
 
 import (
 	"context"
-	"errors"
-	"github.com/relock-go/relock"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -47,48 +49,39 @@ func CheckAcquireErrors(t *testing.T, f *Faulty, l Lockable, acquire, msg string
 
 	f.Inject(&Rule{SHA1s: []string{acquire}, N: 1, Reply: reply})
 	ok, err := l.TryLock(a, 0, time.Second)
-	if ok || err == nil || !strings.Contains(err.Error(), prefix) {
-		t.Errorf("TryLock(wait 0) = %v, %v, want false and the %s error", ok, err, prefix)
-	}
-	if errors.Is(err, relock.ErrNotHeld) || errors.Is(err, relock.ErrInvalidArgument) {
-		t.Errorf("TryLock(wait 0) = %v: a Redis error reported as a lock state", err)
-	}
-	if locked, err := l.IsLocked(t.Context()); locked || err != nil {
-		t.Errorf("IsLocked after a failed attempt = %v, %v", locked, err)
-	}
+	assert.False(t, ok, "TryLock(wait 0) through a %s reply", prefix)
+	assert.ErrorContains(t, err, prefix, "TryLock(wait 0) must return the %s error", prefix)
+	assert.NotErrorIs(t, err, relock.ErrNotHeld, "a Redis error reported as a lock state")
+	assert.NotErrorIs(t, err, relock.ErrInvalidArgument, "a Redis error reported as a lock state")
+	locked, err := l.IsLocked(t.Context())
+	require.NoError(t, err)
+	assert.False(t, locked, "IsLocked after a failed attempt")
 
 	r := f.Inject(&Rule{SHA1s: []string{acquire}, N: 3, Reply: reply})
 	ctx, cancel := context.WithTimeout(a, 5*time.Second)
 	defer cancel()
-	if err := l.Lock(ctx); err != nil {
-		t.Fatalf("Lock through 3 %s replies = %v, want the lock", prefix, err)
-	}
-	if n := r.Hits(); n != 3 {
-		t.Errorf("%d attempts answered %s, want 3", n, prefix)
-	}
-	if n, err := l.HoldCount(a); n != 1 || err != nil {
-		t.Errorf("HoldCount = %d, %v, want 1", n, err)
-	}
+	require.NoError(t, l.Lock(ctx), "Lock through 3 %s replies", prefix)
+	assert.EqualValues(t, 3, r.Hits(), "attempts answered %s", prefix)
+	n, err := l.HoldCount(a)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "HoldCount")
 
 	f.Inject(&Rule{SHA1s: []string{acquire}, N: -1, Reply: reply})
 	b := rlock.WithOwner(t.Context(), "b")
 	bctx, bcancel := context.WithTimeout(b, 300*time.Millisecond)
 	defer bcancel()
 	err = l.Lock(bctx)
-	if !errors.Is(err, relock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), prefix) {
-		t.Errorf("Lock until the deadline = %v, want ErrNotAcquired, DeadlineExceeded and the %s error", err, prefix)
-	}
+	assert.ErrorIs(t, err, relock.ErrNotAcquired, "Lock until the deadline")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Lock until the deadline")
+	assert.ErrorContains(t, err, prefix, "Lock until the deadline must report the %s error", prefix)
 	ok, err = l.TryLock(b, 300*time.Millisecond, time.Second)
-	if ok || err == nil || !strings.Contains(err.Error(), prefix) {
-		t.Errorf("TryLock(wait 300ms) while every attempt fails = %v, %v, want false and the %s error", ok, err, prefix)
-	}
+	assert.False(t, ok, "TryLock(wait 300ms) while every attempt fails")
+	assert.ErrorContains(t, err, prefix, "TryLock(wait 300ms) while every attempt fails must return the %s error", prefix)
 	f.Clear()
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
-	if locked, _ := l.IsLocked(t.Context()); locked {
-		t.Error("locked after the last Unlock")
-	}
+	require.NoError(t, l.Unlock(a))
+	locked, err = l.IsLocked(t.Context())
+	require.NoError(t, err)
+	assert.False(t, locked, "locked after the last Unlock")
 }
 
 // CheckLostAcquireReply loses the reply of l's acquire script (it ran):
@@ -98,21 +91,19 @@ func CheckLostAcquireReply(t *testing.T, f *Faulty, l Lockable, acquire string) 
 	t.Helper()
 	a := rlock.WithOwner(t.Context(), "a")
 	f.Inject(&Rule{SHA1s: []string{acquire}, N: 1, Run: true, Reply: LostReply()})
-	if ok, err := l.TryLock(a, 0, 250*time.Millisecond); ok || err == nil {
-		t.Fatalf("TryLock with its reply lost = %v, %v, want an error", ok, err)
-	}
-	if locked, _ := l.IsLocked(t.Context()); locked {
-		t.Error("the lock won unseen was not given back")
-	}
-	if ok, err := l.TryLock(a, 0, 2*time.Second); !ok || err != nil {
-		t.Fatalf("TryLock = %v, %v", ok, err)
-	}
-	if left, err := l.RemainingLease(t.Context()); err != nil || left < 1500*time.Millisecond {
-		t.Errorf("RemainingLease after TryLock with a 2s lease = %v, %v, want about 2s", left, err)
-	}
-	if err := l.Unlock(a); err != nil {
-		t.Fatal(err)
-	}
+	ok, err := l.TryLock(a, 0, 250*time.Millisecond)
+	require.Error(t, err, "TryLock with its reply lost")
+	require.False(t, ok, "TryLock with its reply lost")
+	locked, err := l.IsLocked(t.Context())
+	require.NoError(t, err)
+	assert.False(t, locked, "the lock won unseen was not given back")
+	ok, err = l.TryLock(a, 0, 2*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok, "TryLock after the lost reply")
+	left, err := l.RemainingLease(t.Context())
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, left, 1500*time.Millisecond, "RemainingLease after TryLock with a 2s lease")
+	require.NoError(t, l.Unlock(a))
 }
 
 // CheckUnlockErrors answers l's release script (SHA1 release) with a
@@ -121,18 +112,12 @@ func CheckLostAcquireReply(t *testing.T, f *Faulty, l Lockable, acquire string) 
 func CheckUnlockErrors(t *testing.T, f *Faulty, l Lockable, release string) {
 	t.Helper()
 	a := rlock.WithOwner(t.Context(), "a")
-	if err := l.Lock(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Lock(a))
 	r1 := f.Inject(&Rule{SHA1s: []string{release}, N: 1, Reply: ErrorReply(t, f.Client, TransientErrors[0])})
 	r2 := f.Inject(&Rule{SHA1s: []string{release}, N: 1, Reply: ErrorReply(t, f.Client, TransientErrors[3])})
-	if err := l.Unlock(a); err != nil {
-		t.Fatalf("Unlock through LOADING and OOM replies = %v", err)
-	}
-	if r1.Hits()+r2.Hits() != 2 {
-		t.Errorf("%d unlock attempts answered with errors, want 2", r1.Hits()+r2.Hits())
-	}
-	if locked, _ := l.IsLocked(t.Context()); locked {
-		t.Error("locked after Unlock")
-	}
+	require.NoError(t, l.Unlock(a), "Unlock through LOADING and OOM replies")
+	assert.EqualValues(t, 2, r1.Hits()+r2.Hits(), "unlock attempts answered with errors")
+	locked, err := l.IsLocked(t.Context())
+	require.NoError(t, err)
+	assert.False(t, locked, "locked after Unlock")
 }

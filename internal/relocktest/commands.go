@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
 )
 
 // Knows reports whether the server of rdb has the command (COMMAND INFO
@@ -12,8 +13,7 @@ import (
 func Knows(t testing.TB, rdb rueidis.Client, command string) bool {
 	t.Helper()
 	info, err := rdb.Do(t.Context(), rdb.B().CommandInfo().CommandName(command).Build()).ToArray()
-	if err != nil || len(info) != 1 {
-		t.Fatalf("COMMAND INFO %s: %v, %d entries", command, err, len(info))
-	}
+	require.NoError(t, err, "COMMAND INFO %s", command)
+	require.Len(t, info, 1, "COMMAND INFO %s", command)
 	return !info[0].IsNil()
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
 )
 
 // Faulty is a rueidis.Client that answers chosen scripts with an injected
@@ -187,9 +188,8 @@ func (f *Faulty) Dedicate() (rueidis.DedicatedClient, func()) {
 func ErrorReply(t testing.TB, raw rueidis.Client, msg string) rueidis.RedisResult {
 	t.Helper()
 	res := raw.Do(context.Background(), raw.B().Eval().Script("return redis.error_reply(ARGV[1])").Numkeys(0).Arg(msg).Build())
-	if _, ok := rueidis.IsRedisErr(res.Error()); !ok {
-		t.Fatalf("error reply %q: got %v", msg, res.Error())
-	}
+	_, ok := rueidis.IsRedisErr(res.Error())
+	require.True(t, ok, "error reply %q: got %v, want a Redis error reply", msg, res.Error())
 	return res
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
@@ -31,9 +32,7 @@ func Client(t testing.TB, opts ...rlock.Option) *rlock.Client {
 func ClientOn(t testing.TB, srv *redistest.Server, opts ...rlock.Option) *rlock.Client {
 	t.Helper()
 	c, err := rlock.NewClient(srv.ClientOption(), opts...)
-	if err != nil {
-		t.Fatalf("relocktest: NewClient: %v", err)
-	}
+	require.NoError(t, err, "relocktest: NewClient")
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -78,9 +77,7 @@ func Keys(name string) []string {
 func HGetAll(t testing.TB, rdb rueidis.Client, name string) map[string]string {
 	t.Helper()
 	m, err := rdb.Do(t.Context(), rdb.B().Hgetall().Key(name).Build()).AsStrMap()
-	if err != nil {
-		t.Fatalf("HGETALL %s: %v", name, err)
-	}
+	require.NoError(t, err, "HGETALL %s", name)
 	return m
 }
 
@@ -88,31 +85,67 @@ func HGetAll(t testing.TB, rdb rueidis.Client, name string) map[string]string {
 func DBSize(t testing.TB, rdb rueidis.Client) int64 {
 	t.Helper()
 	n, err := rdb.Do(t.Context(), rdb.B().Dbsize().Build()).AsInt64()
-	if err != nil {
-		t.Fatalf("DBSIZE: %v", err)
-	}
+	require.NoError(t, err, "DBSIZE")
 	return n
 }
 
-// Eventually polls cond every few milliseconds until it holds or timeout
-// passes, and fails t then. It waits for an event that has no
-// notification; it never stands in for a sleep.
+// Eventually polls cond every few milliseconds until it holds, and fails
+// t with "timed out after <timeout> waiting for <what>" when timeout passes
+// first. It is the one way the tests wait for an event that sends no
+// notification (a key that expires, a subscription the server counts); it
+// never stands in for a sleep, and an event that has a channel or a reply
+// is waited for on that.
+//
+// cond only answers whether the event happened. It must never call
+// t.Fatal, t.Error, require or assert, nor a helper that does (HGetAll,
+// DBSize, KillConnections): a failure inside it would report a read error
+// in place of what the test waited for, and a condition is a function that
+// can run where failing t is wrong (testify's Eventually runs it on a
+// goroutine of its own, and may run it once more after the test gave up).
+// A condition that cannot read the state answers false, not yet (as
+// Subscribers returns -1), and the timeout's message then says what did not
+// happen. A condition returns promptly: a Redis call in it that may meet a
+// paused or dead server has a deadline of its own. Call Eventually from the
+// test's own goroutine.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			require.FailNowf(t, "timed out", "timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // the poll interval
+	}
+}
+
+// Receive waits up to timeout for a value from ch (or for ch to close) and
+// returns it; it fails t with "timed out after <timeout> waiting for
+// <what>" when nothing comes. It bounds a test's wait for an event that
+// arrives on a channel, so that a missing event fails the test with a
+// message instead of blocking until go test's -timeout. Call it from the
+// test's own goroutine.
+func Receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		require.FailNowf(t, "timed out", "timed out after %v waiting for %s", timeout, what)
+		var zero T
+		return zero
 	}
 }
 
 // Subscribers returns how many connections subscribe to channel on the
 // server of rdb (PUBSUB NUMSUB), or -1 when the server does not answer:
 // for conditions of Eventually, which must not fail the test themselves.
+// It waits at most a second for the answer.
 func Subscribers(rdb rueidis.Client, channel string) int64 {
-	vals, err := rdb.Do(context.Background(), rdb.B().PubsubNumsub().Channel(channel).Build()).ToArray()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	vals, err := rdb.Do(ctx, rdb.B().PubsubNumsub().Channel(channel).Build()).ToArray()
 	if err != nil || len(vals) != 2 {
 		return -1
 	}
@@ -129,9 +162,10 @@ func Subscribers(rdb rueidis.Client, channel string) int64 {
 func KillConnections(t testing.TB, raw rueidis.Client, name string) int {
 	t.Helper()
 	list, err := raw.Do(t.Context(), raw.B().ClientList().Build()).ToString()
-	if err != nil {
-		t.Fatalf("CLIENT LIST: %v", err)
-	}
+	require.NoError(t, err, "CLIENT LIST")
+	// Under RESP3 the list is a verbatim string: its text comes after a
+	// "txt:" format, which would otherwise hide the first client's ID.
+	list = strings.TrimPrefix(list, "txt:")
 	n := 0
 	for _, line := range strings.Split(list, "\n") {
 		fields := strings.Fields(line)
