@@ -136,7 +136,7 @@ func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relock: connect to %s: %w", describe(opt), err)
 	}
-	cfg.RDB, cfg.OwnsRDB = rdb, true
+	cfg.RDB, cfg.OwnsRDB, cfg.OnePipeline = rdb, true, opt.PipelineMultiplex < 0
 	core, err := lockcore.NewCore(cfg)
 	if err != nil {
 		rdb.Close()
@@ -146,7 +146,11 @@ func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
 }
 
 // New returns a Client that uses rdb, which the caller owns: Close leaves
-// it open.
+// it open. rdb may send commands on several connections (rueidis'
+// default): an acquisition whose context ends while its script is in
+// flight then waits up to 100ms more for the script's reply, so that what
+// it won is given back after it, in order. A client with
+// PipelineMultiplex -1, as NewClient builds, needs no such wait.
 func New(rdb rueidis.Client, opts ...Option) (*Client, error) {
 	cfg := config(opts)
 	cfg.RDB = rdb

@@ -179,13 +179,21 @@ func TestCloseCancelsDo(t *testing.T) {
 // is issued to after its reply came, again and again, until enough calls
 // were cut after issuing it (counted by a wrapper of the Client's
 // connection); a run that never cut one fails, since it tested nothing.
+// It runs on a rueidis client with one pipeline, as NewClient makes its
+// own, and on one with rueidis' default several, where a give-back sent
+// at once could reach the server before the acquisition it undoes.
 func TestInterruptedAcquireLeavesNothing(t *testing.T) {
+	for _, pipelines := range []int{-1, 0} {
+		t.Run(map[int]string{-1: "one pipeline", 0: "several pipelines"}[pipelines], func(t *testing.T) {
+			interruptedAcquireLeavesNothing(t, pipelines)
+		})
+	}
+}
+
+func interruptedAcquireLeavesNothing(t *testing.T, pipelines int) {
 	const wantCut = 10
-	// The counting wrapper is over a client with one pipeline, as
-	// NewClient makes its own: on several pipelines the give-back of an
-	// acquisition that was cut may overtake the acquisition itself.
 	opt := redistest.Shared(t).ClientOption()
-	opt.PipelineMultiplex = -1
+	opt.PipelineMultiplex = pipelines
 	rdb, err := rueidis.NewClient(opt)
 	require.NoError(t, err)
 	t.Cleanup(rdb.Close)

@@ -152,10 +152,11 @@ func (a *acquisition) End(w *Wait, done bool) {
 // attempt makes one attempt, its Redis calls serialized with the owner's
 // other calls on the lock: a re-entry when the owner holds levels, else a
 // first acquisition (also after a re-entry finds the hold gone). The script
-// runs on the call's context; if that ends while the script is in flight,
-// its outcome is unknown and the call's end settles it, and if the lock was
-// won but the context ended meanwhile, the level is given back at once, as
-// if the attempt had not been made.
+// runs on the call's script context (Wait.ScriptContext): if the call's
+// context ends while the script is in flight, its reply is still awaited
+// for a moment, and a level it won is given back at once, after it, as if
+// the attempt had not been made; when no reply comes, the outcome is
+// unknown and the call's end settles it.
 func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 	if err := a.h.acquire(w.Call); err != nil {
 		return Attempt{}, w.Over()
@@ -175,9 +176,9 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		var err error
 		if from > 0 {
 			r.Target = from + 1
-			at, err = a.m.kind.Reenter(w.Call, r)
+			at, err = a.m.kind.Reenter(w.ScriptContext(), r)
 		} else {
-			at, err = a.m.kind.Acquire(w.Call, r)
+			at, err = a.m.kind.Acquire(w.ScriptContext(), r)
 		}
 		if paused && (err != nil || !at.Acquired || w.Call.Err() != nil || at.Unsynced != nil) {
 			// The hold stays as it was, on the watchdog.

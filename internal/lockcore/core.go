@@ -36,8 +36,12 @@ const releaseTimeout = 5 * time.Second
 
 // Config is what a Client is built from.
 type Config struct {
-	RDB             rueidis.Client
-	OwnsRDB         bool // Close closes RDB
+	RDB     rueidis.Client
+	OwnsRDB bool // Close closes RDB
+	// OnePipeline says that RDB sends every command on one connection, in
+	// order (rueidis' PipelineMultiplex -1): a give-back sent after a
+	// script can then never overtake it (see Wait.ScriptContext).
+	OnePipeline     bool
 	WatchdogTimeout time.Duration
 	// WatchdogTimeoutSet is set when WatchdogTimeout was given (so 0 is
 	// rejected instead of taken as the default).
@@ -84,6 +88,7 @@ type Core struct {
 	FairLockWaitTimeout time.Duration
 
 	ownsRDB        bool
+	onePipeline    bool   // see Config.OnePipeline
 	name           string // see Config.Name
 	onLost         func(name, owner string, cause error)
 	publish        string
@@ -171,6 +176,7 @@ func NewCore(cfg Config) (*Core, error) {
 		ID:              uuid.NewString(),
 		WatchdogTimeout: cfg.WatchdogTimeout,
 		ownsRDB:         cfg.OwnsRDB,
+		onePipeline:     cfg.OnePipeline,
 		name:            cfg.Name,
 		onLost:          cfg.OnLost,
 		publish:         "publish",

@@ -95,13 +95,15 @@ type Wait struct {
 	// is limited, one that ends with it (cause errWaitOver).
 	Call context.Context
 
-	core    *Core
-	k       Waiter
-	sub     waiter
-	woken   bool  // a wake-up was taken and no attempt has used it yet
-	failing bool  // the last attempt failed transiently
-	lastErr error // the last transient failure
-	obs     acquireObs
+	core     *Core
+	k        Waiter
+	script   context.Context // see ScriptContext; nil until asked for
+	unscript func()          // ends script
+	sub      waiter
+	woken    bool  // a wake-up was taken and no attempt has used it yet
+	failing  bool  // the last attempt failed transiently
+	lastErr  error // the last transient failure
+	obs      acquireObs
 }
 
 // Waiting reports whether the call waits (its limit is not 0): a queue
@@ -137,6 +139,9 @@ func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
 		defer cancel()
 	}
 	done, err := w.run()
+	if w.unscript != nil {
+		w.unscript()
+	}
 	if c.obs != nil {
 		c.obs.waitEnd(w, done, err)
 	}
@@ -256,6 +261,35 @@ func (w *Wait) limit() (bool, error) {
 		return w.finish(false, false, notAcquired(w.lastErr))
 	}
 	return w.finish(false, false, nil)
+}
+
+// scriptGrace is how long a script in flight when its call ends (its wait
+// limit, the caller's context) may still take to answer.
+const scriptGrace = 100 * time.Millisecond
+
+// ScriptContext returns the context of the call's scripts. On a rueidis
+// client with several connections, a script in flight when the call ends
+// must still be answered before anything is sent to undo it: a give-back
+// sent at once, on another connection, might reach the server before the
+// script it undoes, and leave the level it won behind. There the scripts
+// run on a context that carries the call's values and ends scriptGrace
+// after the call's context, so that what a script won is given back after
+// it, in order (when no reply comes in that time, the outcome is unknown,
+// and the call's end settles it). On a client with one connection (as
+// NewClient makes), and for a call whose context cannot end, the call's
+// own context serves: commands reach the server in the order they were
+// sent.
+func (w *Wait) ScriptContext() context.Context {
+	switch {
+	case w.script != nil:
+	case w.core.onePipeline || w.Call.Done() == nil:
+		w.script = w.Call
+	default:
+		ctx, cancel := context.WithCancel(context.WithoutCancel(w.Call))
+		stop := context.AfterFunc(w.Call, func() { time.AfterFunc(scriptGrace, cancel) })
+		w.script, w.unscript = ctx, func() { stop(); cancel() }
+	}
+	return w.script
 }
 
 // Over returns nil while the call may go on, errWaitOver when its wait ran
