@@ -1,6 +1,7 @@
 package lua_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -20,7 +21,7 @@ func TestScriptsResentOnce(t *testing.T) {
 	ctx := t.Context()
 	key := "lua-test:counts"
 	channel := "redisson_lock__channel:{" + key + "}"
-	t.Cleanup(func() { rdb.Do(ctx, rdb.B().Del().Key(key).Build()) })
+	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(key).Build()) })
 	hget := func() string {
 		v, _ := rdb.Do(ctx, rdb.B().Hget().Key(key).Field("c:o").Build()).ToString()
 		return v
@@ -75,7 +76,7 @@ func TestUnlockKeepsOthersFields(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	ctx := t.Context()
 	key := "lua-test:fields"
-	t.Cleanup(func() { rdb.Do(ctx, rdb.B().Del().Key(key).Build()) })
+	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(key).Build()) })
 	if err := rdb.Do(ctx, rdb.B().Hset().Key(key).FieldValue().FieldValue("c:a", "1").FieldValue("c:b", "2").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package lua_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -18,7 +19,7 @@ func TestRWScriptsResentOnce(t *testing.T) {
 	key, prefix, field := "lua-test:rw", "{lua-test:rw}", "c:o"
 	channel := "redisson_rwlock:{lua-test:rw}"
 	level := func(n string) string { return prefix + ":" + field + ":rwlock_timeout:" + n }
-	t.Cleanup(func() { rdb.Do(ctx, rdb.B().Del().Key(key, level("1"), level("2")).Build()) })
+	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(key, level("1"), level("2")).Build()) })
 	count := func() string {
 		v, _ := rdb.Do(ctx, rdb.B().Hget().Key(key).Field(field).Build()).ToString()
 		return v
@@ -103,7 +104,7 @@ func TestSemAcquireOnePermitPerID(t *testing.T) {
 	ctx := t.Context()
 	keys := []string{"lua-test:sem", "{lua-test:sem}:timeout", "redisson_sc:{lua-test:sem}",
 		"{lua-test:sem}:relock_queue", "{lua-test:sem}:relock_queue_timeout"}
-	t.Cleanup(func() { rdb.Do(ctx, rdb.B().Del().Key(keys...).Build()) })
+	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(keys...).Build()) })
 	if err := rdb.Do(ctx, rdb.B().Set().Key(keys[0]).Value("2").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
