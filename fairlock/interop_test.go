@@ -97,6 +97,7 @@ func TestInteropFairWakes(t *testing.T) {
 		jl := j.FairLock(name)
 		got := redissontest.Async(func() error { return jl.Lock(t.Context(), 1, 0) })
 		redissontest.WaitSubscribers(t, raw, jl.Channel(1), 1)
+		redissontest.WaitSleeping(t, j, jl.Channel(1), 1)
 		require.Equal(t, []string{jl.Field(1)}, queue(t, raw, name))
 		start := time.Now()
 		require.NoError(t, c.GetFairLock(name).Unlock(a))
