@@ -110,9 +110,6 @@ type Wait struct {
 // keeps its place then.
 func (w *Wait) Waiting() bool { return w.Limit != 0 }
 
-// Joined reports whether the call's subscription is made: from then on a
-// release it could take reaches it.
-func (w *Wait) Subscribed() bool { return w.sub != nil }
 
 // granter is implemented by a Waiter that can also be ended by a grant to
 // the same owner on another goroutine (a lock's re-entry).
