@@ -110,7 +110,6 @@ type Wait struct {
 // keeps its place then.
 func (w *Wait) Waiting() bool { return w.Limit != 0 }
 
-
 // granter is implemented by a Waiter that can also be ended by a grant to
 // the same owner on another goroutine (a lock's re-entry).
 type granter interface{ granted() <-chan struct{} }
