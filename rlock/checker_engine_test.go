@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redistest"
@@ -213,9 +215,7 @@ func (e *engine) newSlot(i, gen int) *slot {
 	opt.PipelineMultiplex = -1 // one connection, as NewClient makes
 	opt.ClientName = slotName(i, gen)
 	rdb, err := rueidis.NewClient(opt)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err, "rueidis.NewClient")
 	e.t.Cleanup(rdb.Close)
 	s := &slot{idx: i, gen: gen, faulty: relocktest.NewFaulty(rdb), evals: make(map[string]int)}
 	s.wakeOne = e.kind.wakeOne != nil && e.kind.wakeOne(i)
@@ -229,9 +229,7 @@ func (e *engine) newSlot(i, gen int) *slot {
 		opts = append(opts, rlock.WithWakeOne())
 	}
 	c, err := rlock.New(tap, opts...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err, "rlock.New")
 	e.t.Cleanup(func() { _ = c.Close() })
 	s.c, s.id = c, c.ID()
 	return s
@@ -378,7 +376,7 @@ func (e *engine) logLocked(format string, args ...any) {
 func (e *engine) violation(format string, args ...any) {
 	msg := "VIOLATION " + fmt.Sprintf(format, args...)
 	e.logLocked("%s", msg)
-	e.t.Error(e.since() + " " + msg)
+	assert.Fail(e.t, e.since()+" "+msg)
 	e.failed = true
 }
 
@@ -488,16 +486,10 @@ func (e *engine) checkMinimums() {
 		}
 	}
 	for _, w := range want {
-		if e.counts[w] < 1 {
-			e.t.Errorf("the run made no %s: give the checker more time (RELOCK_CHECK_DURATION)", w)
-		}
+		assert.GreaterOrEqual(e.t, e.counts[w], 1, "the run made no %s: give the checker more time (RELOCK_CHECK_DURATION)", w)
 	}
-	if n := e.counts["rounds"]; n < e.mustRounds {
-		e.t.Errorf("the run made %d rounds, want at least %d: give the checker more time (RELOCK_CHECK_DURATION)", n, e.mustRounds)
-	}
-	if n := e.counts["calls"]; n < chkMinCalls {
-		e.t.Errorf("the run made %d calls, want at least %d: give the checker more time (RELOCK_CHECK_DURATION)", n, chkMinCalls)
-	}
+	assert.GreaterOrEqual(e.t, e.counts["rounds"], e.mustRounds, "rounds made: give the checker more time (RELOCK_CHECK_DURATION)")
+	assert.GreaterOrEqual(e.t, e.counts["calls"], chkMinCalls, "calls made: give the checker more time (RELOCK_CHECK_DURATION)")
 }
 
 // shapes are the model's round shapes but those RELOCK_CHECK_SKIP names
@@ -567,20 +559,16 @@ func (e *engine) fault(f faultKind, delay time.Duration) {
 }
 
 func (e *engine) pause(d time.Duration) {
-	if err := e.srv.Pause(); err != nil {
-		e.t.Error(err)
+	if err := e.srv.Pause(); !assert.NoError(e.t, err, "SIGSTOP") {
 		return
 	}
 	time.Sleep(d)
-	if err := e.srv.Resume(); err != nil {
-		e.t.Error(err)
-	}
+	assert.NoError(e.t, e.srv.Resume(), "SIGCONT")
 }
 
 func (e *engine) config(param, value string) {
-	if err := e.raw.Do(context.Background(), e.raw.B().ConfigSet().ParameterValue().ParameterValue(param, value).Build()).Error(); err != nil {
-		e.t.Errorf("CONFIG SET %s %s: %v", param, value, err)
-	}
+	err := e.raw.Do(context.Background(), e.raw.B().ConfigSet().ParameterValue().ParameterValue(param, value).Build()).Error()
+	assert.NoError(e.t, err, "CONFIG SET %s %s", param, value)
 }
 
 // pausedAt returns the end of the pause that held the server stopped at
@@ -913,16 +901,13 @@ func (e *engine) spawn(spec childSpec) *child {
 		spec.Owner = who
 	}
 	p, err := relocktest.StartChild("TestRandomizedChild", childEnv+"="+spec.encode())
-	if err != nil {
-		e.t.Fatalf("start a child: %v", err)
-	}
+	require.NoError(e.t, err, "start a child")
 	e.mu.Lock()
 	e.children = append(e.children, p)
 	e.mu.Unlock()
 	ch := &child{Child: p, who: who, spec: spec}
-	if ch.id, err = p.Expect("client ", 10*time.Second); err != nil {
-		e.t.Fatalf("child %s: %v", who, err)
-	}
+	ch.id, err = p.Expect("client ", 10*time.Second)
+	require.NoError(e.t, err, "child %s", who)
 	want := "held"
 	if spec.Act == "wait" {
 		want = "waiting"
@@ -930,7 +915,11 @@ func (e *engine) spawn(spec childSpec) *child {
 	ch.info, err = p.Expect(want, 5*time.Second)
 	if err != nil {
 		e.logf("child %s (%s %s) did not get to %q: %v", who, spec.Act, spec.Side, want, err)
-		e.kill(ch, true)
+		at := e.kill(ch, true)
+		// Whatever it may have taken lasts a lease at most.
+		e.mu.Lock()
+		e.excuse(at, at.Add(chkLease+chkSettle), "child "+who+" died as it started")
+		e.mu.Unlock()
 		return nil
 	}
 	e.logf("child %s (Client %s) %s %s lease %v: %s %s", who, ch.id, spec.Act, spec.Side, spec.Lease, want, ch.info)
@@ -948,15 +937,6 @@ func (e *engine) kill(ch *child, queued bool) time.Time {
 	e.counts["death:kill "+ch.spec.Act]++
 	e.logLocked("child %s killed (%s)", ch.who, ch.spec.Act)
 	return at
-}
-
-// numsub is the number of subscribers of a channel.
-func (e *engine) numsub(channel string) int {
-	m, err := e.raw.Do(context.Background(), e.raw.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
-	if err != nil {
-		return -1
-	}
-	return int(m[channel])
 }
 
 // until polls cond every few milliseconds until it holds or timeout
@@ -980,15 +960,13 @@ func (e *engine) finishKeys(keep func(key string) bool) {
 	deadline := time.Now().Add(chkFixedLease + chkLease + 2*time.Second)
 	for {
 		keys, err := e.raw.Do(ctx, e.raw.B().Keys().Pattern("*").Build()).AsStrSlice()
-		if err != nil {
-			e.t.Fatal(err)
-		}
+		require.NoError(e.t, err, "KEYS")
 		keys = slices.DeleteFunc(keys, keep)
 		if len(keys) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			e.t.Errorf("keys left in Redis after every hold ended: %q", keys)
+			assert.Empty(e.t, keys, "keys left in Redis after every hold ended")
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -998,7 +976,7 @@ func (e *engine) finishKeys(keep func(key string) bool) {
 		return err == nil && len(chans) == 0
 	}) {
 		chans, _ := e.raw.Do(ctx, e.raw.B().PubsubChannels().Build()).AsStrSlice()
-		e.t.Errorf("channels still subscribed after Close: %q", chans)
+		assert.Empty(e.t, chans, "channels still subscribed after Close")
 	}
 }
 

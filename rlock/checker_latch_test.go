@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
@@ -38,6 +39,10 @@ type latchModel struct {
 	// opened are the replies of the calls known to have brought it to 0.
 	zeros  []window
 	opened []time.Time
+	// sure are the stretches in which the count was surely 0: from the
+	// reply of the count-down that brought it there to the start of the
+	// next call that set it (to zero: open).
+	sure   []window
 	awaits []*latchAwait
 }
 
@@ -61,13 +66,31 @@ func (m *latchModel) round(shape string, f faultKind) {
 	e.mu.Lock()
 	n, certain := m.count, m.certain
 	e.mu.Unlock()
-	if n == 0 && certain {
-		n = 1 + e.intn(3)
-		m.set(e.intn(e.kind.slots), n)
+	if !certain {
+		// A call of the last round had an unknown outcome: read the count
+		// (nothing is in flight).
+		c, err := e.raw.Do(ctx, e.raw.B().Get().Key(e.name).Build()).AsInt64()
+		if rueidis.IsRedisNil(err) {
+			c, err = 0, nil
+		}
+		if !assert.NoError(e.t, err, "GET") {
+			return
+		}
+		e.mu.Lock()
+		m.count, m.certain, n, certain = int(c), true, int(c), true
+		e.logLocked("  model: the latch's count resynced to %d", c)
+		e.mu.Unlock()
+	}
+	if n == 0 {
+		m.set(e.intn(e.kind.slots), 1+e.intn(3))
 	}
 	e.mu.Lock()
 	n, certain = m.count, m.certain
 	e.mu.Unlock()
+	if n == 0 || !certain {
+		e.logf("the latch is not set: no waiters this round")
+		return
+	}
 	// Waiters: in every Client, and a child for kill-waiter.
 	var wg sync.WaitGroup
 	type armer struct {
@@ -132,7 +155,7 @@ func (m *latchModel) round(shape string, f faultKind) {
 	}
 	// Count down to 0, from any Client, one after the other or two at
 	// once.
-	if certain {
+	{
 		for n > 0 {
 			time.Sleep(e.ms(60))
 			if n >= 2 && e.intn(3) == 0 {
@@ -176,6 +199,13 @@ func (m *latchModel) set(i, n int) {
 	s := e.slot(i)
 	e.call()
 	start := time.Now()
+	e.mu.Lock()
+	for j := range m.sure {
+		if m.sure[j].to.IsZero() {
+			m.sure[j].to = start
+		}
+	}
+	e.mu.Unlock()
 	ok, err := s.c.GetCountDownLatch(e.name).TrySetCount(context.Background(), n)
 	end := time.Now()
 	e.mu.Lock()
@@ -236,6 +266,7 @@ func (m *latchModel) countDown(i int) {
 			if m.count == 0 && m.certain {
 				m.zeros = append(m.zeros, window{from: start, what: fmt.Sprintf("the count reached 0 at %v", e.at(end))})
 				m.opened = append(m.opened, end)
+				m.sure = append(m.sure, window{from: end, what: "the latch open"})
 				e.count("latch:opened", 1)
 			}
 		}
@@ -284,8 +315,7 @@ func (m *latchModel) checkpoint() {
 	if rueidis.IsRedisNil(err) {
 		raw, err = 0, nil
 	}
-	if err != nil {
-		e.t.Errorf("GET: %v", err)
+	if !assert.NoError(e.t, err, "GET") {
 		return
 	}
 	e.mu.Lock()
@@ -322,12 +352,7 @@ func (m *latchModel) checkpoint() {
 			if z.what == "a count-down whose outcome is unknown" {
 				continue
 			}
-			end := z.to
-			if end.IsZero() {
-				end = now
-			}
-			switch {
-			case w.armed && w.from.Before(z.from):
+			if w.armed && w.from.Before(z.from) {
 				// It was waiting when the count-down that opened the latch
 				// started: from that call's reply on.
 				for _, o := range m.opened {
@@ -335,10 +360,12 @@ func (m *latchModel) checkpoint() {
 						avail = append(avail, window{from: o, to: w.to, what: z.what})
 					}
 				}
-			case !w.from.Before(z.from) && w.from.Before(end):
-				// It came while the latch may have been open: no claim
-				// unless the count was surely 0 (the count-down had
-				// replied and no set had started).
+			}
+		}
+		for _, o := range m.sure {
+			if !w.from.Before(o.from) && (o.to.IsZero() || w.from.Before(o.to)) {
+				// It came while the latch was open: it goes on at once.
+				avail = append(avail, window{from: w.from, to: w.to, what: o.what})
 			}
 		}
 		ws = append(ws, wait{from: w.from, to: w.to, what: w.who + " Await", avail: avail})
@@ -350,6 +377,13 @@ func (m *latchModel) checkpoint() {
 	}
 	m.awaits = m.awaits[:0]
 	m.opened = m.opened[:0]
+	var open []window
+	for _, o := range m.sure {
+		if o.to.IsZero() {
+			open = append(open, window{from: now, what: o.what})
+		}
+	}
+	m.sure = open
 	var keep []window
 	for _, z := range m.zeros {
 		if z.to.IsZero() {

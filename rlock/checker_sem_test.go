@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/semaphore"
@@ -61,7 +64,10 @@ type pspan struct {
 	settleAt    time.Time
 	settleLease time.Duration
 	ifPaused    bool
-	why         string
+	// silent: it ends by its lease, which publishes nothing: a queued
+	// waiter learns of it at its next refresh.
+	silent bool
+	why    string
 }
 
 // semWait is a call that waited.
@@ -120,9 +126,9 @@ func semKind() *chkKind {
 				}
 			}
 			m.cur = 2 + e.intn(2)
-			if ok, err := e.slot(0).c.GetSemaphore(e.name).TrySetPermits(context.Background(), m.cur); !ok || err != nil {
-				e.t.Fatalf("TrySetPermits = %v, %v", ok, err)
-			}
+			ok, err := e.slot(0).c.GetSemaphore(e.name).TrySetPermits(context.Background(), m.cur)
+			require.NoError(e.t, err, "TrySetPermits")
+			require.True(e.t, ok, "TrySetPermits(%d) on a new semaphore", m.cur)
 			m.top = m.cur
 			m.steps = []step{{from: time.Now(), n: m.cur}}
 			return m
@@ -233,7 +239,7 @@ func (m *semModel) acquire(a *semActor, what string, timeout time.Duration, wait
 	if l == 0 {
 		l = chkLease
 	}
-	m.spans = append(m.spans, pspan{from: start, settleAt: end, settleLease: l, ifPaused: true,
+	m.spans = append(m.spans, pspan{from: start, settleAt: end, settleLease: l, ifPaused: true, silent: true,
 		why: fmt.Sprintf("a permit %v's %s may have taken in a pause", a, what)})
 }
 
@@ -293,6 +299,7 @@ func (m *semModel) endPermitLocked(p *permit, goneBy time.Time, why string, dead
 	delete(m.permits, p.id)
 	sp := pspan{id: p.id, from: p.from, to: goneBy, why: fmt.Sprintf("permit %v (%s)", p, why)}
 	if dead {
+		sp.silent = true
 		at := p.slot.closedAt
 		if at.IsZero() {
 			at = time.Now()
@@ -370,7 +377,7 @@ func (m *semModel) releaseID(a *semActor, id string, p *permit, s *slot) {
 			e.violation("%v: Release(%s) failed with %v, not a Redis failure", a, p, err)
 		}
 		delete(m.permits, p.id)
-		sp := pspan{id: p.id, from: p.from, why: fmt.Sprintf("permit %v, its release unconfirmed", p)}
+		sp := pspan{id: p.id, from: p.from, silent: true, why: fmt.Sprintf("permit %v, its release unconfirmed", p)}
 		if p.lease > 0 {
 			sp.to = p.fixedMax
 		} else {
@@ -616,7 +623,7 @@ func (m *semModel) deadHolderRound(kill bool) {
 			}
 			id = f[1]
 		}
-		m.spans = append(m.spans, pspan{id: id, from: time.Now(), certainTo: time.Now().Add(time.Hour), why: "child " + ch.who + "'s permit"})
+		m.spans = append(m.spans, pspan{id: id, from: time.Now(), certainTo: time.Now().Add(time.Hour), silent: true, why: "child " + ch.who + "'s permit"})
 		childSpan = &m.spans[len(m.spans)-1]
 		childStart = started
 		e.mu.Unlock()
@@ -658,13 +665,6 @@ func (m *semModel) deadHolderRound(kill bool) {
 					}
 				}
 				sp.why += fmt.Sprintf(", dead since %v", e.at(at))
-				// Its end publishes nothing: a queued waiter learns of it
-				// at its next refresh.
-				end := sp.to
-				if end.IsZero() {
-					end = at.Add(chkLease)
-				}
-				e.excuse(end, end.Add(semaphore.RefreshInterval+chkSettle), "a dead holder's permit came back by its lease")
 			}
 		}
 		e.mu.Unlock()
@@ -873,13 +873,11 @@ func (m *semModel) checkpoint() {
 	expired := 0
 	for {
 		zs, err := e.raw.Do(ctx, e.raw.B().Zrange().Key(keys.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
-		if err != nil {
-			e.t.Errorf("ZRANGE: %v", err)
+		if !assert.NoError(e.t, err, "ZRANGE") {
 			return
 		}
 		tm, err := e.raw.Do(ctx, e.raw.B().Time().Build()).AsIntSlice()
-		if err != nil || len(tm) != 2 {
-			e.t.Errorf("TIME: %v", err)
+		if !assert.NoError(e.t, err, "TIME") || !assert.Len(e.t, tm, 2, "TIME") {
 			return
 		}
 		nowMs = float64(tm[0]*1000 + tm[1]/1000)
@@ -923,8 +921,8 @@ func (m *semModel) checkpoint() {
 		case p.lease > 0 && now.After(p.fixedMin):
 			// Its fixed lease ended: its Client does not learn of it.
 			m.endPermitLocked(p, p.fixedMax, "its lease ended", false)
+			m.spans[len(m.spans)-1].silent = true
 			m.dropID(p.id)
-			e.excuse(p.fixedMax, p.fixedMax.Add(semaphore.RefreshInterval+chkSettle), "a permit came back by its lease")
 		case p.doomed != "" || !p.lostAt.IsZero() || p.crossed:
 			m.endPermitLocked(p, m.goneByLocked(p, now), "lost", false)
 			m.dropID(p.id)
@@ -970,6 +968,7 @@ func (m *semModel) checkpoint() {
 			e.violation("Redis has %d permits available (and %d whose lease ended); the semaphore has %d and %d are held", raw, expired, m.cur, len(m.permits))
 		}
 	}
+	m.silentEndsLocked()
 	m.livenessLocked(now)
 	m.top = m.cur
 	m.steps = []step{{from: now, n: m.cur}}
@@ -1005,6 +1004,18 @@ func (m *semModel) settleLocked() {
 	for i := range m.spans {
 		if sp := &m.spans[i]; !sp.settleAt.IsZero() {
 			sp.to, sp.settleAt = e.settled(sp.settleAt).Add(sp.settleLease), time.Time{}
+		}
+	}
+}
+
+// silentEndsLocked excuses, for each permit that ends by its lease (which
+// publishes nothing), the time a queued waiter may sleep before its next
+// refresh finds it back. e.mu is held.
+func (m *semModel) silentEndsLocked() {
+	for i := range m.spans {
+		if sp := &m.spans[i]; sp.silent && !sp.to.IsZero() {
+			m.e.excuse(sp.to, sp.to.Add(semaphore.RefreshInterval+chkSettle), "a permit came back by its lease: "+sp.why)
+			sp.silent = false // excused once
 		}
 	}
 }
