@@ -85,9 +85,13 @@ type hstate struct {
 	// its reply.
 	fixedMin, fixedMax time.Time
 	lease              time.Duration // the fixed lease (0: the watchdog's)
-	lastFixedMax       time.Time     // of the latest fixed lease, to excuse a loss
-	token              int64         // the hold's fencing token, 0 if unknown
-	gaveUp             time.Time     // the end of its last acquisition that did not acquire
+	// keptUntil, for a write hold on a fixed lease, is how long its
+	// owner's read hold kept the hash, and with it the write field,
+	// alive: a write hold is never cut below its owner's read levels.
+	keptUntil    time.Time
+	lastFixedMax time.Time // of the latest fixed lease, to excuse a loss
+	token        int64     // the hold's fencing token, 0 if unknown
+	gaveUp       time.Time // the end of its last acquisition that did not acquire
 }
 
 // howner is the model of one owner.
@@ -1151,11 +1155,26 @@ func (m *holdsModel) checkToken(o *howner, ctx context.Context, l *rlock.FencedL
 // check). e.mu is held.
 func (m *holdsModel) endHoldLocked(o *howner, sd side, goneBy time.Time, why string) {
 	h := &o.s[sd]
+	if m.rw && sd == sR && o.s[sW].count > 0 && o.s[sW].lease > 0 {
+		// The hash the read hold kept alive lives on for up to a lease.
+		o.s[sW].keptUntil = maxTime(o.s[sW].keptUntil, goneBy.Add(chkLease))
+	}
+	if m.rw && sd == sW && h.lease > 0 && why != "released" {
+		goneBy = maxTime(goneBy, h.keptUntil)
+		if o.s[sR].count > 0 {
+			// Kept by the owner's read hold: it ends with it.
+			if !h.from.IsZero() {
+				m.spans = append(m.spans, hspan{key: m.keyOf(o), anon: o.anonymous, side: sd, field: m.fieldOf(o, sd),
+					from: h.from, settleAt: time.Now(), settleLease: chkLease, why: fmt.Sprintf("%v's write field, kept by its read hold", o)})
+			}
+			h.from = time.Time{}
+		}
+	}
 	if !h.from.IsZero() {
 		m.spans = append(m.spans, hspan{key: m.keyOf(o), anon: o.anonymous, side: sd, field: m.fieldOf(o, sd),
 			from: h.from, to: goneBy, why: fmt.Sprintf("%v's %s hold (%s)", o, sd, why)})
 	}
-	h.count, h.fixedMin, h.fixedMax, h.lag, h.from, h.start, h.token, h.lease = 0, time.Time{}, time.Time{}, false, time.Time{}, time.Time{}, 0, 0
+	h.count, h.fixedMin, h.fixedMax, h.lag, h.from, h.start, h.token, h.lease, h.keptUntil = 0, time.Time{}, time.Time{}, false, time.Time{}, time.Time{}, 0, 0, time.Time{}
 }
 
 // phantomLocked records that o's hold of side sd may be in Redis from
@@ -1503,6 +1522,12 @@ func (m *holdsModel) forceUnlock(o *howner, sd side, ctx context.Context, s *slo
 	e.mu.Lock()
 	m.doomLocked("ForceUnlock", false)
 	m.forcing++
+	// What a dead holder left is not certain any more either.
+	for i := range m.spans {
+		if sp := &m.spans[i]; sp.certainTo.After(from) {
+			sp.certainTo = from
+		}
+	}
 	e.mu.Unlock()
 	ok, err := l.ForceUnlock(ctx)
 	e.mu.Lock()
@@ -1511,6 +1536,14 @@ func (m *holdsModel) forceUnlock(o *howner, sd side, ctx context.Context, s *slo
 	m.forcing--
 	now := time.Now()
 	m.dooms = append(m.dooms, hdoom{what: "ForceUnlock", from: from, to: now, definite: ok && err == nil, goneBy: now})
+	if ok && err == nil {
+		// It deleted the lock: what was left before it started is gone.
+		for i := range m.spans {
+			if sp := &m.spans[i]; sp.from.Before(from) && (sp.to.IsZero() || sp.to.After(now)) {
+				sp.to, sp.settleAt, sp.ifPaused = now, time.Time{}, false
+			}
+		}
+	}
 	e.logLocked("%v %s ForceUnlock -> %v, %v", o, sd, ok, errText(err))
 }
 
@@ -1870,7 +1903,12 @@ func (m *holdsModel) checkpoint() {
 	m.livenessLocked(now)
 	m.dooms = m.dooms[:0]
 	m.waits = m.waits[:0]
-	m.spans = slices.DeleteFunc(m.spans, func(sp hspan) bool { return !sp.to.IsZero() && sp.to.Before(now) })
+	// A span that ended is forgotten, but a reader's while other readers
+	// may keep its field in the hash (see known).
+	readers := m.rw && m.readersLeftLocked(now)
+	m.spans = slices.DeleteFunc(m.spans, func(sp hspan) bool {
+		return !sp.to.IsZero() && sp.to.Before(now) && !(readers && sp.side == sR)
+	})
 	e.forgetPast()
 	m.lastCheck = now
 }
@@ -1895,7 +1933,10 @@ func (m *holdsModel) livenessLocked(now time.Time) {
 				if h.count > 0 && conflicts(w.key, w.anon, w.side, m.keyOf(o), o.anonymous, sd) {
 					to := now
 					if !h.fixedMax.IsZero() && h.fixedMax.Before(now) {
-						to = h.fixedMax
+						to = maxTime(h.fixedMax, h.keptUntil)
+						if m.rw && sd == sW && o.s[sR].count > 0 {
+							to = now // kept by the owner's read hold
+						}
 					}
 					add(h.from, to, fmt.Sprintf("%v's %s hold", o, sd))
 				}

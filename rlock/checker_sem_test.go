@@ -778,6 +778,15 @@ func (m *semModel) delete(a *semActor) {
 			p.doomed = "Delete"
 		}
 	}
+	// What dead holders left is gone with it.
+	for i := range m.spans {
+		if sp := &m.spans[i]; sp.from.Before(start) && (sp.to.IsZero() || sp.to.After(end)) {
+			sp.to, sp.settleAt, sp.ifPaused, sp.silent = end, time.Time{}, false, false
+		}
+		if sp := &m.spans[i]; sp.certainTo.After(start) {
+			sp.certainTo = start
+		}
+	}
 	m.unset = true
 	n := m.cur
 	e.mu.Unlock()
