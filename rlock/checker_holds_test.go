@@ -1006,8 +1006,9 @@ func (m *holdsModel) endSlotLocked(i int, s *slot) {
 				if h.from.IsZero() {
 					sp.from = s.closedAt
 				}
-				m.deadSpanLocked(&sp, s.closedAt, time.Time{}, 0)
-				if !h.fixedMin.IsZero() {
+				if h.fixedMin.IsZero() {
+					m.deadSpanLocked(&sp, s.closedAt, time.Time{}, 0)
+				} else {
 					sp.to, sp.certainTo = h.fixedMax, h.fixedMin
 				}
 				if h.uncertain || h.doomed != "" || h.lostSeen > 0 {
@@ -1238,7 +1239,7 @@ func (m *holdsModel) acquire(o *howner, sd side, ctx context.Context, s *slot, w
 	if l == 0 {
 		l = chkLease
 	}
-	m.spans = append(m.spans, hspan{key: m.keyOf(o), anon: o.anonymous, side: sd, field: m.fieldOf(o, sd), from: start,
+	m.spans = append(m.spans, hspan{key: m.keyOfSlot(o, s), anon: o.anonymous, side: sd, field: m.fieldOfSlot(o, sd, s), from: start,
 		settleAt: end, settleLease: l, ifPaused: true, why: fmt.Sprintf("%v's %s level may be left by an acquisition that gave up in a pause", o, sd)})
 }
 
@@ -1478,6 +1479,9 @@ func (m *holdsModel) do(o *howner, sd side, ctx context.Context, s *slot, l chec
 		if err == nil {
 			e.violation("%v: Do returned nil without running its function", o)
 		}
+		// As for any acquisition that gave up: see acquire.
+		m.spans = append(m.spans, hspan{key: m.keyOfSlot(o, s), anon: o.anonymous, side: sd, field: m.fieldOfSlot(o, sd, s), from: start,
+			settleAt: time.Now(), settleLease: chkLease, ifPaused: true, why: fmt.Sprintf("%v's %s level may be left by a Do that gave up in a pause", o, sd)})
 		return
 	}
 	h := &inner.s[sd]
