@@ -430,7 +430,7 @@ func (e *engine) run(d time.Duration) {
 			}
 		} else {
 			p = plan{"random", -1}
-			if e.intn(3) == 0 {
+			if len(shapes) > 0 && e.intn(3) == 0 {
 				p.shape = pick(e, shapes...)
 			}
 			if f := faultKind(e.intn(10)); f < numFaults && slices.Contains(e.faultKinds(), f) {

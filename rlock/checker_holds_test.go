@@ -16,7 +16,6 @@ import (
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
-	"github.com/relock-go/relock/rwlock"
 )
 
 // This file is the model of the kinds that hold a lock: rlock.Lock,
@@ -91,7 +90,6 @@ type hstate struct {
 	keptUntil    time.Time
 	lastFixedMax time.Time // of the latest fixed lease, to excuse a loss
 	token        int64     // the hold's fencing token, 0 if unknown
-	gaveUp       time.Time // the end of its last acquisition that did not acquire
 }
 
 // howner is the model of one owner.
@@ -167,16 +165,14 @@ type tokenRec struct {
 	o          *howner
 	start, end time.Time
 	token      int64
-	fresh      bool // a new hold, not a re-entry
 }
 
 // holdsModel is the model of a lock kind.
 type holdsModel struct {
-	e      *engine
-	rw     bool // a read-write lock
-	fenced bool
-	fair   bool
-	get    func(s *slot, sd side) checkedLock
+	e    *engine
+	rw   bool // a read-write lock
+	fair bool
+	get  func(s *slot, sd side) checkedLock
 
 	// mu is e.mu: the model's state is the engine's.
 	owners  []*howner
@@ -190,12 +186,11 @@ type holdsModel struct {
 	anonLosses []int
 	// gaveUp are the waiting calls that ended without the lock: their
 	// ends, and who (see engine.leftQueue).
-	gaveUp    []window
-	lastCheck time.Time
+	gaveUp []window
 }
 
-func newHoldsModel(e *engine, get func(s *slot, sd side) checkedLock, rw, fenced, fair bool) *holdsModel {
-	m := &holdsModel{e: e, get: get, rw: rw, fenced: fenced, fair: fair, anonLosses: make([]int, e.kind.slots), lastCheck: time.Now()}
+func newHoldsModel(e *engine, get func(s *slot, sd side) checkedLock, rw, fair bool) *holdsModel {
+	m := &holdsModel{e: e, get: get, rw: rw, fair: fair, anonLosses: make([]int, e.kind.slots)}
 	for i := range e.kind.slots {
 		for _, n := range []string{"a", "b", ""} {
 			m.owners = append(m.owners, &howner{slot: i, name: n, anonymous: n == ""})
@@ -344,7 +339,7 @@ func (m *holdsModel) step(o *howner) {
 	switch {
 	case holding && (r < 40 || m.rw && o.anonymous), !holding && r < 5:
 		time.Sleep(e.ms(150)) // hold a while, so that others wait
-		m.unlock(o, sd, ctx, s, l)
+		m.unlockNow(o, sd, ctx, s, l)
 	case r < 55:
 		timeout := pick(e, 50*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 600*time.Millisecond)
 		if fl, ok := l.(*rlock.FencedLock); ok && e.intn(2) == 0 {
@@ -457,12 +452,12 @@ func (m *holdsModel) handoffRound(f faultKind) {
 	wg.Wait()
 }
 
-// waitersOf returns n live goroutine plans: named owners not of slot
-// skip, with sides that wait for a hold of side held.
-func (m *holdsModel) otherOwners(skip int, named bool) []*howner {
+// otherOwners are the owners not of slot skip that hold nothing. e.mu is
+// held.
+func (m *holdsModel) otherOwners(skip int) []*howner {
 	var os []*howner
 	for _, o := range m.owners {
-		if o.slot != skip && o.name != "do" && (!named || !o.anonymous) && o.s[sW].count == 0 && o.s[sR].count == 0 {
+		if o.slot != skip && o.name != "do" && o.s[sW].count == 0 && o.s[sR].count == 0 {
 			os = append(os, o)
 		}
 	}
@@ -575,7 +570,7 @@ func (m *holdsModel) deadHolderRound(kill bool, f faultKind) {
 		}
 	}
 	e.mu.Lock()
-	ws := m.otherOwners(victim, false)
+	ws := m.otherOwners(victim)
 	e.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, w := range ws {
@@ -1132,7 +1127,7 @@ func (m *holdsModel) tokenLocked(o *howner, sd side, start, end time.Time, token
 		}
 	}
 	h.token = token
-	m.tokens = append(m.tokens, tokenRec{o: o, start: start, end: end, token: token, fresh: !reentry})
+	m.tokens = append(m.tokens, tokenRec{o: o, start: start, end: end, token: token})
 }
 
 // checkToken reads the token of o's hold: while the hold is certain, it
@@ -1228,7 +1223,6 @@ func (m *holdsModel) acquire(o *howner, sd side, ctx context.Context, s *slot, w
 			o.s[sd].uncertain = true // a re-entry found the hold gone
 		}
 	}
-	o.s[sd].gaveUp = end
 	if waits {
 		m.gaveUp = append(m.gaveUp, window{from: end, to: end, what: o.String()})
 	}
@@ -1268,11 +1262,6 @@ func (m *holdsModel) unlockAll(o *howner, sd side) {
 	for range n {
 		m.unlockNow(o, sd, ctx, s, l)
 	}
-}
-
-// unlock releases one level, after a while.
-func (m *holdsModel) unlock(o *howner, sd side, ctx context.Context, s *slot, l checkedLock) {
-	m.unlockNow(o, sd, ctx, s, l)
 }
 
 // unlockNow releases one level.
@@ -1914,7 +1903,6 @@ func (m *holdsModel) checkpoint() {
 		return !sp.to.IsZero() && sp.to.Before(now) && !(readers && sp.side == sR)
 	})
 	e.forgetPast()
-	m.lastCheck = now
 }
 
 // livenessLocked checks the waits of the round: a wait must not go on for
@@ -1974,25 +1962,25 @@ func (m *holdsModel) finish() {
 
 // lockKinds are the kinds the holds model covers.
 func lockKinds() []*chkKind {
-	exclusive := func(get func(c *rlock.Client, n string) checkedLock, fenced, fair bool) func(e *engine) model {
+	exclusive := func(get func(c *rlock.Client, n string) checkedLock, fair bool) func(e *engine) model {
 		return func(e *engine) model {
-			return newHoldsModel(e, func(s *slot, _ side) checkedLock { return get(s.c, e.name) }, false, fenced, fair)
+			return newHoldsModel(e, func(s *slot, _ side) checkedLock { return get(s.c, e.name) }, false, fair)
 		}
 	}
 	deaths := []string{"death:kill hold", "death:kill wait", "death:close holding", "death:close waiting"}
 	ks := []*chkKind{
 		{name: "Lock", slots: 2, acquireScripts: []string{lua.LockAcquire.SHA1, lua.LockReenter.SHA1},
-			model: exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetLock(n) }, false, false)},
+			model: exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetLock(n) }, false)},
 		{name: "FencedLock", slots: 2, acquireScripts: []string{lua.FencedAcquire.SHA1, lua.LockReenter.SHA1},
-			model: exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetFencedLock(n) }, true, false)},
+			model: exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetFencedLock(n) }, false)},
 		{name: "FairLock", slots: 2, acquireScripts: []string{lua.FairAcquire.SHA1},
 			queueDelay: fairlock.WaiterTimeout + fairlock.RefreshInterval,
-			model:      exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetFairLock(n) }, false, true)},
+			model:      exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetFairLock(n) }, true)},
 		// Clients 0 and 2 have wake-one, client 1 not: a release by a
 		// wake-one Client must still wake the waiters of Clients without it.
 		{name: "WakeOne", slots: 3, wakeOne: func(i int) bool { return i != 1 },
 			acquireScripts: []string{lua.LockAcquire.SHA1, lua.LockReenter.SHA1},
-			model:          exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetLock(n) }, false, false)},
+			model:          exclusive(func(c *rlock.Client, n string) checkedLock { return c.GetLock(n) }, false)},
 		{name: "ReadWrite", slots: 2,
 			acquireScripts: []string{lua.RWReadAcquire.SHA1, lua.RWWriteAcquire.SHA1, lua.RWReadReenter.SHA1, lua.RWWriteReenter.SHA1},
 			model: func(e *engine) model {
@@ -2002,7 +1990,7 @@ func lockKinds() []*chkKind {
 						return rw.ReadLock()
 					}
 					return rw.WriteLock()
-				}, true, false, false)
+				}, true, false)
 			}},
 	}
 	for _, k := range ks {
@@ -2010,5 +1998,3 @@ func lockKinds() []*chkKind {
 	}
 	return ks
 }
-
-var _ = rwlock.Channel
