@@ -81,8 +81,9 @@ import (
 // holds, counts and permits the model has, and nothing else but what a
 // truly unknowable outcome may have left, each only until its lease ends
 // (a script held up in a paused server after its call gave up, a release
-// whose reply was lost, the holds of a Client that died, a reader's field
-// in a hash that other readers keep alive).
+// whose reply was lost, the holds of a Client that died; and, by the
+// read-write lock's layout, a reader's field in a hash that other readers
+// keep alive, a write field its owner's read hold keeps alive).
 //
 // Liveness, as strictly: after every round, whenever the model says a
 // waiter could have gone on (the lock free, or readable, for it; a permit
@@ -94,9 +95,10 @@ import (
 // that gave up during a fault, whose place may be left behind, and a dead
 // queued fair-lock or semaphore waiter: the kind's waiter timeout and one
 // refresh interval (1s); a semaphore permit that came back by its lease,
-// which publishes nothing: one refresh interval. A dead holder's hold
-// ends with its lease (at most 900ms after its last renewal, or its fixed
-// lease); a dead wake-one registrant delays nobody.
+// which publishes nothing: one refresh interval; a child that died as it
+// started its call: a lease. A dead holder's hold ends with its lease (at
+// most 900ms after its last renewal, or its fixed lease); a dead wake-one
+// registrant delays nobody.
 //
 // At the end every hold is released or left to expire, and nothing of the
 // kind is left in Redis, subscribed, or running (TestMain).
@@ -104,8 +106,10 @@ import (
 // # Counts and time
 //
 // By default the kinds share 70s equally (about 90s in all under -race),
-// in runs of 10s with a seed each. A run makes every shape and every
-// fault once first, in an order of its seed, then rounds at random. A run
+// in runs of 10s with a seed each; a kind given more time (a longer
+// RELOCK_CHECK_DURATION, or fewer kinds) makes more runs, with more seeds.
+// A run makes every shape and every fault once first, in an order of its
+// seed, then rounds at random. A run
 // fails unless it made every shape, every fault and every death of its
 // kind (a child killed holding and waiting, a Client closed holding and
 // waiting; the latch has no holders) at least once, and at least 60
@@ -118,10 +122,13 @@ import (
 // only; RELOCK_CHECK_SEED replays a run, as its log says: the order of its
 // rounds, shapes and faults, and its calls' choices as far as its
 // goroutines draw in the same order (the server's timing is not
-// replayed). RELOCK_CHECK_SKIP names shapes and faults (by their counter's
-// name without "fault:", such as "pause>lease") to leave out, to look past
-// a known failure; RELOCK_CHECK_HISTORY prints every run's history, not
-// only a failed one's.
+// replayed). RELOCK_CHECK_SKIP names shapes (handoff, kill-holder,
+// close-holder, kill-waiter, close-waiter, reenter-shorter, reader-leases,
+// fair-order, queue, delete, reset) and faults (pause<lease, pause>lease,
+// client-kill, oom, oom-injected) to leave out, to look past a known
+// failure; RELOCK_CHECK_HISTORY prints every run's history, not only a
+// failed one's. The kinds' names are Lock, FencedLock, FairLock, WakeOne,
+// ReadWrite, Semaphore and Latch.
 func TestRandomizedHolds(t *testing.T) {
 	total := chkDefaultDuration
 	if s := os.Getenv("RELOCK_CHECK_DURATION"); s != "" {

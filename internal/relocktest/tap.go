@@ -2,7 +2,6 @@ package relocktest
 
 import (
 	"context"
-	"slices"
 
 	"github.com/redis/rueidis"
 )
@@ -61,7 +60,3 @@ func (t *Tap) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.
 	}
 	return res
 }
-
-// Words returns a copy of a command's words, for a watcher that keeps
-// them.
-func Words(args []string) []string { return slices.Clone(args) }
