@@ -168,8 +168,8 @@ type engine struct {
 
 	mu       sync.Mutex
 	slots    []*slot
-	faults   []fault // every fault of this run
-	deaths   []death // every death of this run
+	faults   []fault // the faults of the last 10s of this run
+	deaths   []death // the deaths of the last 10s of this run
 	history  []string
 	failed   bool
 	counts   map[string]int
