@@ -506,6 +506,10 @@ func (m *holdsModel) acquireReplies(s *slot) int {
 	return n
 }
 
+// chkSetup bounds the acquisitions that set up a shaped round: longer
+// than what a dead holder of the round before may keep.
+const chkSetup = chkLease + chkFixedLease
+
 // drain releases every hold of the model's owners, so that a shaped
 // round starts from a lock that only dead holders may keep.
 func (m *holdsModel) drain() {
@@ -560,11 +564,11 @@ func (m *holdsModel) deadHolderRound(kill bool, f faultKind) {
 		ctx, s, l := m.handle(holder, sd)
 		e.call()
 		if lease == 0 {
-			m.acquire(holder, sd, ctx, s, "Lock (to die holding)", 2*time.Second, true, func(ctx context.Context) (bool, int64, error) {
+			m.acquire(holder, sd, ctx, s, "Lock (to die holding)", chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 				return true, 0, l.Lock(ctx)
 			}, 0)
 		} else {
-			m.acquire(holder, sd, ctx, s, "LockLease (to die holding)", 2*time.Second, true, func(ctx context.Context) (bool, int64, error) {
+			m.acquire(holder, sd, ctx, s, "LockLease (to die holding)", chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 				return true, 0, l.LockLease(ctx, lease)
 			}, lease)
 		}
@@ -653,7 +657,7 @@ func (m *holdsModel) deadWaiterRound(kill bool) {
 	e.mu.Unlock()
 	hctx, hs, hl := m.handle(holder, sd)
 	e.call()
-	m.acquire(holder, sd, hctx, hs, "Lock (holder)", 2*time.Second, true, func(ctx context.Context) (bool, int64, error) {
+	m.acquire(holder, sd, hctx, hs, "Lock (holder)", chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 		return true, 0, hl.Lock(ctx)
 	}, 0)
 	e.mu.Lock()
@@ -763,7 +767,7 @@ func (m *holdsModel) reenterShorterRound() {
 	}
 	ctx, s, l := m.handle(h, sd)
 	e.call()
-	m.acquire(h, sd, ctx, s, "Lock (to re-enter shorter)", time.Second, true, func(ctx context.Context) (bool, int64, error) {
+	m.acquire(h, sd, ctx, s, "Lock (to re-enter shorter)", chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 		return true, 0, l.Lock(ctx)
 	}, 0)
 	e.mu.Lock()
@@ -777,6 +781,7 @@ func (m *holdsModel) reenterShorterRound() {
 	}
 	e.mu.Unlock()
 	if !held || w == nil {
+		e.logf("reenter-shorter: not set up (held %v)", held)
 		m.unlockAll(h, sd)
 		return
 	}
@@ -825,13 +830,13 @@ func (m *holdsModel) readerLeasesRound() {
 	a, b, w := free[0], free[1], free[2]
 	actx, as, al := m.handle(a, sR)
 	e.call()
-	m.acquire(a, sR, actx, as, "Lock (reader on the watchdog)", time.Second, true, func(ctx context.Context) (bool, int64, error) {
+	m.acquire(a, sR, actx, as, "Lock (reader on the watchdog)", chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 		return true, 0, al.Lock(ctx)
 	}, 0)
 	lease := 300*time.Millisecond + e.ms(300)
 	bctx, bs, bl := m.handle(b, sR)
 	e.call()
-	m.acquire(b, sR, bctx, bs, fmt.Sprintf("LockLease(%v) (reader)", lease), time.Second, true, func(ctx context.Context) (bool, int64, error) {
+	m.acquire(b, sR, bctx, bs, fmt.Sprintf("LockLease(%v) (reader)", lease), chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 		return true, 0, bl.LockLease(ctx, lease)
 	}, lease)
 	wctx, ws, wl := m.handle(w, sW)
@@ -872,7 +877,7 @@ func (m *holdsModel) fairOrderRound() {
 	h, ws := free[0], free[1:]
 	hctx, hs, hl := m.handle(h, sW)
 	e.call()
-	m.acquire(h, sW, hctx, hs, "Lock (fair holder)", time.Second, true, func(ctx context.Context) (bool, int64, error) {
+	m.acquire(h, sW, hctx, hs, "Lock (fair holder)", chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 		return true, 0, hl.Lock(ctx)
 	}, 0)
 	e.mu.Lock()
