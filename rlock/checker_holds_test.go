@@ -1735,6 +1735,22 @@ func (m *holdsModel) known(f string, now time.Time) (bool, string) {
 	return false, why
 }
 
+// inFields reports whether the hash fields have the field of span sp (for
+// an anonymous owner: any anonymous field of its Client, on its side).
+func (m *holdsModel) inFields(sp *hspan, fields map[string]string) bool {
+	if !sp.anon {
+		_, ok := fields[sp.field]
+		return ok
+	}
+	prefix := strings.TrimSuffix(sp.key, "anon") + "anon-"
+	for f := range fields {
+		if strings.HasPrefix(f, prefix) && strings.HasSuffix(f, ":write") == (m.suffix(sp.side) != "") {
+			return true
+		}
+	}
+	return false
+}
+
 // readersLeftLocked reports whether a read hold may be alive at now.
 // e.mu is held.
 func (m *holdsModel) readersLeftLocked(now time.Time) bool {
@@ -1815,6 +1831,19 @@ func (m *holdsModel) checkpoint() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := time.Now()
+	// What Redis no longer has is gone for good (the round is over, and
+	// no script of it is held up any more): a level that may have been
+	// left, or a dead holder's, ends here at the latest.
+	for i := range m.spans {
+		sp := &m.spans[i]
+		if !sp.to.IsZero() && !sp.to.After(now) || m.inFields(sp, fields) {
+			continue
+		}
+		sp.to, sp.settleAt = now, time.Time{}
+		if sp.certainTo.After(now) {
+			sp.certainTo = now
+		}
+	}
 	for k, v := range vs {
 		o, sd := k.o, k.sd
 		h := &o.s[sd]

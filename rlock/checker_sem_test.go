@@ -942,6 +942,35 @@ func (m *semModel) checkpoint() {
 			m.dropID(p.id)
 		}
 	}
+	// What Redis no longer has is gone for good (the round is over, and no
+	// script of it is held up any more): a permit that may have been left,
+	// or a dead holder's, ends here at the latest; the permits of unknown
+	// ID a call may have taken end too when Redis has no permit unknown.
+	unaccounted := false
+	for id := range leases {
+		known := m.permits[id] != nil
+		for _, sp := range m.spans {
+			if sp.id == id {
+				known = true
+			}
+		}
+		if !known {
+			unaccounted = true
+		}
+	}
+	for i := range m.spans {
+		sp := &m.spans[i]
+		if !sp.to.IsZero() && !sp.to.After(now) {
+			continue
+		}
+		if _, there := leases[sp.id]; there || sp.id == "" && unaccounted {
+			continue
+		}
+		sp.to, sp.settleAt = now, time.Time{}
+		if sp.certainTo.After(now) {
+			sp.certainTo = now
+		}
+	}
 	// Every permit in Redis is held, or may still be there.
 	for id := range leases {
 		if m.permits[id] != nil {
