@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/semaphore"
@@ -490,60 +491,63 @@ func (m *semModel) addPermits(a *semActor) {
 	m.steps = append(m.steps, step{from: time.Now(), n: m.cur})
 }
 
-// queueRound: the permits are all held by one Client; four waiters of
-// the other queue up (they waited longer than QueueAfter); the permits
-// are released one after the other. Each must go to a waiter at once.
+// queueRound, three times: the permits are all held by one Client; four
+// waiters of the other queue up (they waited longer than QueueAfter); the
+// permits are released one after the other, and each must go to a waiter
+// at once. The first waiter subscribes first, and its first attempt to
+// join the queue is answered with an OOM error reply, so that it joins
+// last: the Client's oldest waiter is not the queue's head.
 func (m *semModel) queueRound() {
 	e := m.e
-	m.drain()
-	h := e.intn(e.kind.slots)
-	holders := m.slotActors(h)
-	// Take every permit.
-	for i := 0; ; i++ {
-		a := holders[i%len(holders)]
-		var got bool
-		m.acquire(a, "TryAcquire(0, 0) (to fill)", time.Second, false, 0, func(ctx context.Context, s *semaphore.Semaphore) (string, bool, error) {
-			id, ok, err := s.TryAcquire(ctx, 0, 0)
-			got = ok
-			return id, ok, err
-		})
-		if !got || i > 8 {
-			break
-		}
-	}
-	w := 1 - h
-	s := e.slot(w)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		a := &semActor{slot: w, name: fmt.Sprintf("q%d", i)}
-		wg.Go(func() {
-			e.call()
-			m.acquire(a, "Acquire(0) (queued)", 3*time.Second, true, 0, func(ctx context.Context, s *semaphore.Semaphore) (string, bool, error) {
-				id, err := s.Acquire(ctx, 0)
-				return id, err == nil, err
+	for range 3 {
+		m.drain()
+		h := e.intn(e.kind.slots)
+		holders := m.slotActors(h)
+		m.fill(h)
+		w := 1 - h
+		s := e.slot(w)
+		join := lua.SemAcquire.SHA1 + "/join"
+		base, joined := e.replies(s, lua.SemAcquire.SHA1), e.replies(s, join)
+		s.faulty.Inject(&relocktest.Rule{SHA1s: []string{lua.SemAcquire.SHA1}, N: 1, Reply: e.oom, Match: func(args []string) bool {
+			nk, err := strconv.Atoi(args[2])
+			return err == nil && len(args) > 3+nk+3 && args[3+nk+3] == "1"
+		}})
+		var wg sync.WaitGroup
+		for i := range 4 {
+			a := &semActor{slot: w, name: fmt.Sprintf("q%d", i)}
+			wg.Go(func() {
+				e.call()
+				m.acquire(a, "Acquire(0) (queued)", 3*time.Second, true, 0, func(ctx context.Context, s *semaphore.Semaphore) (string, bool, error) {
+					id, err := s.Acquire(ctx, 0)
+					return id, err == nil, err
+				})
+				time.Sleep(30*time.Millisecond + e.ms(50))
+				m.release(a, -1)
 			})
-			time.Sleep(30*time.Millisecond + e.ms(50))
-			m.release(a, -1)
-		})
-	}
-	base := e.replies(s, lua.SemAcquire.SHA1+"/join")
-	if !until(2*time.Second, func() bool { return e.replies(s, lua.SemAcquire.SHA1+"/join") >= base+4 }) {
-		e.logf("the queued waiters were not all seen queued")
-	}
-	for _, a := range holders {
-		for {
-			e.mu.Lock()
-			n := len(a.ids)
-			e.mu.Unlock()
-			if n == 0 {
-				break
+			if i == 0 {
+				// Subscribed once it attempted twice.
+				until(time.Second, func() bool { return e.replies(s, lua.SemAcquire.SHA1) >= base+2 })
 			}
-			time.Sleep(30*time.Millisecond + e.ms(170))
-			e.call()
-			m.release(a, 0)
 		}
+		if !until(2*time.Second, func() bool { return e.replies(s, join) >= joined+4 }) {
+			e.logf("the queued waiters were not all seen queued")
+		}
+		s.faulty.Clear()
+		for _, a := range holders {
+			for {
+				e.mu.Lock()
+				n := len(a.ids)
+				e.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				time.Sleep(30*time.Millisecond + e.ms(170))
+				e.call()
+				m.release(a, 0)
+			}
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 }
 
 // slotActors are the actors of slot i.
