@@ -10,6 +10,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/latch"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 )
@@ -123,16 +125,26 @@ func (m *latchModel) round(shape string, f faultKind) {
 	if shape == "kill-waiter" {
 		ch = e.spawn(childSpec{Act: "wait"})
 	}
-	// Armed: each waiter read the count, subscribed and read it again.
+	// Armed: the waiters read the count (each at least once: a waiter
+	// that finds the latch's channel subscribed by its Client subscribes
+	// first and reads once, the first reads, subscribes and reads again),
+	// and every Client subscribes the channel: from then on, an opening
+	// reaches every waiter, one that has yet to read included (it reads
+	// after its subscription).
 	armed := true
 	for _, ar := range armers {
 		if !until(2*time.Second, func() bool {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			return ar.s.gets >= ar.base+2*ar.k
+			return ar.s.gets >= ar.base+ar.k
 		}) {
 			armed = false
 		}
+	}
+	if armed && !until(2*time.Second, func() bool {
+		return relocktest.Subscribers(e.raw, latch.Channel(e.name)) >= int64(e.kind.slots)
+	}) {
+		armed = false
 	}
 	e.mu.Lock()
 	for _, w := range m.awaits {
