@@ -262,6 +262,44 @@ func TestAcquireSetsLease(t *testing.T) {
 	assert.Greater(t, r.pttl(layout.ReadLeaseKey(name, me, 1)), int64(otherLease), "the read hold's lease key")
 	name = r.name("write")
 	taken("write acquire", name, r.exec(lua.RWWriteAcquire, []string{name}, ruleLease, me+":write", layout.Tagged(name)))
+	// A read hold taken under the owner's own write lock, on a shorter
+	// lease, never shortens the lock's.
+	res := r.exec(lua.RWReadAcquire, []string{name}, "1000", me, layout.Tagged(name))
+	require.True(t, rueidis.IsRedisNil(res.Error()), "the writer's read acquire replied %v, want nil (taken)", res.Error())
+	assert.Greater(t, r.pttl(name), int64(otherLease), "the write lock's lease after its owner's read acquisition")
+}
+
+// TestPermitsSetOnceAddedAndBack: a semaphore's count is set only when it
+// has none; permits added or whose lease ended come back to the count,
+// and the count is published so that waiters take them.
+func TestPermitsSetOnceAddedAndBack(t *testing.T) {
+	r := newRules(t)
+	name := r.name("sem")
+	k := layout.Semaphore(name)
+	l := listen(t, r.rdb, k.Channel)
+	set := func(n string) int64 {
+		t.Helper()
+		got, err := r.exec(lua.SemSet, []string{k.Available, k.Channel}, "publish", n).AsInt64()
+		require.NoError(t, err)
+		return got
+	}
+	assert.Equal(t, int64(1), set("1"))
+	assert.Equal(t, int64(0), set("5"), "a count set twice")
+	assert.Equal(t, "1", r.get(k.Available), "a semaphore's count is set only when it has none")
+	assert.Equal(t, []string{k.Channel + " 1"}, l.take(t), "a new count")
+
+	n, err := r.exec(lua.SemAdd, []string{k.Available, k.Channel}, "publish", "2").AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), n)
+	assert.Equal(t, []string{k.Channel + " 2"}, l.take(t), "permits added")
+
+	// A permit whose lease ended comes back at the next call.
+	require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Leases).ScoreMember().
+		ScoreMember(float64(serverNow(t, r.rdb)-1), "expired").Build()).Error())
+	n, err = r.exec(lua.SemAvailable, []string{k.Available, k.Leases, k.Channel}, "publish").AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), n, "the permits available after a lease ended")
+	assert.Equal(t, []string{k.Channel + " 4"}, l.take(t), "a permit back")
 }
 
 // TestRenewAfterLockPassedOn: a renewal by an owner whose hold is gone
@@ -426,6 +464,18 @@ func TestReleasePublishes(t *testing.T) {
 		assert.Equal(t, int64(-1), unlock("0"))
 		assert.Equal(t, []string{}, l.take(t), "a release of nothing")
 
+		r.holdHash(name, me, "1")
+		require.NoError(t, r.do(r.rdb.B().Pexpire().Key(name).Milliseconds(30000).Build()).Error())
+		reenter := func(lease string) {
+			t.Helper()
+			require.NoError(t, r.exec(lua.LockReenter, []string{name, layout.Token(name), ch}, lease, me, "2", "publish").Error())
+		}
+		reenter(ruleLease)
+		assert.Equal(t, []string{}, l.take(t), "a re-entry that keeps the lease")
+		reenter("1000")
+		assert.Equal(t, []string{ch + " 1"}, l.take(t), "a re-entry that shortens the lease wakes every waiter")
+		assert.LessOrEqual(t, r.pttl(name), int64(1000))
+
 		r.holdHash(name, other, "1")
 		n, err := r.exec(lua.LockForceUnlock, []string{name, ch}, "0", "publish").AsInt64()
 		require.NoError(t, err)
@@ -452,6 +502,14 @@ func TestReleasePublishes(t *testing.T) {
 		assert.Equal(t, []string{ch + " 0"}, l.take(t), "the last reader's release")
 		assert.Equal(t, map[string]string{}, r.hash(name))
 
+		// The writer's own read hold: its release leaves the write hold.
+		r.holdHash(name, "mode", "write", me+":write", "1", me, "1")
+		r.readLevel(name, me, 1)
+		assert.Equal(t, int64(0), unlock(me, "0"))
+		assert.Equal(t, []string{}, l.take(t), "the writer's release of its read hold")
+		assert.Equal(t, map[string]string{"mode": "write", me + ":write": "1"}, r.hash(name), "the write hold after it")
+		require.NoError(t, r.do(r.rdb.B().Del().Key(name).Build()).Error())
+
 		r.holdHash(name, "mode", "read", other, "1")
 		n, err := r.exec(lua.RWForceUnlock, []string{name, ch}, "write", "1", "publish").AsInt64()
 		require.NoError(t, err)
@@ -473,6 +531,37 @@ func TestReleasePublishes(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n)
 		assert.Equal(t, []string{ch + " 1"}, l.take(t), "the writer's release wakes every waiter")
+		assert.Equal(t, map[string]string{}, r.hash(name))
+
+		// A writer that also reads: its write release leaves the lock to
+		// its read hold, in read mode, for that hold's lease.
+		r.holdHash(name, "mode", "write", me+":write", "1", me, "1")
+		require.NoError(t, r.do(r.rdb.B().Pexpire().Key(name).Milliseconds(30000).Build()).Error())
+		r.readLevel(name, me, 1)
+		n, err = r.exec(lua.RWWriteUnlock, []string{name, ch}, "1", ruleLease, me+":write", "publish", "0",
+			layout.Tagged(name)).AsInt64()
+		require.NoError(t, err)
+		assert.Equal(t, int64(0), n)
+		assert.Equal(t, []string{ch + " 1"}, l.take(t), "the writer's release while it reads")
+		assert.Equal(t, map[string]string{"mode": "read", me: "1"}, r.hash(name), "the read hold left")
+		assert.LessOrEqual(t, r.pttl(name), int64(otherLease), "the lock lives as long as the read hold")
+	})
+	t.Run("fair", func(t *testing.T) {
+		name := r.name("fair")
+		ch := layout.Channel(name)
+		head := ch + ":x:head"
+		l := listen(t, r.rdb, ch, head)
+		f := newFairLock(t, r.rdb, name)
+		f.enqueue("x:head", serverNow(t, r.rdb)+waitMs, -1)
+		r.holdHash(name, me, "1")
+		assert.Equal(t, int64(0), f.unlock(me, "0"))
+		assert.Equal(t, []string{head + " 0"}, l.take(t), "the release that frees the lock wakes the head alone")
+		r.holdHash(name, other, "1")
+		n, err := r.exec(lua.FairForceUnlock, fairKeys(name), "0", "publish").AsInt64()
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n)
+		assert.Equal(t, []string{head + " 0", ch + " 0"}, l.take(t),
+			"a force-unlock wakes the head, and tells the holder on the lock's channel")
 	})
 	t.Run("semaphore", func(t *testing.T) {
 		name := r.name("sem")
