@@ -131,6 +131,44 @@ func TestFakeBatching(t *testing.T) {
 		if got := len(strings.Fields(log[0])) + len(strings.Fields(log[1])) - 2; got != n+1 {
 			t.Errorf("unsubscribed %d channels, want %d", got, n+1)
 		}
+		sizes = []int{len(strings.Fields(log[0])) - 1, len(strings.Fields(log[1])) - 1}
+		if sizes[0] != 1000 || sizes[1] != n+1-1000 {
+			t.Errorf("UNSUBSCRIBE batch sizes = %v, want [1000 %d]", sizes, n+1-1000)
+		}
+	})
+}
+
+// TestFakeHas: Has is true from the moment a waiter registers, while its
+// SUBSCRIBE is still in flight, through the linger after it left, and
+// false once the channel is unsubscribed.
+func TestFakeHas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const linger = 200 * time.Millisecond
+		h, f := pubsub.NewFake(pubsub.Options{Linger: linger})
+		defer h.Close()
+		if h.Has("a") {
+			t.Error("Has of a channel nobody asked for")
+		}
+		release := f.Hold()
+		var w *pubsub.Waiter
+		var wg sync.WaitGroup
+		wg.Go(func() { w = subscribeGo(t, h, "a") })
+		synctest.Wait() // SUBSCRIBE a is in flight
+		if !h.Has("a") {
+			t.Error("Has = false while the first waiter's SUBSCRIBE is in flight")
+		}
+		release()
+		wg.Wait()
+		w.Leave(false)
+		if !h.Has("a") {
+			t.Error("Has = false while the channel lingers")
+		}
+		time.Sleep(linger)
+		synctest.Wait()
+		wantLog(t, f, "SUBSCRIBE a", "UNSUBSCRIBE a")
+		if h.Has("a") {
+			t.Error("Has = true after the channel was unsubscribed")
+		}
 	})
 }
 
