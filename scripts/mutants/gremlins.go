@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -63,23 +64,45 @@ func installGremlins(ctx context.Context) (string, error) {
 }
 
 // runGremlins runs gremlins (one worker: the machine is shared) on each
-// package in the copy tree, with the tests under the race detector, and
-// reports its figures. It returns what failed: a package whose efficacy
+// package in the copy tree (its tests under the race detector with race),
+// and reports its figures. It returns what failed: a package whose efficacy
 // (killed / (killed + lived)) is below threshold.
-func runGremlins(ctx context.Context, tree, tmp string, pkgs []string, threshold float64) ([]string, error) {
+func runGremlins(ctx context.Context, tree, tmp string, pkgs []string, threshold float64, race bool) ([]string, error) {
 	bin, err := installGremlins(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var failed []string
-	for _, pkg := range pkgs {
+	for _, spec := range pkgs {
+		pkg, want := spec, threshold
+		if p, t, ok := strings.Cut(spec, "="); ok {
+			v, err := strconv.ParseFloat(t, 64)
+			if err != nil {
+				return nil, fmt.Errorf("-gremlins %q: bad threshold", spec)
+			}
+			pkg, want = p, v
+		}
 		start := time.Now()
 		report := filepath.Join(tmp, "gremlins-"+strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".json")
-		cmd := exec.CommandContext(ctx, bin, "unleash", "--silent", "--workers", "1", "--output", report, pkg)
-		cmd.Dir = tree
 		// GOFLAGS reaches every go test gremlins runs: the coverage run
 		// and each mutant's.
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-race", "TMPDIR="+tmp)
+		goflags := "GOFLAGS=-trimpath"
+		if race {
+			goflags += " -race"
+		}
+		env := append(os.Environ(), "GOWORK=off", goflags, "TMPDIR="+tmp)
+		// Build the package and its dependencies first: gremlins takes a
+		// mutant to hang when its tests run three times as long as the
+		// coverage run, which must not include building the standard
+		// library.
+		warm := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^$", pkg)
+		warm.Dir, warm.Env = tree, env
+		if out, err := warm.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building %s: %w\n%s", pkg, err, out)
+		}
+		cmd := exec.CommandContext(ctx, bin, "unleash", "--silent", "--workers", "1", "--timeout-coefficient", "3",
+			"--output", report, pkg)
+		cmd.Dir, cmd.Env = tree, env
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 		cmd.WaitDelay = 10 * time.Second
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -99,7 +122,7 @@ func runGremlins(ctx context.Context, tree, tmp string, pkgs []string, threshold
 			for _, m := range f.Mutations {
 				counts[m.Status]++
 				if m.Status == "LIVED" {
-					lived = append(lived, fmt.Sprintf("%s:%d:%d %s", f.FileName, m.Line, m.Column, m.Type))
+					lived = append(lived, fmt.Sprintf("%s/%s:%d:%d %s", strings.TrimPrefix(pkg, "./"), f.FileName, m.Line, m.Column, m.Type))
 				}
 			}
 		}
@@ -109,14 +132,14 @@ func runGremlins(ctx context.Context, tree, tmp string, pkgs []string, threshold
 		if killed+live > 0 {
 			efficacy = 100 * float64(killed) / float64(killed+live)
 		}
-		fmt.Printf("gremlins %-18s efficacy %5.1f%%: killed %d, lived %d, timed out %d, not covered %d, not viable %d (%v)\n",
-			pkg, efficacy, killed, live, counts["TIMED OUT"], counts["NOT COVERED"], counts["NOT VIABLE"],
+		fmt.Printf("gremlins %-18s efficacy %5.1f%% (at least %.0f%%): killed %d, lived %d, timed out %d, not covered %d, not viable %d (%v)\n",
+			pkg, efficacy, want, killed, live, counts["TIMED OUT"], counts["NOT COVERED"], counts["NOT VIABLE"],
 			time.Since(start).Round(time.Second))
 		for _, l := range lived {
 			fmt.Println("      lived", l)
 		}
-		if efficacy < threshold {
-			failed = append(failed, fmt.Sprintf("gremlins efficacy of %s %.1f%% < %.1f%%", pkg, efficacy, threshold))
+		if efficacy < want {
+			failed = append(failed, fmt.Sprintf("gremlins efficacy of %s %.1f%% < %.1f%%", pkg, efficacy, want))
 		}
 	}
 	return failed, nil

@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Mutant is one entry of the list: a bug put back into one file, and the
@@ -186,4 +187,23 @@ func (m Mutant) apply(src string) (string, error) {
 	default:
 		return "", fmt.Errorf("mutant %s (list line %d): its old text occurs %d times in %s; make it unique", m.ID, m.Line, c, m.File)
 	}
+}
+
+// show prints m as a diff of its file and the go test commands that must
+// fail once it is applied, for running it by hand.
+func (m Mutant) show(timeout time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s: %s\n--- %s\n+++ %s (mutant %s)\n", m.ID, m.Desc, m.File, m.File, m.ID)
+	for _, l := range strings.Split(m.Old, "\n") {
+		fmt.Fprintf(&b, "-%s\n", l)
+	}
+	if m.New != "" {
+		for _, l := range strings.Split(m.New, "\n") {
+			fmt.Fprintf(&b, "+%s\n", l)
+		}
+	}
+	for _, tr := range m.Tests {
+		fmt.Fprintf(&b, "go test -race -count=1 -timeout %v -run '%s' %s\n", timeout, tr.Pattern(), tr.Pkg)
+	}
+	return b.String() + "\n"
 }

@@ -37,20 +37,22 @@ func main() {
 		listPath   = flag.String("list", "", "the mutant list (default scripts/mutants/mutants.txt)")
 		only       = flag.String("run", "", "run only the mutants whose id matches this regexp")
 		timeout    = flag.Duration("timeout", 40*time.Second, "go test -timeout of each test command")
-		baseline   = flag.Bool("baseline", true, "first run every targeted test on the unchanged tree: each must exist and pass")
+		baseline   = flag.String("baseline", "run", "what to check first on the unchanged tree: run (every targeted test exists and passes), list (exists only: for CI, right after the suite passed), none")
 		check      = flag.Bool("check", false, "only check that every mutant applies; run no test")
 		every      = flag.Bool("every", false, "run every test command of a mutant, also after one killed it (to show which tests kill it)")
 		keep       = flag.Bool("keep", false, "keep the temporary copy and print its path")
-		gremlins   = flag.String("gremlins", "", "comma-separated packages (./watchdog) to run gremlins on, after the mutants")
-		gThreshold = flag.Float64("gremlins-threshold", 0, "with -gremlins: fail when a package's efficacy (killed/(killed+lived), in %) is below this")
+		gremlins   = flag.String("gremlins", "", "comma-separated packages to run gremlins on after the mutants, each with its own threshold if wanted: ./watchdog=90,./pubsub")
+		gThreshold = flag.Float64("gremlins-threshold", 0, "with -gremlins: fail when a package's efficacy (killed/(killed+lived), in %) is below this, unless the package has its own")
+		show       = flag.Bool("show", false, "print the mutants (with -run, those) as a diff and the go test commands that must fail, and run nothing")
 		gOnly      = flag.Bool("gremlins-only", false, "run only gremlins, not the listed mutants")
+		gRace      = flag.Bool("gremlins-race", false, "run gremlins' tests under the race detector (about twice as slow)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, options{
-		list: *listPath, only: *only, timeout: *timeout, baseline: *baseline, check: *check, keep: *keep, every: *every,
-		gremlins: splitList(*gremlins), gThreshold: *gThreshold, gOnly: *gOnly,
+		list: *listPath, only: *only, timeout: *timeout, baseline: *baseline, check: *check, keep: *keep, every: *every, show: *show,
+		gremlins: splitList(*gremlins), gThreshold: *gThreshold, gOnly: *gOnly, gRace: *gRace,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
@@ -58,13 +60,13 @@ func main() {
 }
 
 type options struct {
-	list, only      string
-	timeout         time.Duration
-	baseline, check bool
-	keep, every     bool
-	gremlins        []string
-	gThreshold      float64
-	gOnly           bool
+	list, only, baseline string
+	timeout              time.Duration
+	check, keep, every   bool
+	show                 bool
+	gremlins             []string
+	gThreshold           float64
+	gOnly, gRace         bool
 }
 
 func splitList(s string) []string {
@@ -79,6 +81,9 @@ func splitList(s string) []string {
 
 func run(ctx context.Context, o options) error {
 	start := time.Now()
+	if o.baseline != "run" && o.baseline != "list" && o.baseline != "none" {
+		return fmt.Errorf("-baseline %q: want run, list or none", o.baseline)
+	}
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -131,6 +136,12 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("mutants: all %d mutants apply\n", len(list))
 		return nil
 	}
+	if o.show {
+		for _, m := range list {
+			fmt.Print(m.show(o.timeout))
+		}
+		return nil
+	}
 
 	tmp, err := os.MkdirTemp("", "relock-mutants-")
 	if err != nil {
@@ -153,11 +164,11 @@ func run(ctx context.Context, o options) error {
 
 	var failed []string
 	if len(list) > 0 {
-		if o.baseline {
+		if o.baseline != "none" {
 			if err := fresh(); err != nil {
 				return err
 			}
-			if err := runBaseline(ctx, tree, list, o.timeout); err != nil {
+			if err := runBaseline(ctx, tree, list, o.timeout, o.baseline == "list"); err != nil {
 				return err
 			}
 		}
@@ -188,7 +199,7 @@ func run(ctx context.Context, o options) error {
 		if err := fresh(); err != nil {
 			return err
 		}
-		gfailed, err := runGremlins(ctx, tree, tmp, o.gremlins, o.gThreshold)
+		gfailed, err := runGremlins(ctx, tree, tmp, o.gremlins, o.gThreshold, o.gRace)
 		if err != nil {
 			return err
 		}
@@ -324,7 +335,7 @@ func runMutant(ctx context.Context, tree string, m Mutant, timeout time.Duration
 		case out.buildFailed:
 			r = result{verdict: verdictBroken, detail: out.tail()}
 		case out.timedOut:
-			r = result{verdict: verdictHung, by: out.qualified(tr.Pkg), detail: out.tail()}
+			r = result{verdict: verdictHung, by: out.qualified(tr.Pkg), detail: out.timeoutReport()}
 		case len(out.failed) > 0:
 			r = result{verdict: verdictKilled, by: out.qualified(tr.Pkg)}
 		case out.err != nil:
@@ -355,7 +366,9 @@ func runMutant(ctx context.Context, tree string, m Mutant, timeout time.Duration
 
 // runBaseline runs, once per package, every test the list names, on the
 // unchanged tree: each must exist and pass, or the list proves nothing.
-func runBaseline(ctx context.Context, tree string, list []Mutant, timeout time.Duration) error {
+// With onlyList, it checks that they exist (go test -list), for a run
+// right after the suite passed.
+func runBaseline(ctx context.Context, tree string, list []Mutant, timeout time.Duration, onlyList bool) error {
 	start := time.Now()
 	var pkgs []string
 	names := map[string][]string{}
@@ -375,7 +388,12 @@ func runBaseline(ctx context.Context, tree string, list []Mutant, timeout time.D
 	for _, pkg := range pkgs {
 		t0 := time.Now()
 		tr := TestRun{Pkg: pkg, Names: names[pkg]}
-		out := goTest(ctx, tree, pkg, tr.Pattern(), timeout)
+		var out testOutput
+		if onlyList {
+			out = goList(ctx, tree, pkg, tr.Pattern())
+		} else {
+			out = goTest(ctx, tree, pkg, tr.Pattern(), timeout)
+		}
 		var missing []string
 		for _, n := range tr.Names {
 			if !slices.Contains(out.passed, n) {
@@ -394,8 +412,29 @@ func runBaseline(ctx context.Context, tree string, list []Mutant, timeout time.D
 	if len(problems) > 0 {
 		return fmt.Errorf("baseline:\n  %s", strings.Join(problems, "\n  "))
 	}
-	fmt.Printf("baseline: every targeted test passes (%v)\n", time.Since(start).Round(time.Second))
+	what := "passes"
+	if onlyList {
+		what = "exists"
+	}
+	fmt.Printf("baseline: every targeted test %s (%v)\n", what, time.Since(start).Round(time.Second))
 	return nil
+}
+
+// goList lists the tests of pkg that match pattern (go test -list), as
+// passed tests.
+func goList(ctx context.Context, dir, pkg, pattern string) testOutput {
+	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-trimpath", "-list", pattern, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	out, err := cmd.CombinedOutput()
+	o := testOutput{err: err}
+	for _, line := range strings.Split(string(out), "\n") {
+		o.lines = append(o.lines, line)
+		if testPattern.MatchString(line) {
+			o.passed = append(o.passed, line)
+		}
+	}
+	return o
 }
 
 // testOutput is what one go test -json command reported.
@@ -421,6 +460,21 @@ func (o testOutput) qualified(pkg string) []string {
 	return out
 }
 
+// timeoutReport is go test's report of a timeout: the panic line and the
+// tests that were running.
+func (o testOutput) timeoutReport() string {
+	for i, l := range o.lines {
+		if strings.HasPrefix(l, "panic: test timed out after") {
+			end := i + 1
+			for end < len(o.lines) && end < i+8 && !strings.HasPrefix(o.lines[end], "goroutine ") {
+				end++
+			}
+			return strings.Join(o.lines[i:end], "\n")
+		}
+	}
+	return o.tail()
+}
+
 func (o testOutput) tail() string {
 	lines := o.lines
 	if len(lines) > 25 {
@@ -442,7 +496,9 @@ func goTest(ctx context.Context, dir, pkg, pattern string, timeout time.Duration
 	// limit leaves time for both.
 	ctx, cancel := context.WithTimeout(ctx, timeout+5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-count=1", "-p", "1",
+	// -trimpath: the copy's path is new on every run; without it no
+	// package built in an earlier run would come from the build cache.
+	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-trimpath", "-count=1", "-p", "1",
 		"-timeout", timeout.String(), "-json", "-run", pattern, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
