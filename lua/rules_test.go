@@ -705,6 +705,14 @@ func TestSemaphoreQueueOrder(t *testing.T) {
 	assert.Equal(t, []string{k.Channel + " 1"}, l.take(t), "the waiter that gives up its held-back permit")
 	assert.Equal(t, int64(1), acquire("second", "1")[0], "the next waiter takes the permit")
 	assert.Equal(t, "0", r.get(k.Available))
+
+	// A queued waiter that stopped refreshing its place (its process
+	// died) is dropped at its deadline: it holds no permit back after.
+	now := serverNow(t, r.rdb)
+	require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(float64(now-100), "dead").Build()).Error())
+	require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.QueueDeadlines).ScoreMember().ScoreMember(float64(now-1), "dead").Build()).Error())
+	require.NoError(t, r.do(r.rdb.B().Set().Key(k.Available).Value("1").Build()).Error())
+	assert.Equal(t, int64(1), acquire("after-the-dead", "0")[0], "a newcomer once the dead waiter's deadline passed")
 }
 
 // TestFenceRefusesOlderTokens: a write with a token older than the last

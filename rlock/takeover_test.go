@@ -1,6 +1,7 @@
 package rlock_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -79,4 +81,66 @@ return 1`).Numkeys(1).Key(name).Arg(next, strconv.FormatInt(lease.Milliseconds()
 	held, err := l.IsHeldByOwner(a)
 	require.NoError(t, err)
 	assert.False(t, held, "the old holder still holds")
+}
+
+// renewals is an observer that reports the watchdog's renewals.
+type renewals struct {
+	observe.Base
+	ok chan struct{}
+}
+
+func (r *renewals) Renewal(e observe.Renewal) {
+	if e.Outcome == observe.OutcomeOK {
+		select {
+		case r.ok <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// TestForceUnlockReachesHolder: a holder that watches its hold (Done) is
+// told of a force-unlock by another Client through the lock's channel,
+// at once, not at its next renewal (a third of the 30s watchdog lease
+// away).
+func TestForceUnlockReachesHolder(t *testing.T) {
+	for _, kind := range []string{"Lock", "FairLock"} {
+		t.Run(kind, func(t *testing.T) {
+			obs := &renewals{ok: make(chan struct{}, 1)}
+			c := relocktest.Client(t, rlock.WithObserver(obs))
+			other := relocktest.Client(t)
+			name := relocktest.Name(t)
+			get := func(c *rlock.Client) interface {
+				Lock(context.Context) error
+				Done(context.Context) <-chan struct{}
+				ForceUnlock(context.Context) (bool, error)
+			} {
+				if kind == "FairLock" {
+					return c.GetFairLock(name)
+				}
+				return c.GetLock(name)
+			}
+			a := rlock.WithOwner(t.Context(), "a")
+			require.NoError(t, get(c).Lock(a))
+			done := get(c).Done(a)
+			// Once its subscription is confirmed, the holder renews at
+			// once (a force-unlock may have come before it listened); the
+			// force-unlock must come after that, so that only its message
+			// can tell the holder.
+			select {
+			case <-obs.ok:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no renewal 5s after the holder started to listen")
+			}
+			forced := time.Now()
+			ok, err := get(other).ForceUnlock(t.Context())
+			require.NoError(t, err)
+			require.True(t, ok, "ForceUnlock of a held lock")
+			select {
+			case <-done:
+				assert.Less(t, time.Since(forced), time.Second, "the holder noticed the force-unlock")
+			case <-time.After(2 * time.Second):
+				t.Fatalf("the holder had not noticed the force-unlock %v later", time.Since(forced).Round(time.Millisecond))
+			}
+		})
+	}
 }

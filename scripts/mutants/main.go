@@ -152,14 +152,18 @@ func run(ctx context.Context, o options) error {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	// The copy is made again for every mutant, at the same path, so that
-	// the build cache serves every package the mutant does not touch.
-	tree := filepath.Join(tmp, "tree")
+	// A snapshot of the working tree's files, taken once, so that an edit
+	// made while the run goes on changes none of it; the copy a mutant is
+	// applied to is made from it again for every mutant.
+	snapshot, tree := filepath.Join(tmp, "src"), filepath.Join(tmp, "tree")
+	if err := copyFiles(root, snapshot, files); err != nil {
+		return err
+	}
 	fresh := func() error {
 		if err := os.RemoveAll(tree); err != nil {
 			return err
 		}
-		return copyFiles(root, tree, files)
+		return copyFiles(snapshot, tree, files)
 	}
 
 	var failed []string
