@@ -53,9 +53,7 @@ return 1`).Numkeys(1).Key(name).Arg(next, strconv.FormatInt(lease.Milliseconds()
 	select {
 	case cause := <-causes:
 		assert.ErrorIs(t, cause, rlock.ErrLockLost, "the lost handler's cause")
-		assert.LessOrEqual(t, time.Since(taken), watchdogTimeout/3+500*time.Millisecond,
-			"the loss is reported at the next renewal")
-	case <-time.After(watchdogTimeout/3 + time.Second):
+	case <-time.After(watchdogTimeout/3 + time.Second): // the next renewal, with room to spare
 		t.Errorf("no loss reported %v after the lock passed to another owner (renewals every %v)",
 			time.Since(taken).Round(time.Millisecond), watchdogTimeout/3)
 	}
@@ -69,11 +67,14 @@ return 1`).Numkeys(1).Key(name).Arg(next, strconv.FormatInt(lease.Milliseconds()
 	hash, err := raw.Do(t.Context(), raw.B().Hgetall().Key(name).Build()).AsStrMap()
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{next: "1"}, hash, "the new owner's hold")
+	// taken is after the lease was set: the lease left is at most lease
+	// minus the time since taken (plus a millisecond of rounding).
+	elapsed := time.Since(taken)
 	pttl, err := raw.Do(t.Context(), raw.B().Pttl().Key(name).Build()).AsInt64()
 	require.NoError(t, err)
 	left := time.Duration(pttl) * time.Millisecond
-	assert.LessOrEqual(t, left, lease-time.Since(taken)+50*time.Millisecond,
-		"the new owner's lease (%v, taken %v ago) was extended", lease, time.Since(taken).Round(time.Millisecond))
+	assert.LessOrEqual(t, left, lease-elapsed+time.Millisecond,
+		"the new owner's lease (%v, taken %v ago) was extended", lease, elapsed.Round(time.Millisecond))
 
 	err = l.Unlock(a)
 	assert.True(t, errors.Is(err, rlock.ErrNotHeld) || errors.Is(err, rlock.ErrLockLost),
