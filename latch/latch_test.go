@@ -129,11 +129,18 @@ func TestAwaitWokenAtZero(t *testing.T) {
 	for range 3 {
 		require.NoError(t, l.CountDown(t.Context()))
 	}
-	wg.Wait()
-	close(done)
-	for err := range done {
-		assert.NoError(t, err, "Await: the latch's opening must wake every waiter")
+	// Every waiter goes on at the opening's message: bounded, so that a
+	// waiter that was not woken fails the test instead of hanging it.
+	timeout := time.After(handoff)
+	for i := range 2 * perClient {
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "Await")
+		case <-timeout:
+			t.Fatalf("%d of %d waiters still waiting %v after the latch opened", 2*perClient-i, 2*perClient, handoff)
+		}
 	}
+	wg.Wait()
 	assert.LessOrEqual(t, reads1.Load(), int64(2*perClient), "reads of the first Client's waiters: at most two each, none when woken")
 	assert.LessOrEqual(t, reads2.Load(), int64(2*perClient), "reads of the second Client's waiters: at most two each, none when woken")
 	relocktest.Eventually(t, handoff, "the subscriptions to end", func() bool { return relocktest.Subscribers(raw, latch.Channel(name)) == 0 })

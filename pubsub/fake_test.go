@@ -124,6 +124,42 @@ func TestFakeBatching(t *testing.T) {
 		require.Len(t, log, 2, "commands after the linger: two UNSUBSCRIBE batches")
 		require.True(t, strings.HasPrefix(log[0], "UNSUBSCRIBE "), "commands after the linger = %.40q..., want UNSUBSCRIBE batches", log)
 		assert.Equal(t, n+1, len(strings.Fields(log[0]))+len(strings.Fields(log[1]))-2, "channels unsubscribed")
+		sizes = []int{len(strings.Fields(log[0])) - 1, len(strings.Fields(log[1])) - 1}
+		assert.Equal(t, []int{1000, n + 1 - 1000}, sizes, "UNSUBSCRIBE batch sizes")
+	})
+}
+
+// TestFakeHas: Has is true from the moment a waiter registers, while its
+// SUBSCRIBE is still in flight, through the linger after it left, and
+// false once the channel is unsubscribed.
+func TestFakeHas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const linger = 200 * time.Millisecond
+		h, f := pubsub.NewFake(pubsub.Options{Linger: linger})
+		defer h.Close()
+		if h.Has("a") {
+			t.Error("Has of a channel nobody asked for")
+		}
+		release := f.Hold()
+		var w *pubsub.Waiter
+		var wg sync.WaitGroup
+		wg.Go(func() { w = subscribeGo(t, h, "a") })
+		synctest.Wait() // SUBSCRIBE a is in flight
+		if !h.Has("a") {
+			t.Error("Has = false while the first waiter's SUBSCRIBE is in flight")
+		}
+		release()
+		wg.Wait()
+		w.Leave(false)
+		if !h.Has("a") {
+			t.Error("Has = false while the channel lingers")
+		}
+		time.Sleep(linger)
+		synctest.Wait()
+		wantLog(t, f, "SUBSCRIBE a", "UNSUBSCRIBE a")
+		if h.Has("a") {
+			t.Error("Has = true after the channel was unsubscribed")
+		}
 	})
 }
 

@@ -296,6 +296,9 @@ func TestStalePermit(t *testing.T) {
 // TestReleaseWakesWaiterPromptly: a waiter sleeps on the channel, not on
 // the holder's lease, and a release hands the permit over at once.
 func TestReleaseWakesWaiterPromptly(t *testing.T) {
+	// The queue timers out of the way: only the release's message can
+	// wake the waiter within the hand-off (the permit's lease is 30s).
+	semaphore.SetTiming(t, time.Minute, time.Minute)
 	c1 := relocktest.Client(t)
 	c2, attempts := countingClient(t)
 	name := relocktest.Name(t)

@@ -1,0 +1,3 @@
+module github.com/relock-go/relock/scripts/mutants
+
+go 1.25.0
