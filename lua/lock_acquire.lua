@@ -17,7 +17,12 @@
 -- only be a level of this owner whose reply was lost (at 1: an earlier
 -- send of this request): it is taken over at 1, not stacked on, so sending
 -- the script twice has the effect of sending it once.
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   count_up(KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
