@@ -30,6 +30,9 @@ const deadBound = fairlock.WaiterTimeout + fairlock.RefreshInterval + 250*time.M
 // kill: the Client runs on a rueidis client of its own. It returns when
 // the waiter is queued.
 type doomedWaiter struct {
+	t      *testing.T
+	raw    rueidis.Client
+	conn   string // the client name of rdb's connections
 	rdb    rueidis.Client
 	c      *rlock.Client
 	field  string
@@ -39,12 +42,14 @@ type doomedWaiter struct {
 
 func startDoomed(t *testing.T, name string) *doomedWaiter {
 	t.Helper()
-	rdb, err := rueidis.NewClient(redistest.Shared(t).ClientOption())
+	opt := redistest.Shared(t).ClientOption()
+	opt.ClientName = "doomed-" + relocktest.Name(t)
+	rdb, err := rueidis.NewClient(opt)
 	require.NoError(t, err)
 	c, err := rlock.New(rdb)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "doomed"))
-	d := &doomedWaiter{rdb: rdb, c: c, field: c.ID() + ":doomed", cancel: cancel}
+	d := &doomedWaiter{t: t, raw: relocktest.Raw(t), conn: opt.ClientName, rdb: rdb, c: c, field: c.ID() + ":doomed", cancel: cancel}
 	d.done = make(chan redissontest.Result, 1)
 	go func() {
 		err := c.GetFairLock(name).Lock(ctx)
@@ -63,10 +68,17 @@ func startDoomed(t *testing.T, name string) *doomedWaiter {
 	return d
 }
 
-// kill ends the waiter's process as far as Redis can tell: its
-// connections are closed, as a killed process's are, and nothing it sends
-// arrives any more.
-func (d *doomedWaiter) kill() { d.rdb.Close() }
+// kill ends the waiter's process as far as Redis can tell: nothing more is
+// sent, and the server closes its connections, as a killed process's are
+// closed. A refresh the waiter had sent is either run before kill returns
+// or never: without the server-side close it could reach the server after
+// the test's next command, and take the lock as the dead waiter's last act
+// (a lock a process takes as it dies is held for its lease, which is not
+// what this test measures).
+func (d *doomedWaiter) kill() {
+	d.rdb.Close()
+	relocktest.KillConnections(d.t, d.raw, d.conn)
+}
 
 // TestDeadWaiterCostsAboutASecond: a queue of relock waiters loses at most
 // about a second (WaiterTimeout plus a RefreshInterval) to a waiter whose
