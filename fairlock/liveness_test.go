@@ -31,8 +31,7 @@ const deadBound = fairlock.WaiterTimeout + fairlock.RefreshInterval + 250*time.M
 // the waiter is queued.
 type doomedWaiter struct {
 	t      *testing.T
-	raw    rueidis.Client
-	conn   string // the client name of rdb's connections
+	mortal *relocktest.Mortal
 	rdb    rueidis.Client
 	c      *rlock.Client
 	field  string
@@ -43,13 +42,13 @@ type doomedWaiter struct {
 func startDoomed(t *testing.T, name string) *doomedWaiter {
 	t.Helper()
 	opt := redistest.Shared(t).ClientOption()
-	opt.ClientName = "doomed-" + relocktest.Name(t)
+	mortal := relocktest.NewMortal(relocktest.Raw(t), &opt, "doomed-"+relocktest.Name(t))
 	rdb, err := rueidis.NewClient(opt)
 	require.NoError(t, err)
 	c, err := rlock.New(rdb)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "doomed"))
-	d := &doomedWaiter{t: t, raw: relocktest.Raw(t), conn: opt.ClientName, rdb: rdb, c: c, field: c.ID() + ":doomed", cancel: cancel}
+	d := &doomedWaiter{t: t, mortal: mortal, rdb: rdb, c: c, field: c.ID() + ":doomed", cancel: cancel}
 	d.done = make(chan redissontest.Result, 1)
 	go func() {
 		err := c.GetFairLock(name).Lock(ctx)
@@ -68,17 +67,13 @@ func startDoomed(t *testing.T, name string) *doomedWaiter {
 	return d
 }
 
-// kill ends the waiter's process as far as Redis can tell: nothing more is
-// sent, and the server closes its connections, as a killed process's are
-// closed. A refresh the waiter had sent is either run before kill returns
-// or never: without the server-side close it could reach the server after
-// the test's next command, and take the lock as the dead waiter's last act
-// (a lock a process takes as it dies is held for its lease, which is not
-// what this test measures).
-func (d *doomedWaiter) kill() {
-	d.rdb.Close()
-	relocktest.KillConnections(d.t, d.raw, d.conn)
-}
+// kill ends the waiter's process as far as Redis can tell: its
+// connections end as a killed process's do, and a refresh it had sent
+// runs before kill returns or never. (A refresh that reached the server
+// after the release would take the lock as the dead waiter's last act: a
+// lock a process takes as it dies is held for its lease, which is not
+// what this test measures.)
+func (d *doomedWaiter) kill() { d.mortal.Kill(d.t) }
 
 // TestDeadWaiterCostsAboutASecond: a queue of relock waiters loses at most
 // about a second (WaiterTimeout plus a RefreshInterval) to a waiter whose
@@ -120,7 +115,10 @@ func TestDeadWaiterCostsAboutASecond(t *testing.T) {
 				assert.LessOrEqual(t, cost, deadBound, "the next waiter acquired %v after the release", cost)
 				t.Logf("a %s waiter at the head cost the queue %v (bound %v)", death.how, cost.Round(time.Millisecond), deadBound)
 			case <-time.After(5 * time.Second):
-				t.Fatalf("the next waiter still waits 5s after the release (queue %v)", queue(t, raw, name))
+				holders, _ := raw.Do(t.Context(), raw.B().Hgetall().Key(name).Build()).AsStrMap()
+				pttl, _ := raw.Do(t.Context(), raw.B().Pttl().Key(name).Build()).AsInt64()
+				t.Fatalf("the next waiter still waits 5s after the release (queue %v, holders %v, pttl %dms)",
+					queue(t, raw, name), holders, pttl)
 			}
 			require.NoError(t, c.GetFairLock(name).Unlock(next))
 			assert.Empty(t, queue(t, raw, name), "queue at the end")
