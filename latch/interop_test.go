@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -127,10 +128,24 @@ func TestInteropLatchWakes(t *testing.T) {
 		// waiter ignores it (as Redisson's own waiter does: its gate is
 		// closed) and both go on only at the next "0". relock's
 		// TrySetCount publishes "1" too, which closes Redisson's gate.
-		c := relocktest.Client(t)
+		//
+		// Both waiters must have read the count before the delete (a
+		// waiter that reads a deleted latch reads 0 and goes on, on
+		// either side): relock's reads it again once subscribed, and
+		// Redisson's sleeps on its gate after its last read.
 		raw := relocktest.Raw(t)
-		j := redissontest.New(t, relocktest.Raw(t))
 		name := relocktest.Name(t)
+		var reads atomic.Int32
+		tap := relocktest.NewTap(relocktest.Raw(t), func(args []string) func(rueidis.RedisResult) {
+			if len(args) == 2 && args[0] == "GET" && args[1] == name {
+				return func(rueidis.RedisResult) { reads.Add(1) }
+			}
+			return nil
+		})
+		c, err := rlock.New(tap)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		j := redissontest.New(t, relocktest.Raw(t))
 		l, jl := c.GetCountDownLatch(name), j.CountDownLatch(name)
 		msgs := redissontest.Listen(t, raw, latch.Channel(name))
 		ok, err := jl.TrySetCount(t.Context(), 1)
@@ -140,6 +155,9 @@ func TestInteropLatchWakes(t *testing.T) {
 		relockWaiter := redissontest.Async(func() error { return l.Await(t.Context()) })
 		redisWaiter := redissontest.Async(func() error { return jl.Await(t.Context()) })
 		redissontest.WaitSubscribers(t, raw, latch.Channel(name), 3)
+		relocktest.Eventually(t, 5*time.Second, "relock's waiter to read the count after subscribing",
+			func() bool { return reads.Load() >= 2 })
+		redissontest.WaitSleeping(t, j, latch.Channel(name), 1)
 		deleted, err := jl.Delete(t.Context())
 		require.NoError(t, err)
 		require.True(t, deleted)

@@ -124,8 +124,7 @@ func WaitSubscribers(t testing.TB, rdb rueidis.Client, channel string, n int64) 
 }
 
 // WaitSleeping waits (up to 5s) until n of j's waiters sleep on channel
-// (lock and semaphore waiters, queued on the channel's entry for a message
-// or their timeout), and fails t if they never do. A Redisson waiter that
+// (see Client.Sleeping), and fails t if they never do. A Redisson waiter that
 // has subscribed has not always gone to sleep yet: its attempt after
 // subscribing may still be on its way, and a READ_UNLOCK_MESSAGE lets go
 // only the waiters asleep when it comes (Redisson's LockPubSub), so a

@@ -58,14 +58,18 @@ func (e *entry) onMessage(n int64, subscribers int) {
 	}
 }
 
-// Sleeping is how many of c's lock or semaphore waiters sleep on channel,
-// queued on its entry for a message or their timeout.
+// Sleeping is how many of c's waiters sleep on channel: lock and
+// semaphore waiters queued on its entry for a message or their timeout,
+// latch waiters on its closed gate.
 func (c *Client) Sleeping(channel string) int {
 	c.ps.mu.Lock()
 	e := c.ps.entries[channel]
 	c.ps.mu.Unlock()
-	if e == nil || e.kind == latchEntry {
+	switch {
+	case e == nil:
 		return 0
+	case e.kind == latchEntry:
+		return e.gate.sleepers()
 	}
 	return e.sem.queueLength()
 }

@@ -83,9 +83,10 @@ func (s *semaphore) tryAcquire(ctx context.Context, d time.Duration) bool {
 // gate is Redisson's ReclosableLatch: closed at first, opened and closed
 // again by messages; waiters wait for it to be open.
 type gate struct {
-	mu     sync.Mutex
-	opened chan struct{} // closed while the gate is open
-	isOpen bool
+	mu      sync.Mutex
+	opened  chan struct{} // closed while the gate is open
+	isOpen  bool
+	waiting int // callers of await that wait on a closed gate
 }
 
 func newGate() *gate { return &gate{opened: make(chan struct{})} }
@@ -108,12 +109,29 @@ func (g *gate) close() {
 	}
 }
 
+// sleepers is how many callers of await wait on the gate while it is
+// closed.
+func (g *gate) sleepers() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.isOpen {
+		return 0
+	}
+	return g.waiting
+}
+
 // await waits until the gate is open, up to d (d < 0: without a limit)
 // or until ctx ends, and reports whether it was open.
 func (g *gate) await(ctx context.Context, d time.Duration) bool {
 	g.mu.Lock()
 	opened := g.opened
+	g.waiting++
 	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.waiting--
+		g.mu.Unlock()
+	}()
 	var timeout <-chan time.Time
 	if d >= 0 {
 		t := time.NewTimer(d)
