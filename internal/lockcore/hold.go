@@ -95,6 +95,17 @@ type hold struct {
 	// anonymous marks the record of an ownerless acquisition, reused once
 	// idle (see enterAnon).
 	anonymous bool
+	// finishing counts ended holds whose renewal is still being stopped
+	// (see endLocked): until it is, a renewal may be reading the record's
+	// name and field, so the record is not idle and cannot be reused.
+	finishing int
+	// replaced is the gen + 1 of a hold that a later anonymous hold of
+	// the Client took the lock from while a call was using the record
+	// (0: none). The call in flight (most often the hold's own Unlock,
+	// whose release let the later hold in) settles the hold; if it left
+	// without doing so, the last user to leave ends it as lost (see
+	// leftLocked).
+	replaced uint64
 	// granted is made for waiting calls of the owner, and closed at the
 	// next grant, so that they re-enter at once.
 	granted chan struct{}
@@ -220,8 +231,12 @@ func (c *Core) find(name, suffix, owner string) *hold {
 func (c *Core) leave(h *hold) {
 	c.mu.Lock()
 	h.users--
+	gen, lost := h.leftLocked()
 	c.tidyLocked(h)
 	c.mu.Unlock()
+	if lost != nil {
+		h.lose(gen, lost)
+	}
 }
 
 // tidyLocked forgets h if it is idle and the record of an anonymous owner
@@ -240,9 +255,12 @@ const maxSpares = 64
 // forgetLocked takes the idle record h out of the map, and keeps its
 // spare registration for another hold. c.mu is held.
 func (c *Core) forgetLocked(h *hold) {
-	if c.holds[h.key] == h {
-		delete(c.holds, h.key)
+	if c.holds[h.key] != h {
+		// Forgotten already (or replaced by a newer record of its key):
+		// a record goes into the free list once only.
+		return
 	}
+	delete(c.holds, h.key)
 	if h.anonymous && len(c.anonFree) < maxAnonFree {
 		// Reused by the next ownerless acquisition, with its spare
 		// registration (see enterAnon).
@@ -258,7 +276,7 @@ func (c *Core) forgetLocked(h *hold) {
 
 // idle reports whether h holds nothing and nothing uses it. c.mu is held.
 func (h *hold) idle() bool {
-	return h.users == 0 && h.want == 0 && !h.listening && h.renewal == nil
+	return h.users == 0 && h.want == 0 && !h.listening && h.renewal == nil && h.finishing == 0
 }
 
 // sweepIdleLocked forgets the idle records, and sets when to sweep next:
@@ -339,6 +357,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	h.lease, h.leaseArg = lease, leaseArg
 	var replaced *hold
 	var replacedGen uint64
+	var replacedLoss error
 	if anonKey != "" {
 		delete(c.anonLost, anonKey)
 		h.anonKey = anonKey
@@ -346,6 +365,11 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 			c.anonShared[anonKey] = append(c.anonShared[anonKey], h.key.owner)
 		} else {
 			replaced, replacedGen = c.replacedAnonLocked(h, anonKey)
+			if replaced != nil {
+				// Described now: once c.mu is let go, the record may end
+				// and be reused for another name (lose then ignores it).
+				replacedLoss = replaced.loss(whyReplaced, nil)
+			}
 			c.anon[anonKey] = h.key.owner
 		}
 	}
@@ -369,7 +393,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	}
 	c.obs.holdStarted(start)
 	if replaced != nil {
-		replaced.lose(replacedGen, replaced.loss(whyReplaced, nil))
+		replaced.lose(replacedGen, replacedLoss)
 	}
 	return nil
 }
@@ -377,9 +401,12 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 // replacedAnonLocked returns the Client's earlier anonymous hold under
 // anonKey, an exclusive role's, that the new anonymous hold h replaces,
 // with its gen; nil if there is none. Since h was granted, the earlier
-// one is certainly gone from Redis (its fixed lease ran out, or it was
-// lost and nobody has been told yet), and no call can reach it any more:
-// the caller ends it, or its record would stay forever. c.mu is held.
+// one is gone from Redis: released by an Unlock that has not settled it
+// yet, or lost (its fixed lease ran out, or nobody has been told yet).
+// When a call uses its record (that Unlock, most often), the call settles
+// it, and the hold is only marked (see hold.replaced); else no call can
+// reach it any more, and the caller ends it as lost, or its record would
+// stay forever. c.mu is held.
 func (c *Core) replacedAnonLocked(h *hold, anonKey string) (*hold, uint64) {
 	owner := c.anon[anonKey]
 	if owner == "" || owner == h.key.owner {
@@ -389,7 +416,27 @@ func (c *Core) replacedAnonLocked(h *hold, anonKey string) (*hold, uint64) {
 	if p == nil || p.want == 0 {
 		return nil, 0
 	}
+	if p.users > 0 {
+		p.replaced = p.gen + 1
+		return nil, 0
+	}
 	return p, p.gen
+}
+
+// leftLocked is called when a user of h has left: if h was marked
+// replaced (see hold.replaced) and the last user left without settling
+// it, it returns the hold's gen and the cause of its loss, for lose once
+// c.mu is let go; else a nil cause. c.mu is held.
+func (h *hold) leftLocked() (uint64, error) {
+	if h.replaced == 0 || h.users > 0 {
+		return 0, nil
+	}
+	gen := h.replaced - 1
+	h.replaced = 0
+	if h.gen != gen || h.want == 0 {
+		return 0, nil
+	}
+	return gen, h.loss(whyReplaced, nil)
 }
 
 // armLocked puts h on the watchdog, with the registration of an earlier
@@ -495,8 +542,12 @@ func (h *hold) releasedLeave(gen uint64, remaining int, spare *renewal) {
 		if h.gen == gen && h.want > 0 {
 			h.want = remaining
 		}
+		lostGen, lost := h.leftLocked()
 		c.tidyLocked(h)
 		c.mu.Unlock()
+		if lost != nil {
+			h.lose(lostGen, lost)
+		}
 		return
 	}
 	h.endLocked(observe.OutcomeReleased, nil, true)
@@ -522,12 +573,13 @@ func (h *hold) lose(gen uint64, cause error) {
 		return
 	}
 	c := h.core
+	name, owner := h.key.name, h.key.owner // the record may be reused once tidied
 	h.endLocked(observe.OutcomeLost, cause, false)
 	c.mu.Lock()
 	c.tidyLocked(h)
 	c.mu.Unlock()
 	if c.onLost != nil && c.CheckOpen() == nil {
-		c.onLost(h.key.name, h.key.owner, cause)
+		c.onLost(name, owner, cause)
 	}
 }
 
@@ -568,9 +620,11 @@ func (h *hold) lockCurrent(gen uint64) bool {
 }
 
 // endLocked ends h's hold with outcome and cause (nil for a release): it
-// unlocks c.mu, which the caller holds (after forgetting the record if it
-// is idle and tidy is set, see tidyLocked), and then tells the observer,
-// stops the renewal and the listener, and ends the hold's life.
+// unlocks c.mu, which the caller holds, and then tells the observer,
+// stops the renewal and the listener, and ends the hold's life. With tidy
+// set the record is forgotten if it is idle (see tidyLocked): at once
+// when the hold had no renewal, else once the renewal is stopped, since
+// a renewal in flight reads the record's name and field.
 func (h *hold) endLocked(outcome observe.Outcome, cause error, tidy bool) {
 	c := h.core
 	if cause != nil {
@@ -581,12 +635,25 @@ func (h *hold) endLocked(outcome observe.Outcome, cause error, tidy bool) {
 	}
 	ended := c.obs.holdEndLocked(h, outcome, cause)
 	e := h.finishLocked()
-	if tidy {
+	stopping := e.renewal != nil
+	if stopping {
+		h.finishing++
+	} else if tidy {
 		c.tidyLocked(h)
 	}
 	c.mu.Unlock()
 	c.obs.holdEnded(ended)
 	e.finish(cause)
+	if stopping {
+		// The renewal is stopped: nothing reads the record for the
+		// ended hold any more, and it may be reused (see enterAnon).
+		// A leave while it was being stopped found the record busy: it
+		// is tidied here (tidying twice is harmless).
+		c.mu.Lock()
+		h.finishing--
+		c.tidyLocked(h)
+		c.mu.Unlock()
+	}
 }
 
 // ending is what is left to do, outside c.mu, when a hold ends.
@@ -617,7 +684,7 @@ func (e ending) finish(cause error) {
 func (h *hold) finishLocked() ending {
 	c := h.core
 	e := ending{h: h, end: h.end, renewal: h.renewal, listener: h.listener}
-	h.want, h.life, h.end, h.renewal = 0, nil, nil, nil
+	h.want, h.life, h.end, h.renewal, h.replaced = 0, nil, nil, nil, 0
 	h.listener, h.listening = nil, false
 	if h.anonKey != "" {
 		c.dropAnon(h.anonKey, h.key.owner)
@@ -651,13 +718,14 @@ func (r *renewal) lost(cause error) {
 		return
 	}
 	h.renewal = nil // already out of the wheel
-	gen := h.gen
+	// What the report names is read now: once c.mu is let go, a release
+	// may end the hold and the record be reused (lose then ignores it).
+	gen, forced, what, seen := h.gen, h.forced, h.describe(), c.obs.seenLocked(h)
 	c.mu.Unlock()
-	c.mu.Lock()
-	forced := h.forced
-	c.mu.Unlock()
-	lost := h.renewalLoss(cause, fmt.Sprint(r.lease.Duration()), forced)
-	c.obs.renewalLost(h, lost)
+	lost := renewalLoss(what, cause, fmt.Sprint(r.lease.Duration()), forced)
+	if c.CheckOpen() == nil {
+		c.obs.renewalLost(seen, lost)
+	}
 	h.lose(gen, lost)
 	c.mu.Lock()
 	if h.spare == nil {
@@ -703,9 +771,13 @@ func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 		h.listening = false
 	}
 	h.users--
+	lostGen, lost := h.leftLocked()
 	c.mu.Unlock()
 	if l != nil {
 		l.Leave(false)
+	}
+	if lost != nil {
+		h.lose(lostGen, lost)
 	}
 	return life
 }

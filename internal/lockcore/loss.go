@@ -36,13 +36,15 @@ func (e *lossError) Unwrap() []error {
 	return []error{relock.ErrLockLost, e.found}
 }
 
-// loss returns the cause of the loss of h's hold, found as why says.
+// loss returns the cause of the loss of h's hold, found as why says. The
+// caller holds c.mu, or uses h (so that it cannot be reused meanwhile).
 func (h *hold) loss(why string, found error) error {
 	return &lossError{what: h.describe(), why: why, found: found}
 }
 
 // describe names what h holds: `lock "orders"`, `write lock "doc"`,
-// `permit 0f3a... of semaphore "exports"`.
+// `permit 0f3a... of semaphore "exports"`. The caller holds c.mu, or uses
+// h.
 func (h *hold) describe() string {
 	switch {
 	case h.key.suffix == permitSuffix:
@@ -55,19 +57,20 @@ func (h *hold) describe() string {
 	return fmt.Sprintf("lock %q", h.key.name)
 }
 
-// renewalLoss is the cause of a loss the watchdog found: a renewal that
-// found the hold gone (forced: one a message on the lock's channel, a
-// force-unlock, brought forward), or no renewal in time.
-func (h *hold) renewalLoss(found error, lease string, forced bool) error {
+// renewalLoss is the cause of a loss of what (see describe) the watchdog
+// found: a renewal that found the hold gone (forced: one a message on the
+// lock's channel, a force-unlock, brought forward), or no renewal in time.
+func renewalLoss(what string, found error, lease string, forced bool) error {
+	loss := func(why string, found error) error { return &lossError{what: what, why: why, found: found} }
 	switch {
 	case errors.Is(found, watchdog.ErrExpired):
 		why := "no renewal succeeded before its lease of " + lease + " ran out"
 		if last := strings.TrimPrefix(found.Error(), watchdog.ErrExpired.Error()); last != "" {
 			why += " (" + strings.TrimPrefix(last, ": ") + ")"
 		}
-		return h.loss(why, found)
+		return loss(why, found)
 	case forced:
-		return h.loss("it was force-unlocked (heard on its channel)", found)
+		return loss("it was force-unlocked (heard on its channel)", found)
 	}
-	return h.loss("its renewal found it gone (deleted, force-unlocked, or expired while Redis did not answer)", found)
+	return loss("its renewal found it gone (deleted, force-unlocked, or expired while Redis did not answer)", found)
 }

@@ -265,13 +265,23 @@ type Observed interface {
 // ObservedAs names the hold in renewal events.
 func (r *renewal) ObservedAs() (observe.Lock, string) { return r.h.lock(), r.h.key.owner }
 
-// renewalLost reports the watchdog's loss of h, unless Close has begun.
-func (ob *observer) renewalLost(h *hold, cause error) {
-	if ob == nil || ob.o == nil || h.core.CheckOpen() != nil {
+// seenLocked is the watchdog's loss of h as renewalLost reports it, read
+// while c.mu is held (the zero value when there is no observer).
+func (ob *observer) seenLocked(h *hold) observe.Renewal {
+	if ob == nil || ob.o == nil || h.obs == nil {
+		return observe.Renewal{}
+	}
+	return observe.Renewal{Lock: h.lock(), Owner: h.key.owner, Outcome: observe.OutcomeLost}
+}
+
+// renewalLost reports the watchdog's loss seen (see seenLocked), with its
+// cause. The caller does not report a loss once Close has begun.
+func (ob *observer) renewalLost(seen observe.Renewal, cause error) {
+	if ob == nil || ob.o == nil || seen.Outcome == "" {
 		return
 	}
-	ob.o.Renewal(observe.Renewal{Lock: h.lock(), Owner: h.key.owner,
-		Outcome: observe.OutcomeLost, Err: cause})
+	seen.Err = cause
+	ob.o.Renewal(seen)
 }
 
 // unlock runs m.unlock with the observer told of its start and end.
