@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/relocktest"
-	"github.com/relock-go/relock/rlock"
 )
 
 // TestAnonymousHandleRandomCalls: goroutines without owners share one
@@ -23,11 +22,8 @@ import (
 func TestAnonymousHandleRandomCalls(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	var losses atomic.Int32
-	c := relocktest.Client(t, rlock.WithLostHandler(func(name, owner string, cause error) {
-		losses.Add(1)
-		t.Logf("lost %s by %s: %v", name, owner, cause)
-	}))
+	lost := &lostCounter{t: t}
+	c := relocktest.Client(t, lost.option())
 	l := c.GetLock(relocktest.Name(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -80,7 +76,7 @@ func TestAnonymousHandleRandomCalls(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Zero(t, overlaps.Load(), "overlapping holds")
-	assert.Zero(t, losses.Load(), "holds reported lost")
+	assert.Zero(t, lost.n.Load(), "holds reported lost")
 	assert.EqualValues(t, 240, calls.Load(), "calls made")
 	held, err := l.IsLocked(ctx)
 	require.NoError(t, err)

@@ -2,8 +2,6 @@ package rlock_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/relock-go/relock/internal/layout"
@@ -249,14 +247,8 @@ func countReplies(key string, mu *sync.Mutex, gets *int, evals map[string]int) f
 				mu.Unlock()
 			}
 		case len(args) >= 3:
-			var sha string
-			switch strings.ToUpper(args[0]) {
-			case "EVALSHA", "EVALSHA_RO":
-				sha = args[1]
-			case "EVAL", "EVAL_RO":
-				sum := sha1.Sum([]byte(args[1]))
-				sha = hex.EncodeToString(sum[:])
-			default:
+			sha := relocktest.ScriptSHA1(args)
+			if sha == "" {
 				return nil
 			}
 			if sha == lua.SemAcquire.SHA1 {

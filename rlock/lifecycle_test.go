@@ -22,11 +22,20 @@ import (
 // leave something behind. Each fails on the code before the hold
 // lifecycle was rebuilt.
 
-// lostCounter counts the losses a Client reports.
-type lostCounter struct{ n atomic.Int32 }
+// lostCounter counts the losses a Client reports, and logs each to t
+// when t is set.
+type lostCounter struct {
+	n atomic.Int32
+	t *testing.T
+}
 
 func (c *lostCounter) option() rlock.Option {
-	return rlock.WithLostHandler(func(string, string, error) { c.n.Add(1) })
+	return rlock.WithLostHandler(func(name, owner string, cause error) {
+		c.n.Add(1)
+		if c.t != nil {
+			c.t.Logf("lost %s by %s: %v", name, owner, cause)
+		}
+	})
 }
 
 // held checks that the owner in ctx holds l in Redis and that its hold is

@@ -135,11 +135,8 @@ func TestAnonymousHandleExcludesGoroutines(t *testing.T) {
 	// No hold is lost either: a waiter whose acquisition lands while the
 	// Unlock that let it in is still on its way back must not take the
 	// released hold for one lost.
-	var losses atomic.Int32
-	c := relocktest.Client(t, rlock.WithLostHandler(func(name, owner string, cause error) {
-		losses.Add(1)
-		t.Logf("lost %s by %s: %v", name, owner, cause)
-	}))
+	lost := &lostCounter{t: t}
+	c := relocktest.Client(t, lost.option())
 	l := c.GetLock(relocktest.Name(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
@@ -165,7 +162,7 @@ func TestAnonymousHandleExcludesGoroutines(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, violations.Load(), "overlapping holds")
 	assert.EqualValues(t, 200, done.Load(), "acquisitions")
-	assert.Zero(t, losses.Load(), "holds reported lost")
+	assert.Zero(t, lost.n.Load(), "holds reported lost")
 }
 
 func TestUnlockByNonOwner(t *testing.T) {

@@ -61,16 +61,15 @@ func (h *hold) describe() string {
 // found: a renewal that found the hold gone (forced: one a message on the
 // lock's channel, a force-unlock, brought forward), or no renewal in time.
 func renewalLoss(what string, found error, lease string, forced bool) error {
-	loss := func(why string, found error) error { return &lossError{what: what, why: why, found: found} }
+	why := "its renewal found it gone (deleted, force-unlocked, or expired while Redis did not answer)"
 	switch {
 	case errors.Is(found, watchdog.ErrExpired):
-		why := "no renewal succeeded before its lease of " + lease + " ran out"
+		why = "no renewal succeeded before its lease of " + lease + " ran out"
 		if last := strings.TrimPrefix(found.Error(), watchdog.ErrExpired.Error()); last != "" {
 			why += " (" + strings.TrimPrefix(last, ": ") + ")"
 		}
-		return loss(why, found)
 	case forced:
-		return loss("it was force-unlocked (heard on its channel)", found)
+		why = "it was force-unlocked (heard on its channel)"
 	}
-	return loss("its renewal found it gone (deleted, force-unlocked, or expired while Redis did not answer)", found)
+	return &lossError{what: what, why: why, found: found}
 }

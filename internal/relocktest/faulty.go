@@ -84,17 +84,8 @@ func (f *Faulty) Clear() {
 // scripts), if any.
 func (f *Faulty) rule(cmd rueidis.Completed) *Rule {
 	args := cmd.Commands()
-	if len(args) < 2 {
-		return nil
-	}
-	var sha string
-	switch strings.ToUpper(args[0]) {
-	case "EVALSHA", "EVALSHA_RO":
-		sha = args[1]
-	case "EVAL", "EVAL_RO":
-		sum := sha1.Sum([]byte(args[1]))
-		sha = hex.EncodeToString(sum[:])
-	default:
+	sha := ScriptSHA1(args)
+	if sha == "" {
 		return nil
 	}
 	f.mu.Lock()
@@ -197,4 +188,21 @@ func ErrorReply(t testing.TB, raw rueidis.Client, msg string) rueidis.RedisResul
 // reply came.
 func LostReply() rueidis.RedisResult {
 	return rueidis.NewErrorResult(errors.New("injected: connection reset by peer"))
+}
+
+// ScriptSHA1 is the SHA1 of the script a command runs, from its words
+// (EVALSHA and EVALSHA_RO name it, EVAL and EVAL_RO carry its body), or ""
+// for a command that runs no script.
+func ScriptSHA1(args []string) string {
+	if len(args) < 2 {
+		return ""
+	}
+	switch strings.ToUpper(args[0]) {
+	case "EVALSHA", "EVALSHA_RO":
+		return args[1]
+	case "EVAL", "EVAL_RO":
+		sum := sha1.Sum([]byte(args[1]))
+		return hex.EncodeToString(sum[:])
+	}
+	return ""
 }
