@@ -138,9 +138,11 @@ func (l *CountDownLatch) count(ctx context.Context) (int, error) {
 // is subscribed; after that, the message that the count reached 0 lets it
 // go on, even when a new count was set since (the next batch must not
 // keep a waiter of the last one waiting). A lost subscription connection
-// makes it read the count again. When ctx ends first, the error matches
-// both ErrNotAcquired and ctx.Err(); when Close does, ErrNotAcquired and
-// ErrClosed. It rides out a dropped connection or a failover, reading
+// makes it read the count again once it is subscribed anew; an opening
+// that came and was followed by a new count in that gap is missed (Redis
+// keeps no record of it), and the waiter waits for the next. When ctx
+// ends first, the error matches both ErrNotAcquired and ctx.Err(); when
+// Close does, ErrNotAcquired and ErrClosed. It rides out a dropped connection or a failover, reading
 // again every 100ms until Redis answers or ctx ends.
 func (l *CountDownLatch) Await(ctx context.Context) error {
 	if err := l.check(); err != nil {

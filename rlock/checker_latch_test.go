@@ -244,6 +244,40 @@ func (m *latchModel) set(i, n int) {
 	}
 }
 
+// missableLocked reports whether a waiter may have missed the opening
+// by the count-down that ran from start to its reply at opened: a fault
+// that cuts connections (CLIENT KILL, or a pause long enough for a
+// client to give its connection up) may have had the waiters'
+// subscriptions down when the count-down published, and the latch was
+// set again before they could read the count after they subscribed anew
+// (the fault and its recovery). Redis keeps no record of an opening, so
+// such a waiter waits for the next one; nothing can do better. e.mu is
+// held.
+func (m *latchModel) missableLocked(start, opened time.Time) bool {
+	e := m.e
+	for _, f := range e.faults {
+		if f.kind != fClientKill && f.kind != fPauseLong {
+			continue
+		}
+		to := f.to
+		if to.IsZero() {
+			to = time.Now()
+		}
+		to = to.Add(chkRecovery)
+		if !start.Before(to) || opened.Before(f.from) {
+			continue // the count-down published before or after it
+		}
+		for _, o := range m.sure {
+			if o.from.Equal(opened) && !o.to.IsZero() && o.to.Before(to) {
+				e.count("latch:opening-missable", 1)
+				e.logLocked("  the opening at %v came while %v had the waiters' subscriptions down and the latch was set again at %v: no liveness claim for it", e.at(opened), f.kind, e.at(o.to))
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // closeZeroLocked ends the open zero stretch at t. e.mu is held.
 func (m *latchModel) closeZeroLocked(t time.Time) {
 	for i := range m.zeros {
@@ -368,7 +402,7 @@ func (m *latchModel) checkpoint() {
 				// It was waiting when the count-down that opened the latch
 				// started: from that call's reply on.
 				for _, o := range m.opened {
-					if !o.Before(z.from) && (z.to.IsZero() || !o.After(z.to)) {
+					if !o.Before(z.from) && (z.to.IsZero() || !o.After(z.to)) && !m.missableLocked(z.from, o) {
 						avail = append(avail, window{from: o, to: w.to, what: z.what})
 					}
 				}

@@ -98,7 +98,9 @@ import (
 // which publishes nothing: one refresh interval; a child that died as it
 // started its call: a lease. A dead holder's hold ends with its lease (at
 // most 900ms after its last renewal, or its fixed lease); a dead wake-one
-// registrant delays nobody.
+// registrant delays nobody. A latch waiter may miss an opening that came
+// while a fault had its subscription down (or within 150ms after) if the
+// latch was set again in that time: Redis keeps no record of an opening.
 //
 // At the end every hold is released or left to expire, and nothing of the
 // kind is left in Redis, subscribed, or running (TestMain).
