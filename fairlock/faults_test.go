@@ -52,3 +52,9 @@ func TestUnlockRetriesErrorReplies(t *testing.T) {
 	relocktest.CheckUnlockErrors(t, f, l, lua.FairUnlock.SHA1)
 	empty()
 }
+
+func TestUnconfirmedUnlockSettled(t *testing.T) {
+	f, l, empty := faultyLock(t)
+	relocktest.CheckUnconfirmedUnlockSettled(t, f, l, lua.FairUnlock.SHA1)
+	empty()
+}

@@ -76,8 +76,9 @@ func (h *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, e
 // lost, the error also matches ErrLockLost and says why. Unlock works when
 // ctx has already ended (it runs on a detached context, for up to 5s). If
 // it returns another error (Redis did not answer), the level counts as
-// released all the same: do not call Unlock again for it; the hold then
-// ends in Redis at the latest with its lease.
+// released all the same: do not call Unlock again for it; at the last
+// level the Client goes on releasing it in the background until Redis
+// answers (for up to the lease, after which it has ended anyway).
 func (h *Mutex) Unlock(ctx context.Context) error { return h.m.Unlock(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter; it

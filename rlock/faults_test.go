@@ -45,6 +45,9 @@ func TestFaults(t *testing.T) {
 		{"UnlockErrors", func(t *testing.T, f *relocktest.Faulty, l relocktest.Lockable, _, release string) {
 			relocktest.CheckUnlockErrors(t, f, l, release)
 		}},
+		{"UnconfirmedUnlock", func(t *testing.T, f *relocktest.Faulty, l relocktest.Lockable, _, release string) {
+			relocktest.CheckUnconfirmedUnlockSettled(t, f, l, release)
+		}},
 	}...)
 	for _, k := range faultKinds {
 		for _, c := range checks {

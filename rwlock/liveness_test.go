@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
@@ -69,4 +70,45 @@ func TestReadReentryShortensLease(t *testing.T) {
 	assert.LessOrEqual(t, left, 200*time.Millisecond, "RemainingLease after the re-entry")
 	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the writer to get the lock when the re-entered read lease ended"))
 	assert.Less(t, time.Since(start), 2*time.Second, "the writer's wait after the read re-entry")
+}
+
+// TestLostWriteLockSettled: an owner holds the write lock and a read lock
+// on the watchdog lease; the write hold's renewals get no reply, so it is
+// reported lost, while the read hold's renewals keep the hash alive. The
+// Client removes the write field as soon as Redis answers (the owner was
+// told the write lock is gone), so a reader elsewhere gets in while the
+// owner still reads, instead of waiting for the owner's read to end.
+func TestLostWriteLockSettled(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	raw := relocktest.Raw(t)
+	faulty := relocktest.NewFaulty(redistest.Shared(t).Client(t))
+	lost := make(chan string, 4)
+	c, err := rlock.New(faulty, rlock.WithWatchdogTimeout(lease),
+		rlock.WithLostHandler(func(name, owner string, err error) { lost <- err.Error() }))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	name := relocktest.Name(t)
+	rw := c.GetReadWriteLock(name)
+	a := rlock.WithOwner(t.Context(), "a")
+	require.NoError(t, rw.WriteLock().Lock(a))
+	require.NoError(t, rw.ReadLock().Lock(a))
+	renewals := faulty.Inject(&relocktest.Rule{SHA1s: []string{lua.RWWriteRenew.SHA1}, N: -1, Reply: relocktest.LostReply()})
+	assert.Contains(t, relocktest.Receive(t, lost, 10*lease, "the write hold's loss report"), "write lock")
+	assert.Positive(t, renewals.Hits(), "write renewals answered by the fault")
+	// The read hold lives on, and keeps the hash alive.
+	select {
+	case <-rw.ReadLock().Done(a):
+		require.FailNow(t, "the read hold ended")
+	default:
+	}
+	other := relocktest.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*lease)
+	defer cancel()
+	b := rlock.WithOwner(ctx, "b")
+	require.NoError(t, other.GetReadWriteLock(name).ReadLock().Lock(b), "a reader of another Client, while the owner of the lost write lock still reads")
+	n, err := raw.Do(t.Context(), raw.B().Hexists().Key(name).Field(layout.Field(c.ID(), "a")+":write").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the lost write hold's field in the hash")
+	require.NoError(t, other.GetReadWriteLock(name).ReadLock().Unlock(b))
+	require.NoError(t, rw.ReadLock().Unlock(a))
 }

@@ -44,9 +44,9 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	defer a.free()
 	a.m, a.renew, a.lease = m, lease == 0, lease
 	if named {
-		a.h = m.core.enter(m.name, m.suffix, owner, m.kind, m.shared)
+		a.h = m.core.enter(m, owner)
 	} else {
-		a.h = m.core.enterAnon(m.name, m.suffix, m.kind, m.shared)
+		a.h = m.core.enterAnon(m)
 		a.anonKey = m.anonKey
 	}
 	defer m.core.leave(a.h)
@@ -283,25 +283,71 @@ func (c *Core) settleLater(m *Mutex, h *hold, r Request, until time.Time) {
 	h.users++ // the record stays while the settling goes on
 	c.background.Add(1)
 	c.mu.Unlock()
-	go func() {
-		defer c.background.Done()
-		defer c.leave(h)
-		ctx, cancel := context.WithDeadline(c.root, until)
-		defer cancel()
-		for {
-			// Each try is short, so that the owner's next call on the lock
-			// (which waits for the call slot) is not held up for long.
-			try, cancelTry := context.WithTimeout(ctx, time.Second)
-			done := m.settleOnce(try, h, r)
-			cancelTry()
-			if done {
-				return
-			}
-			if !backoff.Sleep(ctx.Done(), RetryBackoff) {
-				return
-			}
+	go c.settling(m, h, r, until)
+}
+
+// settling is the background part of settleLater; the caller counted it
+// in h.users and c.background.
+func (c *Core) settling(m *Mutex, h *hold, r Request, until time.Time) {
+	defer c.background.Done()
+	defer c.leave(h)
+	ctx, cancel := context.WithDeadline(c.root, until)
+	defer cancel()
+	for {
+		// Each try is short, so that the owner's next call on the lock
+		// (which waits for the call slot) is not held up for long.
+		try, cancelTry := context.WithTimeout(ctx, time.Second)
+		done := m.settleOnce(try, h, r)
+		cancelTry()
+		if done {
+			return
 		}
-	}()
+		if !backoff.Sleep(ctx.Done(), RetryBackoff) {
+			return
+		}
+	}
+}
+
+// settleEnded settles the hold of h that has just ended without Redis
+// confirming it: its last Unlock had no reply, or no renewal answered
+// before its lease ran out. Its field may still be in Redis, and would
+// stay for its lease, or for as long as another hold on the same hash
+// is renewed (the owner's other side of a read-write lock: a lost write
+// lock would keep every other reader and writer out while its owner
+// reads). The owner's count is now 0 as far as the Client knows, so the
+// settling removes the field, and wakes the waiters if that frees the
+// lock, as soon as Redis answers; a new hold of the owner that begins
+// first has the count brought to its own instead. It gives up after a
+// lease, or at Close. h.mutex is set (a lock's hold, not a permit's).
+func (c *Core) settleEnded(h *hold, until time.Time) {
+	m := h.mutex
+	r := Request{Core: c, Name: m.name, Field: h.field, LeaseMs: Millis(c.WatchdogTimeout),
+		LeaseArg: c.watchdogArg, Chan: m.channel, Wakers: m.wakers}
+	go c.settling(m, h, r, until)
+}
+
+// reserveSettleLocked counts a settling of h (see settleEnded) in
+// h.users and c.background before the hold ends, so that the record is
+// not reused for another lock meanwhile; false when there is nothing to
+// settle with (a permit) or the Client is closed. c.mu is held.
+func (c *Core) reserveSettleLocked(h *hold) bool {
+	if h.mutex == nil || c.CheckOpen() != nil {
+		return false
+	}
+	h.users++
+	c.background.Add(1)
+	return true
+}
+
+// settleReserved starts the settling reserved by reserveSettleLocked if
+// the hold ended (by the caller), else drops the reservation.
+func (c *Core) settleReserved(h *hold, ended bool) {
+	if ended {
+		c.settleEnded(h, time.Now().Add(c.WatchdogTimeout))
+		return
+	}
+	c.background.Done()
+	c.leave(h)
 }
 
 // abandon tells the kind that a waiting acquisition gave up. It is not

@@ -69,6 +69,10 @@ type hold struct {
 	// shared: the lock's role may be held by several owners at once (see
 	// Role.Shared).
 	shared bool
+	// mutex is a handle on the lock, for the release that settles a hold
+	// that ended without Redis confirming it (see settleLost); nil for a
+	// permit.
+	mutex *Mutex
 
 	sem chan struct{}
 
@@ -128,14 +132,15 @@ const minSweep = 4096
 // enter returns the record of owner's hold on name in the role with
 // field suffix suffix, a lock of kind k (shared: see Role.Shared), making
 // it if needed, and counts the caller as a user until leave.
-func (c *Core) enter(name, suffix, owner string, k Kind, shared bool) *hold {
-	r, _ := k.(KindRenewer)
-	return c.enterField(holdKey{name, suffix, owner}, "", r, shared)
+func (c *Core) enter(m *Mutex, owner string) *hold {
+	r, _ := m.kind.(KindRenewer)
+	return c.enterField(holdKey{m.name, m.suffix, owner}, "", r, m.shared, m)
 }
 
 // enterField is enter for a record whose field is field (when not
-// empty) instead of "<clientID>:<owner><suffix>", renewed by r.
-func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool) *hold {
+// empty) instead of "<clientID>:<owner><suffix>", renewed by r, on the
+// lock of m (nil: a permit).
+func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool, m *Mutex) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.holds[key]
@@ -146,7 +151,7 @@ func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool)
 		if field == "" {
 			field = layout.Field(c.ID, key.owner) + key.suffix
 		}
-		h = &hold{core: c, key: key, field: field, renewer: r, shared: shared, sem: make(chan struct{}, 1)}
+		h = &hold{core: c, key: key, field: field, renewer: r, shared: shared, mutex: m, sem: make(chan struct{}, 1)}
 		c.holds[key] = h
 	}
 	h.users++
@@ -162,12 +167,12 @@ func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool)
 // same lock again with it only finds in Redis what that owner may have
 // left, which was the Client's own. It saves the record, its owner and its
 // field on the way of every ownerless Lock.
-func (c *Core) enterAnon(name, suffix string, k Kind, shared bool) *hold {
+func (c *Core) enterAnon(m *Mutex) *hold {
 	c.mu.Lock()
 	n := len(c.anonFree)
 	if n == 0 {
 		c.mu.Unlock()
-		h := c.enter(name, suffix, c.anonymousOwner(), k, shared)
+		h := c.enter(m, c.anonymousOwner())
 		c.mu.Lock()
 		h.anonymous = true
 		c.mu.Unlock()
@@ -177,12 +182,12 @@ func (c *Core) enterAnon(name, suffix string, k Kind, shared bool) *hold {
 	h := c.anonFree[n-1]
 	c.anonFree[n-1] = nil
 	c.anonFree = c.anonFree[:n-1]
-	if h.key.suffix != suffix {
-		h.field = layout.Field(c.ID, h.key.owner) + suffix
+	if h.key.suffix != m.suffix {
+		h.field = layout.Field(c.ID, h.key.owner) + m.suffix
 	}
-	h.key.name, h.key.suffix = name, suffix
-	h.renewer, _ = k.(KindRenewer)
-	h.shared = shared
+	h.key.name, h.key.suffix = m.name, m.suffix
+	h.renewer, _ = m.kind.(KindRenewer)
+	h.shared, h.mutex = m.shared, m
 	h.users = 1
 	c.holds[h.key] = h
 	return h
@@ -567,10 +572,11 @@ func (h *hold) keepSpare(r *renewal) {
 }
 
 // lose ends hold gen, if it is still h's, with cause (which matches
-// relock.ErrLockLost), and tells the lost handler.
-func (h *hold) lose(gen uint64, cause error) {
+// relock.ErrLockLost), and tells the lost handler. It reports whether it
+// ended the hold.
+func (h *hold) lose(gen uint64, cause error) bool {
 	if !h.lockCurrent(gen) {
-		return
+		return false
 	}
 	c := h.core
 	name, owner := h.key.name, h.key.owner // the record may be reused once tidied
@@ -581,6 +587,7 @@ func (h *hold) lose(gen uint64, cause error) {
 	if c.onLost != nil && c.CheckOpen() == nil {
 		c.onLost(name, owner, cause)
 	}
+	return true
 }
 
 // takeLoss returns the cause of the loss of the record's last hold, once:
@@ -721,12 +728,18 @@ func (r *renewal) lost(cause error) {
 	// What the report names is read now: once c.mu is let go, a release
 	// may end the hold and the record be reused (lose then ignores it).
 	gen, forced, what, seen := h.gen, h.forced, h.describe(), c.obs.seenLocked(h)
+	// No renewal answered in time: the field may still be in Redis, and
+	// is settled once the hold is ended (the record is kept for it).
+	settle := errors.Is(cause, watchdog.ErrExpired) && c.reserveSettleLocked(h)
 	c.mu.Unlock()
 	lost := renewalLoss(what, cause, fmt.Sprint(r.lease.Duration()), forced)
 	if c.CheckOpen() == nil {
 		c.obs.renewalLost(seen, lost)
 	}
-	h.lose(gen, lost)
+	ended := h.lose(gen, lost)
+	if settle {
+		c.settleReserved(h, ended)
+	}
 	c.mu.Lock()
 	if h.spare == nil {
 		h.spare = r // reusable once this report has returned

@@ -28,7 +28,7 @@ const permitSuffix = "\x00permit"
 // does (see PermitContext). It fails with relock.ErrClosed after Close; the
 // caller then gives the permit back.
 func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Duration) (context.Context, error) {
-	h := c.enterField(holdKey{name, permitSuffix, id}, field, r, false)
+	h := c.enterField(holdKey{name, permitSuffix, id}, field, r, false, nil)
 	defer c.leave(h)
 	if c.obs != nil {
 		c.mu.Lock()

@@ -115,11 +115,21 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 		// as the Client knows all the same: the scripts bring the count to
 		// the Client's own, so the owner's next call on the lock brings
 		// Redis in line, and at the last level the hold is no longer
-		// renewed and ends in Redis at the latest with its lease. (Keeping
-		// the level would leave it held, and renewed, after the caller's
-		// outer Unlock.)
+		// renewed and the Client goes on releasing it in the background
+		// (settleEnded). (Keeping the level would leave it held, and
+		// renewed, after the caller's outer Unlock.)
 		h.keepSpare(stop)
-		h.released(gen, want-1)
+		if want == 1 {
+			m.core.mu.Lock()
+			settle := m.core.reserveSettleLocked(h)
+			m.core.mu.Unlock()
+			h.released(gen, 0)
+			if settle {
+				m.core.settleEnded(h, time.Now().Add(lease))
+			}
+		} else {
+			h.released(gen, want-1)
+		}
 		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
 		h.keepSpare(stop)

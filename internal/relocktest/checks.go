@@ -121,3 +121,22 @@ func CheckUnlockErrors(t *testing.T, f *Faulty, l Lockable, release string) {
 	require.NoError(t, err)
 	assert.False(t, locked, "locked after Unlock")
 }
+
+// CheckUnconfirmedUnlockSettled answers l's release script (SHA1 release)
+// with BUSY, which a release does not resend: Unlock fails, and the
+// Client, which counts the level released, removes the hold from Redis in
+// the background as soon as the server answers, instead of leaving it
+// until its 30s watchdog lease ends.
+func CheckUnconfirmedUnlockSettled(t *testing.T, f *Faulty, l Lockable, release string) {
+	t.Helper()
+	a := rlock.WithOwner(t.Context(), "a")
+	require.NoError(t, l.Lock(a))
+	r := f.Inject(&Rule{SHA1s: []string{release}, N: 1, Reply: ErrorReply(t, f.Client, "BUSY Redis is busy running a script.")})
+	require.ErrorContains(t, l.Unlock(a), "BUSY", "Unlock answered BUSY")
+	assert.EqualValues(t, 1, r.Hits(), "unlock attempts answered BUSY")
+	Eventually(t, 5*time.Second, "the hold to be released in the background", func() bool {
+		locked, err := l.IsLocked(t.Context())
+		return err == nil && !locked
+	})
+	require.ErrorIs(t, l.Unlock(a), rlock.ErrNotHeld, "a second Unlock")
+}
