@@ -1095,5 +1095,14 @@ func (m *semModel) finish() {
 	m.drain()
 	e.closeAll()
 	keys := semaphore.KeysOf(e.name)
+	// A permit whose lease ended (its holder died or closed) stays in the
+	// leases set until a script of the semaphore gives it back: read the
+	// count, which does, until the set is gone or the longest lease ended.
+	ctx := context.Background()
+	until(chkFixedLease+chkLease+time.Second, func() bool {
+		_ = lua.SemAvailable.Exec(ctx, e.raw, []string{keys.Available, keys.Leases, keys.Channel}, []string{"publish"}).Error()
+		n, err := e.raw.Do(ctx, e.raw.B().Exists().Key(keys.Leases).Build()).AsInt64()
+		return err == nil && n == 0
+	})
 	e.finishKeys(func(k string) bool { return k == keys.Available })
 }
