@@ -5,8 +5,10 @@
 # no-op script's round trips, against redis-server processes it starts
 # itself. Every table gives the commands the clients sent, the calls the
 # server ran (inside scripts too) and the server's CPU per operation.
-# After a run it writes bench/results/latest.json, draws the charts of
-# those results into docs/bench/*.svg and writes docs/benchmarks.md.
+# After a full run it writes bench/results/latest.json, draws the charts
+# of those results into docs/bench/*.svg and writes docs/benchmarks.md; a
+# partial run (-quick, some -scenarios or -peers) writes only
+# bench/results/partial.json, unless -json, -charts or -docs say otherwise.
 # Installs redis-server first when it is missing. Flags go to the program:
 #   ./bench.sh -quick                  # under a minute
 #   ./bench.sh -scenarios contention -cpuprofile /tmp/cpu.out

@@ -144,7 +144,7 @@ func mainErr() error {
 		rounds     = flag.Int("rounds", 5, "the timed scenarios alternate the implementations in this many rounds (2 with -quick)")
 		scenList   = flag.String("scenarios", "all", "comma list of scenarios: "+scenarioNames())
 		peerList   = flag.String("peers", "all", "comma list of implementations: "+peerNames())
-		jsonPath   = flag.String("json", filepath.Join("results", "latest.json"), "write the results to this JSON file (\"\" for none)")
+		jsonPath   = flag.String("json", filepath.Join("results", "latest.json"), "write the results to this JSON file (\"\" for none); a partial run (-quick, or a subset of -scenarios or -peers) writes results/partial.json and draws no charts or page unless -json, -charts or -docs is given")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the selected scenarios to this file")
 		memprofile = flag.String("memprofile", "", "write a heap profile of every allocation (MemProfileRate 1: slow) while the waiters of waiters10k, and the holds of watchdog, are in place")
 		goroutines = flag.Int("goroutines", 64, "goroutines of the throughput scenario")
@@ -196,6 +196,20 @@ func mainErr() error {
 	peerSel, err := pick(*peerList, all)
 	if err != nil {
 		return fmt.Errorf("-peers: %w", err)
+	}
+	if partial := *quick || len(sel) < len(scenarios) || len(peerSel) < len(all); partial {
+		// A partial run must not replace the full run that the docs are
+		// drawn from: its results go to a file of their own, and it draws
+		// nothing, unless the flags say otherwise.
+		if !set["json"] {
+			*jsonPath = filepath.Join("results", "partial.json")
+		}
+		if !set["charts"] {
+			*chartsDir = ""
+		}
+		if !set["docs"] {
+			*docsPath = ""
+		}
 	}
 	if *memprofile != "" {
 		runtime.MemProfileRate = 1
