@@ -174,3 +174,52 @@ func TestFairLockWaitTimeoutOption(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadWokenAtRelease: the release (or force-unlock) that frees a
+// fair lock publishes a wake-up on the channel of the head of its queue,
+// so the head takes the lock at that message, not at its next heartbeat
+// refresh (which would take it too, a RefreshInterval later: the wake-up
+// is what this test looks for, not the time).
+func TestHeadWokenAtRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		free func(t *testing.T, l *fairlock.Lock, h context.Context)
+	}{
+		{"Unlock", func(t *testing.T, l *fairlock.Lock, h context.Context) { require.NoError(t, l.Unlock(h)) }},
+		{"ForceUnlock", func(t *testing.T, l *fairlock.Lock, h context.Context) {
+			ok, err := l.ForceUnlock(h)
+			require.NoError(t, err)
+			require.True(t, ok, "ForceUnlock found a hold")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := relocktest.Raw(t)
+			name := relocktest.Name(t)
+			holders, waiters := relocktest.Client(t), relocktest.Client(t)
+			h := rlock.WithOwner(t.Context(), "h")
+			require.NoError(t, holders.GetFairLock(name).Lock(h))
+			head := layout.FairWaiterChannel(name, layout.Field(waiters.ID(), "w"))
+			msgs := make(chan string, 8)
+			ctx, cancel := context.WithCancel(t.Context())
+			listened := make(chan struct{})
+			go func() {
+				defer close(listened)
+				_ = raw.Receive(ctx, raw.B().Subscribe().Channel(head).Build(), func(m rueidis.PubSubMessage) { msgs <- m.Message })
+			}()
+			defer func() { cancel(); <-listened }()
+			relocktest.Eventually(t, 5*time.Second, "the test's subscription", func() bool { return relocktest.Subscribers(raw, head) >= 1 })
+			w := rlock.WithOwner(t.Context(), "w")
+			wctx, wcancel := context.WithTimeout(w, 10*time.Second)
+			defer wcancel()
+			got := make(chan error, 1)
+			go func() { got <- waiters.GetFairLock(name).Lock(wctx) }()
+			relocktest.Eventually(t, 5*time.Second, "the waiter to sleep on its channel", func() bool {
+				return relocktest.Subscribers(raw, head) >= 2
+			})
+			tc.free(t, holders.GetFairLock(name), h)
+			relocktest.Receive(t, msgs, 5*time.Second, "a wake-up on the head's channel after the lock came free")
+			require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the head to get the lock"))
+			require.NoError(t, waiters.GetFairLock(name).Unlock(w))
+		})
+	}
+}
