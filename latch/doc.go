@@ -40,5 +40,7 @@
 // already have set a new one), or until the subscription connection was
 // lost and made again, after which it reads the count once more.
 // Messages "1" wake nobody. So a waiter goes on within a round trip of the
-// CountDown that opened the latch.
+// CountDown that opened the latch, unless its subscription connection was
+// down at that moment and a new count was set before it read again: Redis
+// keeps no record of an opening, and the waiter then waits for the next.
 package latch
