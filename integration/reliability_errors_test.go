@@ -101,8 +101,9 @@ func TestReliabilityRenewalErrorReplies(t *testing.T) {
 // that runs 600ms, past a busy-reply-threshold of 50ms) while a holder and
 // a waiter of this process use locks on it: a single attempt returns the
 // BUSY error (not a lock state), the waiter rides the BUSY replies out and
-// gets the lock once the script ends, and the holder's renewals, answered
-// BUSY, do not cost it its hold.
+// gets the lock once the script ends, the holder's renewals, answered
+// BUSY, do not cost it its hold, and an Unlock answered BUSY is finished
+// by its Client once the script ends.
 //
 // Every subscription is made before the script runs, and none is made or
 // ended while it runs: rueidis v1.0.79 panics in its reader ("protocol
@@ -140,6 +141,10 @@ func TestReliabilityRealBusyReply(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { waited <- l.Lock(wctx) }()
 	relocktest.Eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return attempts.Hits() >= 2 })
+	// A lock on a 30s lease, released while the server is busy.
+	u := rlock.WithOwner(t.Context(), "u")
+	released := holders.GetLock("busy:released")
+	require.NoError(t, released.LockLease(u, 30*time.Second))
 
 	busy := make(chan error, 1)
 	go func() {
@@ -154,8 +159,15 @@ local s = ms() while ms() - s < 600 do end return 1`, "0")
 	ok, err := c.GetLock("busy:other").TryLock(a, 0, 0)
 	assert.False(t, ok, "TryLock(wait 0) while busy")
 	assert.ErrorContains(t, err, "BUSY", "TryLock(wait 0) while busy must return the BUSY error")
+	assert.ErrorContains(t, released.Unlock(u), "BUSY", "Unlock while busy must return the BUSY error")
 
 	require.NoError(t, relocktest.Receive(t, busy, 10*time.Second, "the busy script to end"), "the busy script")
+	// The Client went on releasing it in the background: it is free once
+	// the server answers, not at the end of its 30s lease.
+	relocktest.Eventually(t, 10*time.Second, "the lock released while busy to be free", func() bool {
+		locked, err := released.IsLocked(t.Context())
+		return err == nil && !locked
+	})
 	require.NoError(t, relocktest.Receive(t, waited, 10*time.Second, "the waiter to get the lock after the BUSY replies"),
 		"Lock through BUSY")
 	assert.Greater(t, attempts.Hits(), int64(2), "the waiter's attempts: it must have tried while the server was busy")

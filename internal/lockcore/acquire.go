@@ -248,28 +248,40 @@ func (a *acquisition) giveBack(ctx context.Context, from int) {
 // answers, the level's lease would have ended, or Close.
 func (a *acquisition) settle(ctx context.Context) {
 	ctx, cancel := cleanupContext(ctx)
-	done := a.m.settleOnce(ctx, a.h, a.r)
+	err := a.m.settleOnce(ctx, a.h, a.r, settleAny)
 	cancel()
-	if !done {
+	if err != nil {
 		a.m.core.settleLater(a.m, a.h, a.r, time.Now().Add(time.Duration(a.r.LeaseMs)*time.Millisecond))
 	}
 }
 
+// settleAny, as settleOnce's ended, brings the count to the owner's
+// whatever hold the owner has.
+const settleAny = ^uint64(0)
+
 // settleOnce brings field's count in Redis back to what the owner was
-// granted; it reports whether Redis answered.
-func (m *Mutex) settleOnce(ctx context.Context, h *hold, r Request) bool {
-	if h.acquire(ctx) != nil {
-		return false
+// granted. With ended other than settleAny it settles only hold ended
+// (its gen), which ended without Redis confirming it: once a newer hold
+// of the owner began, it sends nothing (that hold's acquisition took over
+// what was left, and a release would reset its lease). It returns the
+// error that kept Redis from answering (nil: settled).
+func (m *Mutex) settleOnce(ctx context.Context, h *hold, r Request, ended uint64) error {
+	if err := h.acquire(ctx); err != nil {
+		return err
 	}
 	defer h.release()
 	h.core.mu.Lock()
+	if ended != settleAny && (h.gen != ended || h.want > 0) {
+		h.core.mu.Unlock()
+		return nil
+	}
 	r.Target = h.want
 	if h.want > 0 {
 		r.LeaseMs, r.LeaseArg = Millis(h.lease), h.leaseArg
 	}
 	h.core.mu.Unlock()
 	_, err := m.release(ctx, h, r, true)
-	return err == nil
+	return err
 }
 
 // settleLater runs settleOnce in the background until it succeeds, until
@@ -283,12 +295,13 @@ func (c *Core) settleLater(m *Mutex, h *hold, r Request, until time.Time) {
 	h.users++ // the record stays while the settling goes on
 	c.background.Add(1)
 	c.mu.Unlock()
-	go c.settling(m, h, r, until)
+	go c.settling(m, h, r, until, settleAny)
 }
 
-// settling is the background part of settleLater; the caller counted it
-// in h.users and c.background.
-func (c *Core) settling(m *Mutex, h *hold, r Request, until time.Time) {
+// settling is the background part of settleLater and settleEnded; the
+// caller counted it in h.users and c.background. It gives up early on an
+// error reply that a resend cannot cure (a script error, WRONGTYPE).
+func (c *Core) settling(m *Mutex, h *hold, r Request, until time.Time, ended uint64) {
 	defer c.background.Done()
 	defer c.leave(h)
 	ctx, cancel := context.WithDeadline(c.root, until)
@@ -297,9 +310,12 @@ func (c *Core) settling(m *Mutex, h *hold, r Request, until time.Time) {
 		// Each try is short, so that the owner's next call on the lock
 		// (which waits for the call slot) is not held up for long.
 		try, cancelTry := context.WithTimeout(ctx, time.Second)
-		done := m.settleOnce(try, h, r)
+		err := m.settleOnce(try, h, r, ended)
 		cancelTry()
-		if done {
+		if err == nil {
+			return
+		}
+		if _, isReply := replyOf(err); isReply && !notRun(err) {
 			return
 		}
 		if !backoff.Sleep(ctx.Done(), RetryBackoff) {
@@ -308,46 +324,50 @@ func (c *Core) settling(m *Mutex, h *hold, r Request, until time.Time) {
 	}
 }
 
-// settleEnded settles the hold of h that has just ended without Redis
-// confirming it: its last Unlock had no reply, or no renewal answered
-// before its lease ran out. Its field may still be in Redis, and would
-// stay for its lease, or for as long as another hold on the same hash
-// is renewed (the owner's other side of a read-write lock: a lost write
-// lock would keep every other reader and writer out while its owner
-// reads). The owner's count is now 0 as far as the Client knows, so the
-// settling removes the field, and wakes the waiters if that frees the
-// lock, as soon as Redis answers; a new hold of the owner that begins
-// first has the count brought to its own instead. It gives up after a
-// lease, or at Close. h.mutex is set (a lock's hold, not a permit's).
-func (c *Core) settleEnded(h *hold, until time.Time) {
-	m := h.mutex
-	r := Request{Core: c, Name: m.name, Field: h.field, LeaseMs: Millis(c.WatchdogTimeout),
-		LeaseArg: c.watchdogArg, Chan: m.channel, Wakers: m.wakers}
-	go c.settling(m, h, r, until)
-}
-
-// reserveSettleLocked counts a settling of h (see settleEnded) in
-// h.users and c.background before the hold ends, so that the record is
-// not reused for another lock meanwhile; false when there is nothing to
-// settle with (a permit) or the Client is closed. c.mu is held.
-func (c *Core) reserveSettleLocked(h *hold) bool {
-	if h.mutex == nil || c.CheckOpen() != nil {
-		return false
+// reserveSettleLocked counts a settling of h's current hold (see
+// settleReserved) in h.users and c.background before the hold ends, so
+// that the record is not reused for another lock meanwhile, and returns
+// that hold's gen; ok is false when the Client is closed or there is no
+// lock to release (a permit). m is the lock (nil: h.mutex). c.mu is held.
+func (c *Core) reserveSettleLocked(h *hold, m *Mutex) (s settleReservation, ok bool) {
+	if m == nil {
+		m = h.mutex
+	}
+	if m == nil || c.CheckOpen() != nil {
+		return settleReservation{}, false
 	}
 	h.users++
 	c.background.Add(1)
-	return true
+	return settleReservation{m: m, gen: h.gen}, true
 }
 
-// settleReserved starts the settling reserved by reserveSettleLocked if
-// the hold ended (by the caller), else drops the reservation.
-func (c *Core) settleReserved(h *hold, ended bool) {
-	if ended {
-		c.settleEnded(h, time.Now().Add(c.WatchdogTimeout))
+// settleReservation is a settling reserved by reserveSettleLocked.
+type settleReservation struct {
+	m   *Mutex
+	gen uint64
+}
+
+// settleReserved settles the hold of h that the caller has just ended
+// (ended false: it did not end it, and the reservation is dropped)
+// without Redis confirming it: its last Unlock had no reply, or no
+// renewal answered before its lease ran out. Its field may still be in
+// Redis, and would stay for its lease, or for as long as another hold on
+// the same hash is renewed (the owner's other side of a read-write lock:
+// a lost write lock would keep every other reader and writer out while
+// its owner reads). The owner's count is 0 as far as the Client knows,
+// so the settling removes the field, waking the waiters if that frees the
+// lock, as soon as Redis answers, and stops once a newer hold of the
+// owner began (see settleOnce). It gives up after lease (at most the
+// watchdog timeout), or at Close.
+func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, lease time.Duration) {
+	if !ended {
+		c.background.Done()
+		c.leave(h)
 		return
 	}
-	c.background.Done()
-	c.leave(h)
+	r := Request{Core: c, Name: s.m.name, Field: h.field, LeaseMs: Millis(c.WatchdogTimeout),
+		LeaseArg: c.watchdogArg, Chan: s.m.channel, Wakers: s.m.wakers}
+	go c.settling(s.m, h, r, time.Now().Add(min(lease, c.WatchdogTimeout)), s.gen)
 }
 
 // abandon tells the kind that a waiting acquisition gave up. It is not

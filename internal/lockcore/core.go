@@ -101,7 +101,8 @@ type Core struct {
 	root      context.Context
 	closeRoot context.CancelCauseFunc
 	// background counts the goroutines that settle, after their call
-	// returned, the acquisitions whose reply was lost.
+	// returned, the acquisitions whose reply was lost, and the holds that
+	// ended without Redis confirming it (see settleReserved).
 	background sync.WaitGroup
 	closed     chan struct{}
 	closeOnce  sync.Once

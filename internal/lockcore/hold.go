@@ -70,8 +70,8 @@ type hold struct {
 	// Role.Shared).
 	shared bool
 	// mutex is a handle on the lock, for the release that settles a hold
-	// that ended without Redis confirming it (see settleLost); nil for a
-	// permit.
+	// lost when no renewal answered in time (see settleReserved); nil for
+	// a permit.
 	mutex *Mutex
 
 	sem chan struct{}
@@ -520,16 +520,17 @@ func (h *hold) rearm(gen uint64) {
 // released records a successful release that left remaining levels of
 // hold gen. At 0 the hold ends with a nil cause (its life's cause is then
 // context.Canceled).
-func (h *hold) released(gen uint64, remaining int) {
+func (h *hold) released(gen uint64, remaining int) (ended bool) {
 	if !h.lockCurrent(gen) {
-		return
+		return false
 	}
 	if remaining > 0 {
 		h.want = remaining
 		h.core.mu.Unlock()
-		return
+		return false
 	}
 	h.endLocked(observe.OutcomeReleased, nil, false)
+	return true
 }
 
 // releasedLeave is released, with spare (a registration the caller took
@@ -730,15 +731,19 @@ func (r *renewal) lost(cause error) {
 	gen, forced, what, seen := h.gen, h.forced, h.describe(), c.obs.seenLocked(h)
 	// No renewal answered in time: the field may still be in Redis, and
 	// is settled once the hold is ended (the record is kept for it).
-	settle := errors.Is(cause, watchdog.ErrExpired) && c.reserveSettleLocked(h)
+	var settle settleReservation
+	reserved := false
+	if errors.Is(cause, watchdog.ErrExpired) {
+		settle, reserved = c.reserveSettleLocked(h, nil)
+	}
 	c.mu.Unlock()
 	lost := renewalLoss(what, cause, fmt.Sprint(r.lease.Duration()), forced)
 	if c.CheckOpen() == nil {
 		c.obs.renewalLost(seen, lost)
 	}
 	ended := h.lose(gen, lost)
-	if settle {
-		c.settleReserved(h, ended)
+	if reserved {
+		c.settleReserved(h, settle, ended, c.WatchdogTimeout)
 	}
 	c.mu.Lock()
 	if h.spare == nil {

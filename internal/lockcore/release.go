@@ -116,16 +116,16 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 		// the Client's own, so the owner's next call on the lock brings
 		// Redis in line, and at the last level the hold is no longer
 		// renewed and the Client goes on releasing it in the background
-		// (settleEnded). (Keeping the level would leave it held, and
+		// (settleReserved). (Keeping the level would leave it held, and
 		// renewed, after the caller's outer Unlock.)
 		h.keepSpare(stop)
 		if want == 1 {
 			m.core.mu.Lock()
-			settle := m.core.reserveSettleLocked(h)
+			settle, reserved := m.core.reserveSettleLocked(h, m)
 			m.core.mu.Unlock()
-			h.released(gen, 0)
-			if settle {
-				m.core.settleEnded(h, time.Now().Add(lease))
+			ended := h.released(gen, 0)
+			if reserved {
+				m.core.settleReserved(h, settle, ended, lease)
 			}
 		} else {
 			h.released(gen, want-1)
@@ -160,9 +160,11 @@ func (m *Mutex) notHeld(owner string) error {
 // field gone, the first request released it.
 //
 // It resends after a lost reply, and after an error reply that means the
-// script did not run (LOADING, OOM, READONLY...), but not after BUSY:
-// resending into a busy server trips rueidis (v1.0.79) into a protocol
-// panic; that release fails and the lease ends the hold.
+// script did not run (LOADING, OOM, READONLY...), but not after BUSY: a
+// server stays busy for as long as another script runs, so that release
+// fails at once, and at the last level Unlock goes on with it in the
+// background (settleReserved), resending every RetryBackoff until the
+// server answers.
 func (m *Mutex) release(ctx context.Context, h *hold, r Request, resent bool) (int64, error) {
 	for {
 		n, err := m.kind.Release(ctx, r)
