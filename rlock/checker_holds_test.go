@@ -1991,6 +1991,29 @@ func (m *holdsModel) finish() {
 		}
 	}
 	e.closeAll()
+	if m.fair {
+		// A queued waiter that died stays in the queue until a call of the
+		// lock prunes it (once its heartbeat ran out): make that call, as
+		// the next caller would, until the queue is gone.
+		c, err := rlock.New(e.raw)
+		if !assert.NoError(e.t, err, "a Client to prune the queue") {
+			return
+		}
+		ctx := rlock.WithOwner(context.Background(), "finish")
+		l := c.GetFairLock(e.name)
+		until(e.kind.queueDelay+chkLease+time.Second, func() bool {
+			if ok, err := l.TryLock(ctx, 0, chkLease); err == nil && ok {
+				_ = l.Unlock(ctx)
+			}
+			n, err := e.raw.Do(ctx, e.raw.B().Exists().Key(layout.Queue(e.name)).Build()).AsInt64()
+			if err == nil && n == 0 {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+			return false
+		})
+		_ = c.Close()
+	}
 	e.finishKeys(func(k string) bool { return strings.HasPrefix(k, layout.TokenPrefix+":") })
 }
 

@@ -245,18 +245,17 @@ func (m *latchModel) set(i, n int) {
 }
 
 // missableLocked reports whether a waiter may have missed the opening
-// by the count-down that ran from start to its reply at opened: a fault
-// that cuts connections (CLIENT KILL, or a pause long enough for a
-// client to give its connection up) may have had the waiters'
-// subscriptions down when the count-down published, and the latch was
-// set again before they could read the count after they subscribed anew
-// (the fault and its recovery). Redis keeps no record of an opening, so
-// such a waiter waits for the next one; nothing can do better. e.mu is
-// held.
+// by the count-down that ran from start to its reply at opened: a CLIENT
+// KILL may have had the waiters' subscriptions down when the count-down
+// published, and the latch was set again before they could read the
+// count after they subscribed anew (the fault and its recovery). Redis
+// keeps no record of an opening, so such a waiter waits for the next one;
+// nothing can do better. (A pause keeps the connections: the message
+// reaches them after it.) e.mu is held.
 func (m *latchModel) missableLocked(start, opened time.Time) bool {
 	e := m.e
 	for _, f := range e.faults {
-		if f.kind != fClientKill && f.kind != fPauseLong {
+		if f.kind != fClientKill {
 			continue
 		}
 		to := f.to
@@ -391,6 +390,14 @@ func (m *latchModel) checkpoint() {
 	// Liveness: an armed waiter goes on once the count reached 0, even if
 	// it was set again at once; a waiter that came while it was open
 	// goes on at once.
+	missable := make(map[time.Time]bool)
+	for _, z := range m.zeros {
+		for _, o := range m.opened {
+			if !o.Before(z.from) && (z.to.IsZero() || !o.After(z.to)) && m.missableLocked(z.from, o) {
+				missable[o] = true
+			}
+		}
+	}
 	var ws []wait
 	for _, w := range m.awaits {
 		var avail []window
@@ -402,7 +409,7 @@ func (m *latchModel) checkpoint() {
 				// It was waiting when the count-down that opened the latch
 				// started: from that call's reply on.
 				for _, o := range m.opened {
-					if !o.Before(z.from) && (z.to.IsZero() || !o.After(z.to)) && !m.missableLocked(z.from, o) {
+					if !o.Before(z.from) && (z.to.IsZero() || !o.After(z.to)) && !missable[o] {
 						avail = append(avail, window{from: o, to: w.to, what: z.what})
 					}
 				}
