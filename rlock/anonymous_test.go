@@ -27,13 +27,9 @@ func TestAnonymousHandleRandomCalls(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	var inside, overlaps, calls atomic.Int32
-	enter := func() {
-		if inside.Add(1) != 1 {
-			overlaps.Add(1)
-		}
-		inside.Add(-1)
-	}
+	var calls atomic.Int32
+	var x exclusion
+	enter := x.enter
 	fn := func(context.Context) error { enter(); return nil }
 	var wg sync.WaitGroup
 	for g := range 6 {
@@ -75,7 +71,7 @@ func TestAnonymousHandleRandomCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Zero(t, overlaps.Load(), "overlapping holds")
+	assert.Zero(t, x.overlaps.Load(), "overlapping holds")
 	assert.Zero(t, lost.n.Load(), "holds reported lost")
 	assert.EqualValues(t, 240, calls.Load(), "calls made")
 	held, err := l.IsLocked(ctx)

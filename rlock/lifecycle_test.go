@@ -38,6 +38,18 @@ func (c *lostCounter) option() rlock.Option {
 	})
 }
 
+// exclusion counts goroutines that found another inside the lock with
+// them.
+type exclusion struct{ inside, overlaps atomic.Int32 }
+
+// enter is a visit inside the lock, by a goroutine that holds it.
+func (x *exclusion) enter() {
+	if x.inside.Add(1) != 1 {
+		x.overlaps.Add(1)
+	}
+	x.inside.Add(-1)
+}
+
 // held checks that the owner in ctx holds l in Redis and that its hold is
 // tracked: Done is open.
 func held(t *testing.T, l *rlock.Lock, ctx context.Context, what string) {

@@ -140,7 +140,8 @@ func TestAnonymousHandleExcludesGoroutines(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	var inside, violations, done atomic.Int32
+	var done atomic.Int32
+	var x exclusion
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -148,10 +149,7 @@ func TestAnonymousHandleExcludesGoroutines(t *testing.T) {
 				if !assert.NoError(t, l.Lock(ctx), "Lock: a release did not wake the waiters within 5s") {
 					return
 				}
-				if inside.Add(1) != 1 {
-					violations.Add(1)
-				}
-				inside.Add(-1)
+				x.enter()
 				if !assert.NoError(t, l.Unlock(ctx)) {
 					return
 				}
@@ -160,7 +158,7 @@ func TestAnonymousHandleExcludesGoroutines(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Zero(t, violations.Load(), "overlapping holds")
+	assert.Zero(t, x.overlaps.Load(), "overlapping holds")
 	assert.EqualValues(t, 200, done.Load(), "acquisitions")
 	assert.Zero(t, lost.n.Load(), "holds reported lost")
 }
