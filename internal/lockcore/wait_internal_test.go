@@ -31,6 +31,11 @@ type model struct {
 	// attempts counts the acquire and re-enter scripts that reached the
 	// model.
 	attempts int
+	// latency, when set, is how long an acquire or re-enter script takes
+	// to reach the model, and its reply to come back (a network between
+	// Client and server). A context that ends on the way there keeps the
+	// script from running; one that ends on the way back loses its reply.
+	latency time.Duration
 }
 
 type modelLock struct {
@@ -63,7 +68,36 @@ func (m *model) failure() error {
 
 func lease(r Request) time.Duration { return time.Duration(r.LeaseMs) * time.Millisecond }
 
-func (m *model) Acquire(_ context.Context, r Request) (Attempt, error) {
+// travel is one way of a script's round trip (see model.latency).
+func (m *model) travel(ctx context.Context) error {
+	m.mu.Lock()
+	d := m.latency
+	m.mu.Unlock()
+	if d == 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *model) Acquire(ctx context.Context, r Request) (Attempt, error) {
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	at, err := m.acquire(r)
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	return at, err
+}
+
+func (m *model) acquire(r Request) (Attempt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.attempts++
@@ -82,7 +116,18 @@ func (m *model) Acquire(_ context.Context, r Request) (Attempt, error) {
 	return Attempt{Acquired: true}, nil
 }
 
-func (m *model) Reenter(_ context.Context, r Request) (Attempt, error) {
+func (m *model) Reenter(ctx context.Context, r Request) (Attempt, error) {
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	at, err := m.reenter(r)
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	return at, err
+}
+
+func (m *model) reenter(r Request) (Attempt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.attempts++
@@ -362,6 +407,86 @@ func TestModelSlowSubscribeBoundedByWait(t *testing.T) {
 		}
 		if ok || err != nil {
 			t.Errorf("TryLock = %v, %v, want false, nil (the lock is held)", ok, err)
+		}
+	})
+}
+
+// TestModelShortWaitTakesFreeLock: a wait shorter than a round trip takes
+// a free lock, as wait 0 does: the attempt is sent however short the
+// wait, and its grant, which arrives after the wait ended, is the call's
+// success (it used to be given back, and TryLock returned false, nil).
+// Re-entries too. A wait that ended stops nothing but the sleeping: on a
+// held lock the call returns when its one attempt is answered, and sends
+// no other.
+func TestModelShortWaitTakesFreeLock(t *testing.T) {
+	for _, wait := range []time.Duration{time.Nanosecond, time.Microsecond, 100 * time.Microsecond, time.Millisecond, 2 * time.Millisecond} {
+		t.Run(wait.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newModel()
+				m.latency = 2 * time.Millisecond // each way: a round trip is longer than every wait
+				c := modelCore(t, m, 30*time.Second)
+				l := NewMutex(c, "x", m)
+				a := WithOwner(t.Context(), "a")
+				for level := 1; level <= 2; level++ {
+					start := time.Now()
+					ok, err := l.TryLock(a, wait, 0)
+					if !ok || err != nil {
+						t.Fatalf("TryLock(wait %v) of level %d, the lock free for the owner = %v, %v; want true, nil (wait 0 takes it)",
+							wait, level, ok, err)
+					}
+					if d := time.Since(start); d != 2*m.latency {
+						t.Errorf("TryLock of level %d took %v, want one round trip (%v)", level, d, 2*m.latency)
+					}
+					if n := c.lookupHold("x", "", "a"); n != level {
+						t.Errorf("the owner holds %d levels after TryLock, want %d", n, level)
+					}
+				}
+				m.mu.Lock()
+				m.attempts = 0
+				m.mu.Unlock()
+				start := time.Now()
+				ok, err := l.TryLock(WithOwner(t.Context(), "b"), wait, 0)
+				if ok || err != nil {
+					t.Errorf("TryLock(wait %v) of a held lock = %v, %v; want false, nil", wait, ok, err)
+				}
+				if d := time.Since(start); d != 2*m.latency {
+					t.Errorf("TryLock of a held lock took %v, want its one round trip (%v)", d, 2*m.latency)
+				}
+				if n := m.attemptsMade(); n != 1 {
+					t.Errorf("TryLock of a held lock made %d attempts, want 1 (none sent after the wait)", n)
+				}
+				for range 2 {
+					if err := l.Unlock(a); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestModelShortWaitContextEnds: the caller's context still ends an
+// attempt sent within a short wait: a grant that crosses its end is given
+// back, and the call reports the context's end.
+func TestModelShortWaitContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.latency = 2 * time.Millisecond
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		// The script runs at 2ms; the context ends before its reply is back.
+		ctx, cancel := context.WithTimeout(WithOwner(t.Context(), "a"), 3*time.Millisecond)
+		defer cancel()
+		ok, err := l.TryLock(ctx, time.Microsecond, 0)
+		if ok || !errors.Is(err, relock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("TryLock whose context ended while its grant came back = %v, %v; want false, ErrNotAcquired and DeadlineExceeded", ok, err)
+		}
+		synctest.Wait()
+		m.mu.Lock()
+		held := m.lock("x") != nil
+		m.mu.Unlock()
+		if held {
+			t.Error("the level won as the context ended was not given back")
 		}
 	})
 }
