@@ -59,7 +59,9 @@ func TestShortWait(t *testing.T) {
 		{"Lock.TryLock fixed lease", func(c *rlock.Client, n string) relocktest.ShortWaiter {
 			l := c.GetLock(n)
 			w := lockShortWaiter(l)
-			w.TryLock = func(ctx context.Context, wait time.Duration) (bool, error) { return l.TryLock(ctx, wait, 10*time.Second) }
+			w.TryLock = func(ctx context.Context, wait time.Duration) (bool, error) {
+				return l.TryLock(ctx, wait, 10*time.Second)
+			}
 			return w
 		}},
 		{"Lock.TryAcquire", func(c *rlock.Client, n string) relocktest.ShortWaiter {
