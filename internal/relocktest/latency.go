@@ -79,12 +79,21 @@ func (l *Latency) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []ruei
 
 // SlowClient returns a Client on the package's shared redis-server whose
 // commands and replies each take each longer to arrive (see Latency),
-// closed when t ends. Its rueidis client pipelines on one connection, as
-// NewClient's does. wrap, if not nil, wraps the delayed client (a Tap
-// there sees each command as it is sent, before the delay).
+// closed when t ends: SlowClientOn the shared server.
 func SlowClient(t testing.TB, each time.Duration, wrap func(rueidis.Client) rueidis.Client, opts ...rlock.Option) *rlock.Client {
 	t.Helper()
-	opt := redistest.Shared(t).ClientOption()
+	return SlowClientOn(t, redistest.Shared(t), each, wrap, opts...)
+}
+
+// SlowClientOn returns a Client on srv whose commands and replies each
+// take each longer to arrive (see Latency), closed when t ends. Its
+// rueidis client pipelines on one connection, as NewClient's does. wrap,
+// if not nil, wraps the delayed client (a Tap there sees each command as
+// it is sent, before the delay).
+func SlowClientOn(t testing.TB, srv *redistest.Server, each time.Duration, wrap func(rueidis.Client) rueidis.Client,
+	opts ...rlock.Option) *rlock.Client {
+	t.Helper()
+	opt := srv.ClientOption()
 	opt.PipelineMultiplex = -1
 	rdb, err := rueidis.NewClient(opt)
 	require.NoError(t, err, "relocktest: rueidis client")
