@@ -465,6 +465,54 @@ func TestModelShortWaitTakesFreeLock(t *testing.T) {
 	}
 }
 
+// TestModelGrantAfterWaitKept: a waiter woken by a release just before
+// its wait ends sends its attempt; the grant comes back after the wait
+// ended, and is the call's success (it used to be given back, the lock
+// free again and the call false, nil).
+func TestModelGrantAfterWaitKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.latency = 2 * time.Millisecond
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		h := WithOwner(t.Context(), "h")
+		if err := l.Lock(h); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			ok  bool
+			err error
+		}
+		res := make(chan result, 1)
+		a := WithOwner(t.Context(), "a")
+		start := time.Now()
+		go func() {
+			ok, err := l.TryLock(a, 10*time.Millisecond, 0)
+			res <- result{ok, err}
+		}()
+		// Two refused attempts (before and after subscribing) end at 8ms;
+		// the release at 9ms wakes the waiter, whose attempt reaches the
+		// lock at 11ms, after its wait ended, and is back at 13ms.
+		time.Sleep(9*time.Millisecond - time.Since(start))
+		if err := l.Unlock(h); err != nil {
+			t.Fatal(err)
+		}
+		r := <-res
+		if !r.ok || r.err != nil {
+			t.Fatalf("TryLock whose attempt was sent before its wait ended and granted after = %v, %v; want true, nil", r.ok, r.err)
+		}
+		if d := time.Since(start); d != 13*time.Millisecond {
+			t.Errorf("TryLock returned after %v, want 13ms (the reply of the attempt sent at 9ms)", d)
+		}
+		if n := c.lookupHold("x", "", "a"); n != 1 {
+			t.Errorf("the waiter holds %d levels, want 1", n)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestModelShortWaitContextEnds: the caller's context still ends an
 // attempt sent within a short wait: a grant that crosses its end is given
 // back, and the call reports the context's end.
