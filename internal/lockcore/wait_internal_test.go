@@ -31,9 +31,9 @@ type model struct {
 	// attempts counts the acquire and re-enter scripts that reached the
 	// model.
 	attempts int
-	// latency, when set, is how long an acquire or re-enter script takes
-	// to reach the model, and its reply to come back (a network between
-	// Client and server). A context that ends on the way there keeps the
+	// latency, when set, is how long an acquire, re-enter or release
+	// script takes to reach the model, and its reply to come back (a
+	// network between Client and server). A context that ends on the way there keeps the
 	// script from running; one that ends on the way back loses its reply.
 	latency time.Duration
 }
@@ -143,7 +143,18 @@ func (m *model) reenter(r Request) (Attempt, error) {
 	return Attempt{Acquired: true}, nil
 }
 
-func (m *model) Release(_ context.Context, r Request) (int64, error) {
+func (m *model) Release(ctx context.Context, r Request) (int64, error) {
+	if err := m.travel(ctx); err != nil {
+		return 0, err
+	}
+	n, err := m.release(r)
+	if err := m.travel(ctx); err != nil {
+		return 0, err
+	}
+	return n, err
+}
+
+func (m *model) release(r Request) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.lock(r.Name)
@@ -465,6 +476,44 @@ func TestModelShortWaitTakesFreeLock(t *testing.T) {
 	}
 }
 
+// TestModelShortWaitBehindOwnersCall: the owner's Unlock on another
+// goroutine is in flight, and its TryLock with a 1ms wait waits for its
+// turn longer than that. The attempt wait 0 would make is still made, and
+// takes the lock the Unlock freed (it used to give up at the wait's end
+// without sending anything).
+func TestModelShortWaitBehindOwnersCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.latency = 2 * time.Millisecond
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		a := WithOwner(t.Context(), "a")
+		if err := l.Lock(a); err != nil {
+			t.Fatal(err)
+		}
+		unlocked := make(chan error, 1)
+		start := time.Now()
+		go func() { unlocked <- l.Unlock(a) }()
+		synctest.Wait() // the Unlock is on its way: the owner's turn is taken until 4ms
+		ok, err := l.TryLock(a, time.Millisecond, 0)
+		if !ok || err != nil {
+			t.Fatalf("TryLock(wait 1ms) behind the owner's Unlock = %v, %v; want true, nil (wait 0 takes the lock)", ok, err)
+		}
+		if d := time.Since(start); d != 8*time.Millisecond {
+			t.Errorf("TryLock returned at %v, want 8ms (sent when the Unlock was answered at 4ms)", d)
+		}
+		if err := <-unlocked; err != nil {
+			t.Fatal(err)
+		}
+		if n := c.lookupHold("x", "", "a"); n != 1 {
+			t.Errorf("the owner holds %d levels, want 1", n)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestModelGrantAfterWaitKept: a waiter woken by a release just before
 // its wait ends sends its attempt; the grant comes back after the wait
 // ended, and is the call's success (it used to be given back, the lock
@@ -491,9 +540,10 @@ func TestModelGrantAfterWaitKept(t *testing.T) {
 			res <- result{ok, err}
 		}()
 		// Two refused attempts (before and after subscribing) end at 8ms;
-		// the release at 9ms wakes the waiter, whose attempt reaches the
-		// lock at 11ms, after its wait ended, and is back at 13ms.
-		time.Sleep(9*time.Millisecond - time.Since(start))
+		// the release sent at 7ms frees the lock at 9ms and wakes the
+		// waiter, whose attempt reaches the lock at 11ms, after its wait
+		// ended, and is back at 13ms.
+		time.Sleep(7*time.Millisecond - time.Since(start))
 		if err := l.Unlock(h); err != nil {
 			t.Fatal(err)
 		}
