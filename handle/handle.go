@@ -71,9 +71,11 @@ func (h *Mutex) LockLease(ctx context.Context, lease time.Duration) error {
 // makes, and an attempt sent before the wait ended is not abandoned when
 // it ends: its reply decides, and a grant that comes back after the wait
 // ended is a success (the caller asked for the lock). So TryLock may
-// return up to a round trip after wait. ctx still ends an attempt: a
-// level won by a reply that comes after ctx ended is given back, and the
-// error matches ErrNotAcquired and ctx.Err().
+// return up to a round trip after wait, and, when Redis does not answer,
+// only when the connection gives up or ctx ends: give ctx a deadline to
+// bound it. ctx still ends an attempt: a level won by a reply that comes
+// after ctx ended is given back, and the error matches ErrNotAcquired and
+// ctx.Err().
 func (h *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	return h.m.TryLock(ctx, wait, lease)
 }

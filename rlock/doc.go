@@ -87,9 +87,10 @@
 // it ends: its reply decides, and a grant that comes back after the wait
 // ended is the caller's success (it asked for the lock). A wait shorter
 // than a round trip therefore takes a free lock as wait 0 does, and a
-// call may return up to a round trip after its wait. The context is not
-// a wait: when it ends, an attempt in flight is abandoned, and what its
-// reply won is given back.
+// call may return up to a round trip after its wait (when Redis does not
+// answer, when the connection gives up: 10s by default). The context is
+// not a wait: when it ends, an attempt in flight is abandoned, and what
+// its reply won is given back; give it a deadline to bound a call.
 //
 // Liveness is promised like safety: when the lock becomes free, a waiter
 // goes on within a round trip of the release or ForceUnlock that freed it;
