@@ -279,9 +279,9 @@ const scriptGrace = 100 * time.Millisecond
 
 // ScriptContext returns the context of the call's scripts. On a rueidis
 // client with several connections, a script in flight when the caller's
-// context ends must still be answered before anything is sent to undo it: a give-back
-// sent at once, on another connection, might reach the server before the
-// script it undoes, and leave the level it won behind. There the scripts
+// context ends must still be answered before anything is sent to undo
+// it: a give-back sent at once, on another connection, might reach the
+// server before the script it undoes, and leave the level it won behind. There the scripts
 // run on a context that carries the call's values and ends scriptGrace
 // after the call's context, so that what a script won is given back after
 // it, in order (when no reply comes in that time, the outcome is unknown,
