@@ -281,10 +281,10 @@ const scriptGrace = 100 * time.Millisecond
 // client with several connections, a script in flight when the caller's
 // context ends must still be answered before anything is sent to undo
 // it: a give-back sent at once, on another connection, might reach the
-// server before the script it undoes, and leave the level it won behind. There the scripts
-// run on a context that carries the call's values and ends scriptGrace
-// after the call's context, so that what a script won is given back after
-// it, in order (when no reply comes in that time, the outcome is unknown,
+// server before the script it undoes, and leave the level it won behind.
+// There the scripts run on a context that carries the call's values and
+// ends scriptGrace after the caller's context, so that what a script won
+// is given back after it, in order (when no reply comes in that time, the outcome is unknown,
 // and the call's end settles it). On a client with one connection (as
 // NewClient makes), and for a call whose context cannot end, the call's
 // own context serves: commands reach the server in the order they were
