@@ -65,6 +65,17 @@ func (h *Mutex) LockLease(ctx context.Context, lease time.Duration) error {
 // fixed lease. It returns (true, nil) when the owner holds the lock,
 // (false, nil) when the wait ended while ctx is live, and (false, err)
 // for errors, a context that ended among them.
+//
+// An attempt that was sent counts. The wait ends only the sleeping
+// between attempts: however short it is, TryLock makes the attempt wait 0
+// makes, and an attempt sent before the wait ended is not abandoned when
+// it ends: its reply decides, and a grant that comes back after the wait
+// ended is a success (the caller asked for the lock). So TryLock may
+// return up to a round trip after wait, and, when Redis does not answer,
+// only when the connection gives up or ctx ends: give ctx a deadline to
+// bound it. ctx still ends an attempt: a level won by a reply that comes
+// after ctx ended is given back, and the error matches ErrNotAcquired and
+// ctx.Err().
 func (h *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	return h.m.TryLock(ctx, wait, lease)
 }
@@ -115,7 +126,8 @@ func (h *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 }
 
 // TryDo is Do that runs fn only if the lock can be taken within wait (0:
-// at once, one attempt): it reports whether fn ran. When the wait ends
+// at once, one attempt), counted as TryLock counts it (an attempt sent
+// within the wait counts): it reports whether fn ran. When the wait ends
 // without the lock while ctx is live, it returns (false, nil); fn's
 // context, the release and the errors are Do's.
 func (h *Mutex) TryDo(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
@@ -162,7 +174,8 @@ func (h *Mutex) Acquire(ctx context.Context) (*Hold, error) {
 }
 
 // TryAcquire is TryLock that returns the hold it took: nil, and no error,
-// when the wait ended without the lock while ctx is live.
+// when the wait ended without the lock while ctx is live. The wait is
+// TryLock's: an attempt sent within it counts.
 func (h *Mutex) TryAcquire(ctx context.Context, wait, lease time.Duration) (*Hold, error) {
 	return h.acquire(ctx, func(ctx context.Context) (int64, bool, error) {
 		return h.m.TryAcquire(ctx, wait, lease)

@@ -80,6 +80,18 @@
 // waiter, so that none sleeps past the new end. Every kind of relock waits
 // through this same loop (fairlock, rwlock, semaphore and latch too).
 //
+// A wait (TryLock's, TryDo's, TryAcquire's, a semaphore's TryAcquire)
+// ends only the sleeping between attempts: an attempt that was sent
+// counts. However short the wait, the call makes the attempt wait 0
+// makes, and an attempt sent before the wait ended is not abandoned when
+// it ends: its reply decides, and a grant that comes back after the wait
+// ended is the caller's success (it asked for the lock). A wait shorter
+// than a round trip therefore takes a free lock as wait 0 does, and a
+// call may return up to a round trip after its wait (when Redis does not
+// answer, when the connection gives up: 10s by default). The context is
+// not a wait: when it ends, an attempt in flight is abandoned, and what
+// its reply won is given back; give it a deadline to bound a call.
+//
 // Liveness is promised like safety: when the lock becomes free, a waiter
 // goes on within a round trip of the release or ForceUnlock that freed it;
 // when its holder died, within a round trip of the end of the holder's

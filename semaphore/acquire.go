@@ -58,8 +58,9 @@ func (a *acquisition) WaitChannel() string { return KeysOf(a.s.name).Channel }
 // Attempt runs the acquire script once. A permit taken on the watchdog
 // lease is recorded as a hold of the Client (renewed, watched for loss)
 // before the call returns. The script runs on a detached, bounded context
-// (see scriptContext): if the call's context ends meanwhile and the
-// permit was taken, it is given back.
+// (see scriptContext): if the caller's context ends meanwhile and the
+// permit was taken, it is given back. The end of the wait does not undo
+// an attempt that was sent: a permit it took is the call's.
 //
 // After a refusal the sleep is bounded by the earliest lease end and, for
 // a queued waiter, a queued waiter's deadline (both returned by the
@@ -99,7 +100,7 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if vals[0] != 1 {
 		return lockcore.Outcome{Retry: a.bound(vals[1]), PassOn: vals[2] > 0}, nil
 	}
-	if err := w.Over(); err != nil {
+	if err := w.Cancelled(); err != nil {
 		a.giveBack(w.Ctx)
 		return lockcore.Outcome{}, err
 	}

@@ -243,6 +243,14 @@ func (s *Semaphore) Acquire(ctx context.Context, lease time.Duration) (permitID 
 // makes one attempt. It returns ("", false, nil) when the wait ended
 // without a permit while ctx is live, and ("", false, err) for errors, a
 // context that ended among them.
+//
+// An attempt that was sent counts. The wait ends only the sleeping
+// between attempts: however short it is, TryAcquire makes the attempt
+// wait 0 makes, and the reply of an attempt sent before the wait ended
+// decides: a permit it took is the caller's, even when the reply comes
+// after the wait (so TryAcquire may return up to a round trip after
+// wait). ctx still ends an attempt: a permit taken by a reply that comes
+// after ctx ended is given back.
 func (s *Semaphore) TryAcquire(ctx context.Context, wait, lease time.Duration) (permitID string, ok bool, err error) {
 	if err := lockcore.CheckWait(wait); err != nil {
 		return "", false, err

@@ -152,13 +152,14 @@ func (a *acquisition) End(w *Wait, done bool) {
 // attempt makes one attempt, its Redis calls serialized with the owner's
 // other calls on the lock: a re-entry when the owner holds levels, else a
 // first acquisition (also after a re-entry finds the hold gone). The script
-// runs on the call's script context (Wait.ScriptContext): if the call's
-// context ends while the script is in flight, its reply is still awaited
-// for a moment, and a level it won is given back at once, after it, as if
-// the attempt had not been made; when no reply comes, the outcome is
-// unknown and the call's end settles it.
+// runs on the call's script context (Wait.ScriptContext), which the wait
+// limit does not end: a level won after the wait ran out is kept, and the
+// call succeeds. If the caller's context ends while the script is in
+// flight, its reply is still awaited for a moment, and a level it won is
+// given back at once, after it, as if the attempt had not been made; when
+// no reply comes, the outcome is unknown and the call's end settles it.
 func (a *acquisition) attempt(w *Wait) (Attempt, error) {
-	if err := a.h.acquire(w.Call); err != nil {
+	if err := a.h.acquire(w.Turn()); err != nil {
 		return Attempt{}, w.Over()
 	}
 	defer a.h.release()
@@ -188,7 +189,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			if outcomeUnknown(err) {
 				a.unknown = true
 			}
-			if over := w.Over(); over != nil {
+			if over := w.Cancelled(); over != nil {
 				return Attempt{}, over
 			}
 			return Attempt{}, a.m.core.closedOr(redisError("acquire", a.m.name, err))
@@ -203,7 +204,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			}
 			return at, nil
 		}
-		if over := w.Over(); over != nil {
+		if over := w.Cancelled(); over != nil {
 			a.giveBack(w.Ctx, from)
 			return Attempt{}, over
 		}

@@ -75,7 +75,8 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 }
 
 // TryDo is Do that waits for the lock no longer than wait (0: one
-// attempt), and reports whether fn ran.
+// attempt; an attempt sent within the wait counts), and reports whether
+// fn ran.
 func (m *Mutex) TryDo(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (bool, error) {
 	if err := CheckWait(wait); err != nil {
 		return false, err
