@@ -29,9 +29,8 @@ import (
 //     turn goes round), on its wake channel, and then publishes on the
 //     lock's channel, always: first the mark RegistrantWokenMessage, then
 //     the unlock message. Every waiter that is not registered hears the
-//     unlock message (Redisson's, those of Clients without wake-one, a
-//     waiter whose registration is not made yet), whoever else
-//     subscribes: the release counts no subscribers against registrants,
+//     unlock message (Redisson's, those of Clients without wake-one or
+//     without a registered waiter), whoever else subscribes: the release counts no subscribers against registrants,
 //     so no registrant that has left the lock's channel, stopped or died
 //     can hide a release from them. A Client with registered waiters lets
 //     an unlock message that follows the mark pass (Mute: one script sends
@@ -55,11 +54,12 @@ import (
 //   - A registrant that lives but cannot act (a stopped process, a cut
 //     network link the server has not noticed yet) swallows the wake-ups
 //     meant for it until its registration expires (wakeTTL after its last
-//     attempt). The waiters of other Clients with wake-one, which let the
-//     unlock message pass, therefore never sleep longer than wakeCap plus
-//     a random part of it (under 2*wakeCap = 2s) without trying again: a
-//     lock left free that way is taken by a live waiter within 2s. The
-//     waiters that are not registered are woken by the release itself.
+//     attempt). Every waiter of a Client with wake-one (registered or
+//     not: its Client may let the unlock message pass) therefore never
+//     sleeps longer than wakeCap plus a random part of it (under
+//     2*wakeCap = 2s) without trying again: a lock left free that way is
+//     taken by a live waiter within 2s of its release. The waiters of
+//     other Clients are woken by the release itself.
 const (
 	wakeTTL = 3 * time.Second
 	wakeCap = time.Second
