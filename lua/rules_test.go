@@ -606,14 +606,18 @@ func TestReleasePublishes(t *testing.T) {
 
 // TestWakeOne: with wake-one on, the release that frees a lock wakes the
 // live client registered longest ago on its own channel (a client that no
-// longer listens is dropped, not woken), and the lock's channel too only
-// when someone else listens there (Redisson's waiters); a client woken
-// with no waiter left hands the wake-up on.
+// longer listens is dropped, not woken), then publishes the mark and the
+// unlock message on the lock's channel, whoever listens there (the
+// waiters that are not registered: Redisson's), and the unlock message
+// alone when nobody is registered; a client woken with no waiter left
+// hands the wake-up on to the next registered client only (the release
+// told the others), or on the lock's channel when none is left.
 func TestWakeOne(t *testing.T) {
 	r := newRules(t)
 	const me = "c:me"
 	name := r.name("wake-one")
 	ch, wakers, prefix := layout.Channel(name), layout.Wakers(name), layout.WakeChannelPrefix(name)
+	mark := ch + " " + layout.RegistrantWokenMessage
 	register := func(ids ...string) {
 		t.Helper()
 		now := serverNow(t, r.rdb)
@@ -633,31 +637,39 @@ func TestWakeOne(t *testing.T) {
 	// registered and went away.
 	live := listen(t, r.rdb, prefix+"live", ch)
 	next := listen(t, r.rdb, prefix+"next", ch)
-	unlock := func() {
+	unlock := func(caller, waiting string) {
 		t.Helper()
 		r.holdHash(name, me, "1")
 		n, err := r.exec(lua.LockUnlock, []string{name, ch, wakers}, "0", ruleLease, me, "publish", "0",
-			prefix, "numsub", "0", "c", "0").AsInt64()
+			prefix, "numsub", layout.RegistrantWokenMessage, caller, waiting).AsInt64()
 		require.NoError(t, err)
 		require.Equal(t, int64(0), n)
 	}
 	register("dead", "live", "next")
-	unlock()
-	assert.Equal(t, []string{prefix + "live 0"}, live.take(t), "the live client registered first is woken, alone")
-	assert.Equal(t, []string{}, next.take(t), "the client registered after it")
+	unlock("c", "0")
+	assert.Equal(t, []string{prefix + "live 0", mark, ch + " 0"}, live.take(t),
+		"the live client registered first is woken, alone on its channel")
+	assert.Equal(t, []string{mark, ch + " 0"}, next.take(t), "the client registered after it")
 	assert.Equal(t, []string{"live", "next"}, registered(), "the client that no longer listens is dropped")
 
-	// Someone else (a Redisson waiter) listens on the lock's channel.
+	// Someone else (a Redisson waiter) listens on the lock's channel: the
+	// same messages, no count decides them.
 	foreign := listen(t, r.rdb, ch)
-	unlock()
-	assert.Equal(t, []string{prefix + "live 0", ch + " 0"}, live.take(t), "with a foreign listener")
-	assert.Equal(t, []string{ch + " 0"}, foreign.take(t), "the foreign listener is woken on the lock's channel")
-	assert.Equal(t, []string{ch + " 0"}, next.take(t), "every listener of the lock's channel hears it")
+	unlock("c", "0")
+	assert.Equal(t, []string{prefix + "live 0", mark, ch + " 0"}, live.take(t), "with a foreign listener")
+	assert.Equal(t, []string{mark, ch + " 0"}, foreign.take(t), "the foreign listener hears the unlock message")
+	assert.Equal(t, []string{mark, ch + " 0"}, next.take(t), "every listener of the lock's channel hears it")
+
+	// The caller is registered with no waiter left: it is not woken.
+	unlock("live", "0")
+	assert.Equal(t, []string{prefix + "next 0", mark, ch + " 0"}, next.take(t), "a release skips its caller without a waiter")
+	assert.Equal(t, []string{mark, ch + " 0"}, live.take(t), "the caller without a waiter")
+	assert.Equal(t, []string{mark, ch + " 0"}, foreign.take(t), "the foreign listener")
 
 	// "live" has no waiter left: it hands its wake-up on.
 	wake := func() int64 {
 		t.Helper()
-		n, err := r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "live", "1").AsInt64()
+		n, err := r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "live").AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -667,8 +679,23 @@ func TestWakeOne(t *testing.T) {
 	require.NoError(t, r.do(r.rdb.B().Del().Key(name).Build()).Error())
 	register("live")
 	assert.Equal(t, int64(1), wake())
-	assert.Equal(t, []string{prefix + "next 0", ch + " 0"}, next.take(t), "the hand-on wakes the next client")
+	assert.Equal(t, []string{prefix + "next 0"}, next.take(t), "the hand-on wakes the next client, alone")
+	assert.Equal(t, []string{}, foreign.take(t), "the hand-on to a registered client: the release told the others")
 	assert.Equal(t, []string{"next"}, registered(), "the client that handed on leaves the registry")
+	register("live")
+	n, err := r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "next").AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, []string{prefix + "live 0"}, live.take(t), "the hand-on from the last but one")
+	n, err = r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "live").AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, []string{ch + " 0"}, foreign.take(t), "the hand-on with nobody left registered: on the lock's channel")
+	assert.Equal(t, []string{}, registered(), "every client that handed on left the registry")
+
+	// Nobody registered: the release publishes the unlock message alone.
+	unlock("c", "0")
+	assert.Equal(t, []string{ch + " 0"}, foreign.take(t), "a release with nobody registered")
 }
 
 // TestSemaphoreQueueOrder: a permit that comes free goes to the waiters

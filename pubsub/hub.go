@@ -24,6 +24,13 @@ const (
 	WakeAll
 	// Ignore wakes nobody.
 	Ignore
+	// Mute wakes nobody, and makes the next message on the channel wake
+	// nobody either when it would wake one waiter (WakeOne): for a
+	// publisher that sends two messages in a row (one script), the first
+	// telling some subscribers that the second is not for them. Listeners
+	// are called for both. A lost connection ends the mute (the hub wakes
+	// every waiter then anyway).
+	Mute
 )
 
 // ErrClosed is returned by [Hub.Subscribe] once the hub is closed.
@@ -52,8 +59,8 @@ type Options struct {
 	// Policy decides, for each message received, which waiters of its
 	// channel are woken. It runs on the connection's reader goroutine and
 	// must be quick and must not block. Nil wakes every waiter
-	// ([WakeAll]) for every message; a value other than WakeOne, WakeAll
-	// and Ignore is treated as Ignore. It must not panic.
+	// ([WakeAll]) for every message; a value other than WakeOne, WakeAll,
+	// Ignore and Mute is treated as Ignore. It must not panic.
 	Policy func(channel, payload string) Wake
 	// Sharded uses sharded pub/sub (SSUBSCRIBE, Redis 7): each channel is
 	// subscribed on the node that serves its slot, over the client's own
@@ -117,6 +124,7 @@ type topic struct {
 	solo     bool // a batch with it was refused: send it alone next time
 	idle     bool // in the idle (linger) list
 	resub    bool // wake every waiter once subscribed again
+	muted    bool // the next message wakes nobody if it would wake one (Mute)
 }
 
 // attempt is one effort to subscribe a channel; the Subscribe calls that
@@ -439,11 +447,19 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	c := h.chans[m.Channel]
 	var listeners []func()
 	if c != nil {
+		if c.muted {
+			c.muted = false
+			if wake == WakeOne {
+				wake = Ignore
+			}
+		}
 		switch wake {
 		case WakeOne:
 			c.wakeOne(true)
 		case WakeAll:
 			c.wakeAll(true)
+		case Mute:
+			c.muted = true
 		}
 		listeners = c.listeners()
 	}

@@ -351,6 +351,7 @@ func (h *Hub) unsubscribeDone(unsubs []*topic, err error) (fatal bool) {
 		}
 		if err == nil {
 			c.onServer = false
+			c.muted = false
 			h.subscribed--
 			if c.n > 0 || c.attempt != nil {
 				// Waiters arrived while UNSUBSCRIBE was in flight.
@@ -372,6 +373,7 @@ func (h *Hub) dropped() {
 	h.subscribed = 0
 	for _, c := range h.chans {
 		c.onServer = false
+		c.muted = false // the message it was for may be lost
 		if c.idle {
 			h.idleRemove(c)
 		}

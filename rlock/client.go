@@ -109,11 +109,13 @@ func WithReplicaSync(replicas int, timeout time.Duration) Option {
 // WithWakeOne makes a release wake one waiting process instead of one in
 // each process that waits (the default, and Redisson's way, where N
 // waiting processes race for one grant). Waiters of other Clients and of
-// Redisson still hear every release as before. It applies to Lock and
-// FencedLock (a fair lock already wakes only the head of its queue); on
-// Redis Cluster it needs WithShardedPubSub. The package documentation
-// (Waking one process per release) says how it works and what a Client
-// that dies while it waits costs. The default is off.
+// Redisson still hear every release as before, at once. A waiter of a
+// Client with the option goes on within 2s of a release even when the
+// Client the release woke cannot act (its process stopped or dead). It
+// applies to Lock and FencedLock (a fair lock already wakes only the head
+// of its queue); on Redis Cluster it needs WithShardedPubSub. The package
+// documentation (Waking one process per release) says how it works. The
+// default is off.
 func WithWakeOne() Option {
 	return func(c *lockcore.Config) { c.WakeOne = true }
 }

@@ -96,11 +96,13 @@
 // goes on within a round trip of the release or ForceUnlock that freed it;
 // when its holder died, within a round trip of the end of the holder's
 // lease (the watchdog timeout, 30s by default, for a hold on the watchdog
-// lease). With WithWakeOne the same holds: a Client that closed left the
-// wake registry at once, and one that died is dropped by the next release
-// (its wake channel has no subscriber left); a registrant that lives but
-// cannot act (a stopped process) delays the other registered waiters by at
-// most 2s. The bounds of the other kinds are in their packages.
+// lease). With WithWakeOne the same holds for the waiters that are not
+// registered (the release tells them on the lock's channel, always); a
+// Client that closed left the wake registry at once, one whose waiters
+// all gave up too, and one that died is dropped by the next release (its
+// wake channel has no subscriber left); a registrant that lives but
+// cannot act (a stopped process) delays the other registered waiters by
+// at most 2s. The bounds of the other kinds are in their packages.
 //
 // # Waking one process per release
 //
@@ -110,17 +112,23 @@
 // wake channel (relock_wake:{name}:<clientID>). A release by a Client with
 // the option wakes the live Client that registered longest ago (each
 // attempt registers again, so the turn goes round), on its wake channel,
-// and publishes on the lock's channel only when that has other
-// subscribers (Redisson's waiters, Clients without the option). A Client
-// woken with no waiter left hands the wake-up on. A Client that closes
-// leaves every registry at once; one that died is dropped by the next
-// release, which finds no subscriber on its wake channel. One that lives
-// but cannot act (a stopped process) swallows the wake-ups meant for it
-// until its registration ends, 3s after its last attempt: registered
-// waiters therefore try again after 1s to 2s without a wake-up, so such a
-// lock is taken within 2s by a live waiter. On Redis Cluster the option
-// needs WithShardedPubSub: a channel's subscribers are counted right only
-// on the node that serves its slot.
+// then publishes "2" and the unlock message "0" on the lock's channel,
+// always: the "0" wakes the waiters that are not registered (Redisson's,
+// which ignore the "2", and those of Clients without the option), however
+// many subscribe, and a Client with registered waiters lets a "0" that
+// follows a "2" pass, so that only the Client woken on its own channel
+// tries. A Client woken with no waiter left hands the wake-up on. A Client
+// whose last waiter gives up leaves the registry at once, as does one
+// that closes; one that died is dropped by the next release, which finds
+// no subscriber on its wake channel. One that lives but cannot act (a
+// stopped process) swallows the wake-ups meant for it until its
+// registration ends, 3s after its last attempt: registered waiters
+// therefore try again after 1s to 2s without a wake-up, so such a lock is
+// taken within 2s of its release by a live waiter; a waiter that is not
+// registered is woken by the release itself. On Redis Cluster the option
+// needs WithShardedPubSub: a release learns whether a registered Client
+// still listens by counting its wake channel's subscribers, which is
+// right only on the node that serves the channel's slot.
 //
 // # Failures
 //

@@ -77,6 +77,12 @@ const (
 	UnlockMessage = "0"
 	// WakeAllMessage wakes every waiter (Redisson's read-lock release).
 	WakeAllMessage = "1"
+	// RegistrantWokenMessage (relock's own) comes just before the
+	// UnlockMessage of a wake-one release that woke a registered Client on
+	// its wake channel: a Client with registered waiters lets that
+	// UnlockMessage pass, which is for the waiters that are not
+	// registered. Redisson's waiters ignore it (neither 0 nor 1).
+	RegistrantWokenMessage = "2"
 )
 
 // Hash fields and values of a read-write lock.

@@ -108,7 +108,7 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 	}
 	a.token = at.Token
 	o := Outcome{Done: at.Acquired, Retry: at.Retry}
-	if a.joined {
+	if a.joined || a.mutable() {
 		o.Retry = wakeRetry(o.Retry)
 	}
 	return o, nil
@@ -118,14 +118,24 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 // level: the call then re-enters at once.
 func (a *acquisition) granted() <-chan struct{} { return a.h.grantedChan() }
 
+// mutable reports whether the call's Client may let an unlock message on
+// the lock's channel pass (wake-one, see wake.go): a waiter that did not
+// join (its Client's wake channel could not be subscribed) then tries
+// again as often as a registered one.
+func (a *acquisition) mutable() bool {
+	_, ok := a.m.kind.(wakeOner)
+	return ok && a.m.core.wakeOne
+}
+
 // join registers the Client for the lock's wake-ups, with wake-one on,
 // before the call subscribes to the lock's channel: the Client's wake
-// channel first, so that it is subscribed before an attempt registers the
-// Client, then the lock's channel, so that the Client is counted among
-// that channel's subscribers only a moment before it is registered. From
-// then on the call's attempts register the Client.
+// channel is subscribed before an attempt registers the Client, so that
+// no wake-up sent to it is lost. From then on the call's attempts
+// register the Client, and the Client lets the unlock messages of
+// wake-one releases that woke another registered Client pass (see
+// wake.go).
 func (a *acquisition) join(ctx context.Context) {
-	if _, ok := a.m.kind.(wakeOner); ok && a.m.core.wakeOne && !a.joined && a.m.core.subscribeHook == nil {
+	if a.mutable() && !a.joined && a.m.core.subscribeHook == nil {
 		if a.m.joinWake(ctx) {
 			a.joined, a.r.Join = true, true
 		}
@@ -145,7 +155,7 @@ func (a *acquisition) End(w *Wait, done bool) {
 		}
 	}
 	if a.joined {
-		a.m.leaveWake()
+		a.m.leaveWake(w.Ctx, !done)
 	}
 }
 

@@ -151,8 +151,9 @@ type Core struct {
 	// closers run at Close (see OnClose).
 	closers []func()
 	// wakers are this Client's registrations for wake-ups, per lock name
-	// (see wake.go).
-	wakers map[string]*waker
+	// (see wake.go); wakeChans counts their waiters per lock channel.
+	wakers    map[string]*waker
+	wakeChans map[string]int
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -193,6 +194,7 @@ func NewCore(cfg Config) (*Core, error) {
 		wakeOne:         cfg.WakeOne,
 		numsub:          "numsub",
 		wakers:          make(map[string]*waker),
+		wakeChans:       make(map[string]int),
 	}
 	c.FairLockWaitTimeout = cfg.FairLockWaitTimeout
 	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
@@ -202,7 +204,7 @@ func NewCore(cfg Config) (*Core, error) {
 	if cfg.ShardedPubSub {
 		c.publish, c.numsub = "spublish", "shardnumsub"
 	}
-	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: wakePolicy, Sharded: cfg.ShardedPubSub})
+	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: c.wakePolicy, Sharded: cfg.ShardedPubSub})
 	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.obs.renewFunc(c.renew)})
 	return c, nil
 }
