@@ -1,5 +1,6 @@
--- lock_reenter.lua (after count_down.lua and lease.lua): add a level to a
--- hold the caller has (every lock kind keeps its holds in the same hash).
+-- lock_reenter.lua (after refuse.lua, count_down.lua and lease.lua): add a
+-- level to a hold the caller has (every reentrant lock kind, plain,
+-- fenced or fair, keeps its holds in the same hash).
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter redisson_lock_token:{name}
 -- KEYS[3] unlock channel redisson_lock__channel:{name}
@@ -14,7 +15,12 @@
 -- Returns the counter's value (0 when there is none) after moving the
 -- count and resetting the lease (a re-entry with a shorter lease tells
 -- the waiters, see lease.lua), or nil when the field holds nothing: the
--- hold was lost, and nothing was changed.
+-- hold was lost, and nothing was changed. A hash of a read-write lock
+-- (its field may be the owner's read hold) is refused (see refuse.lua).
+local refused = lock_refusal(KEYS[1], KEYS[1], nil)
+if refused then
+  return refused
+end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
 end
