@@ -29,6 +29,13 @@
 // the end of the lease its last attempt saw, and every script that makes
 // a lease shorter without freeing the lock publishes, so that no waiter
 // sleeps past the new end.
+//
+// Every script that creates or takes state under a name (the acquire and
+// re-enter scripts of every lock kind, the semaphore's scripts that read
+// its leases or write its count, a latch's set) starts with refuse.lua:
+// it refuses, before writing anything, a name whose other form ("a" for
+// "{a}", which derives the same keys) is in use, and a hash of another
+// kind, with the error replies NameConflict and WrongKind.
 package lua
 
 import (

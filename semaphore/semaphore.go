@@ -200,7 +200,7 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
 // Delete deletes the semaphore: its count, its permits' leases and its
 // queue. It reports whether there was a count. While the name's other
 // form is in use it deletes nothing and returns an error matching
-// rlock.ErrNameConflict (the leases and the queue are that form's too). Permits held are gone with
+// relock.ErrNameConflict (the leases and the queue are that form's too). Permits held are gone with
 // it (Release then returns ErrNotHeld, and renewals report them lost);
 // waiters go on waiting until the permits are set again.
 func (s *Semaphore) Delete(ctx context.Context) (bool, error) {
