@@ -15,14 +15,14 @@
 -- Returns the counter's value (0 when there is none) after moving the
 -- count and resetting the lease (a re-entry with a shorter lease tells
 -- the waiters, see lease.lua), or nil when the field holds nothing: the
--- hold was lost, and nothing was changed. A hash of a read-write lock
--- (its field may be the owner's read hold) is refused (see refuse.lua).
+-- hold was lost, and nothing was changed. A field in a read-write lock's
+-- hash (the owner's read hold) is refused (see refuse.lua).
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return nil
+end
 local refused = lock_refusal(KEYS[1], KEYS[1], nil)
 if refused then
   return refused
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-  return nil
 end
 count_up(KEYS[1], ARGV[2], tonumber(ARGV[3]))
 set_lease(KEYS[1], tonumber(ARGV[1]), KEYS[3], ARGV[4])

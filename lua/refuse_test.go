@@ -234,3 +234,22 @@ func TestWrongKindRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestReenterOfLostHoldInAnotherKind: a re-entry whose hold is gone
+// replies nil (lost), as before, even when the name now holds another
+// kind: the loss is reported at once, and the acquisition anew that
+// follows is the one refused.
+func TestReenterOfLostHoldInAnotherKind(t *testing.T) {
+	r := newRules(t)
+	const me = "c:me"
+	name, _ := r.pair("lock")
+	r.holdHash(name, "mode", "read", "c:other", "1")
+	res := r.exec(lua.LockReenter, []string{name, layout.Token(name), layout.Channel(name)}, ruleLease, me, "2", "publish")
+	assert.True(t, rueidis.IsRedisNil(res.Error()), "re-entry of a lost plain hold in a read-write lock's hash replied %v, want nil (lost)", res.Error())
+	name, _ = r.pair("read")
+	r.holdHash(name, "c:other", "1")
+	res = r.exec(lua.RWReadReenter, []string{name, layout.RWChannel(name)}, ruleLease, me, layout.Tagged(name), "2", "publish")
+	assert.True(t, rueidis.IsRedisNil(res.Error()), "re-entry of a lost read hold in a lock's hash replied %v, want nil (lost)", res.Error())
+	res = r.exec(lua.RWWriteReenter, []string{name, layout.RWChannel(name)}, ruleLease, me+":write", layout.Tagged(name), "2", "publish")
+	assert.True(t, rueidis.IsRedisNil(res.Error()), "re-entry of a lost write hold in a lock's hash replied %v, want nil (lost)", res.Error())
+}

@@ -15,12 +15,13 @@
 -- lease (or to the longest lease of the owner's read holds, if longer; a
 -- shorter lease than before is told to the waiters, see lease.lua); nil
 -- when the field holds nothing: the hold was lost, and nothing was
--- changed. A lock's hash without 'mode' is refused (see refuse.lua).
-if redis.call('hexists', KEYS[1], 'mode') == 0 and redis.call('exists', KEYS[1]) == 1 then
-  return wrong_kind('lock')
-end
+-- changed. A field in a lock's hash without 'mode' is refused (see
+-- refuse.lua).
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
+end
+if redis.call('hexists', KEYS[1], 'mode') == 0 then
+  return wrong_kind('lock')
 end
 count_up(KEYS[1], ARGV[2], tonumber(ARGV[4]))
 set_lease(KEYS[1], math.max(tonumber(ARGV[1]), reads_left(KEYS[1], ARGV[3])), KEYS[2], ARGV[5])
