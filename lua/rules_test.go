@@ -114,6 +114,23 @@ func fairKeys(name string) []string {
 	return []string{name, layout.Queue(name), layout.Timeouts(name), layout.Alive(name), layout.Channel(name)}
 }
 
+// fairAcquireKeys are the keys of fair_acquire.lua for name: fairKeys and
+// the name's other form.
+func fairAcquireKeys(name string) []string { return append(fairKeys(name), layout.OtherKey(name)) }
+
+// lockKeys are the keys of lock_acquire.lua for name, without a wake
+// registry: the hash, the name's other form, the fair queue.
+func lockKeys(name string) []string { return []string{name, layout.OtherKey(name), layout.Queue(name)} }
+
+// fencedKeys are the keys of fenced_acquire.lua for name, without a wake
+// registry.
+func fencedKeys(name string) []string {
+	return []string{name, layout.Token(name), layout.OtherKey(name), layout.Queue(name)}
+}
+
+// rwKeys are the keys of the read-write lock's acquire scripts for name.
+func rwKeys(name string) []string { return []string{name, layout.OtherKey(name)} }
+
 // listener collects the messages published on some channels, on a
 // connection of its own.
 type listener struct {
@@ -183,14 +200,14 @@ func TestAcquireExcludesOtherOwners(t *testing.T) {
 		name := r.name("lock")
 		r.holdHash(name, other, "1")
 		before := r.hash(name)
-		refused("acquire", r.exec(lua.LockAcquire, []string{name}, ruleLease, me))
+		refused("acquire", r.exec(lua.LockAcquire, lockKeys(name), ruleLease, me))
 		r.unchanged(name, before, "acquire")
 	})
 	t.Run("fenced", func(t *testing.T) {
 		name := r.name("fenced")
 		r.holdHash(name, other, "1")
 		before := r.hash(name)
-		got, err := r.exec(lua.FencedAcquire, []string{name, layout.Token(name)}, ruleLease, me).AsIntSlice()
+		got, err := r.exec(lua.FencedAcquire, fencedKeys(name), ruleLease, me).AsIntSlice()
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		assert.Equal(t, int64(0), got[0], "fenced acquire: refused")
@@ -202,7 +219,7 @@ func TestAcquireExcludesOtherOwners(t *testing.T) {
 		r.holdHash(name, other, "1")
 		before := r.hash(name)
 		for _, join := range []string{"0", "1"} {
-			refused("fair acquire with join "+join, r.exec(lua.FairAcquire, fairKeys(name),
+			refused("fair acquire with join "+join, r.exec(lua.FairAcquire, fairAcquireKeys(name),
 				ruleLease, me, "750", join, "300000", "publish", "0"))
 			r.unchanged(name, before, "fair acquire with join "+join)
 		}
@@ -215,7 +232,7 @@ func TestAcquireExcludesOtherOwners(t *testing.T) {
 				r.readLevel(name, holder, 1)
 			}
 			before := r.hash(name)
-			refused(step, r.exec(acquire, []string{name}, ruleLease, field, layout.Tagged(name)))
+			refused(step, r.exec(acquire, rwKeys(name), ruleLease, field, layout.Tagged(name)))
 			r.unchanged(name, before, step)
 		})
 	}
@@ -249,22 +266,22 @@ func TestAcquireSetsLease(t *testing.T) {
 		assert.LessOrEqual(t, ttl, int64(30000), what)
 	}
 	name := r.name("lock")
-	taken("lock acquire", name, r.exec(lua.LockAcquire, []string{name}, ruleLease, me))
+	taken("lock acquire", name, r.exec(lua.LockAcquire, lockKeys(name), ruleLease, me))
 	name = r.name("fenced")
-	got, err := r.exec(lua.FencedAcquire, []string{name, layout.Token(name)}, ruleLease, me).AsIntSlice()
+	got, err := r.exec(lua.FencedAcquire, fencedKeys(name), ruleLease, me).AsIntSlice()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), got[0], "fenced acquire: taken")
 	assert.Greater(t, r.pttl(name), int64(otherLease), "fenced acquire: the lease given")
 	name = r.name("fair")
-	taken("fair acquire", name, r.exec(lua.FairAcquire, fairKeys(name), ruleLease, me, "750", "1", "300000", "publish", "0"))
+	taken("fair acquire", name, r.exec(lua.FairAcquire, fairAcquireKeys(name), ruleLease, me, "750", "1", "300000", "publish", "0"))
 	name = r.name("read")
-	taken("read acquire", name, r.exec(lua.RWReadAcquire, []string{name}, ruleLease, me, layout.Tagged(name)))
+	taken("read acquire", name, r.exec(lua.RWReadAcquire, rwKeys(name), ruleLease, me, layout.Tagged(name)))
 	assert.Greater(t, r.pttl(layout.ReadLeaseKey(name, me, 1)), int64(otherLease), "the read hold's lease key")
 	name = r.name("write")
-	taken("write acquire", name, r.exec(lua.RWWriteAcquire, []string{name}, ruleLease, me+":write", layout.Tagged(name)))
+	taken("write acquire", name, r.exec(lua.RWWriteAcquire, rwKeys(name), ruleLease, me+":write", layout.Tagged(name)))
 	// A read hold taken under the owner's own write lock, on a shorter
 	// lease, never shortens the lock's.
-	res := r.exec(lua.RWReadAcquire, []string{name}, "1000", me, layout.Tagged(name))
+	res := r.exec(lua.RWReadAcquire, rwKeys(name), "1000", me, layout.Tagged(name))
 	require.True(t, rueidis.IsRedisNil(res.Error()), "the writer's read acquire replied %v, want nil (taken)", res.Error())
 	assert.Greater(t, r.pttl(name), int64(otherLease), "the write lock's lease after its owner's read acquisition")
 }
@@ -279,7 +296,7 @@ func TestPermitsSetOnceAddedAndBack(t *testing.T) {
 	l := listen(t, r.rdb, k.Channel)
 	set := func(n string) int64 {
 		t.Helper()
-		got, err := r.exec(lua.SemSet, []string{k.Available, k.Channel}, "publish", n).AsInt64()
+		got, err := r.exec(lua.SemSet, []string{k.Available, k.Channel, layout.OtherKey(name)}, "publish", n).AsInt64()
 		require.NoError(t, err)
 		return got
 	}
@@ -288,7 +305,7 @@ func TestPermitsSetOnceAddedAndBack(t *testing.T) {
 	assert.Equal(t, "1", r.get(k.Available), "a semaphore's count is set only when it has none")
 	assert.Equal(t, []string{k.Channel + " 1"}, l.take(t), "a new count")
 
-	n, err := r.exec(lua.SemAdd, []string{k.Available, k.Channel}, "publish", "2").AsInt64()
+	n, err := r.exec(lua.SemAdd, []string{k.Available, k.Channel, layout.OtherKey(name)}, "publish", "2").AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), n)
 	assert.Equal(t, []string{k.Channel + " 2"}, l.take(t), "permits added")
@@ -296,7 +313,7 @@ func TestPermitsSetOnceAddedAndBack(t *testing.T) {
 	// A permit whose lease ended comes back at the next call.
 	require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Leases).ScoreMember().
 		ScoreMember(float64(serverNow(t, r.rdb)-1), "expired").Build()).Error())
-	n, err = r.exec(lua.SemAvailable, []string{k.Available, k.Leases, k.Channel}, "publish").AsInt64()
+	n, err = r.exec(lua.SemAvailable, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish").AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), n, "the permits available after a lease ended")
 	assert.Equal(t, []string{k.Channel + " 4"}, l.take(t), "a permit back")
@@ -356,7 +373,7 @@ func TestRenewAfterLockPassedOn(t *testing.T) {
 			ScoreMember(float64(serverNow(t, r.rdb)+otherLease), "permit-of-next").Build()).Error())
 		before, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 		require.NoError(t, err)
-		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel}, "publish", "permit-of-old", ruleLease).AsInt64()
+		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "permit-of-old", ruleLease).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "renewal of a permit that is not held")
 		after, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
@@ -571,7 +588,7 @@ func TestReleasePublishes(t *testing.T) {
 		require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Leases).ScoreMember().
 			ScoreMember(float64(serverNow(t, r.rdb)+30000), "p1").Build()).Error())
 		release := func() int64 {
-			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel}, "publish", "p1").AsInt64()
+			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "p1").AsInt64()
 			require.NoError(t, err)
 			return n
 		}
@@ -586,11 +603,11 @@ func TestReleasePublishes(t *testing.T) {
 		name := r.name("latch")
 		ch := layout.LatchChannel(name)
 		l := listen(t, r.rdb, ch)
-		n, err := r.exec(lua.LatchSet, []string{name}, "2", ch, "publish").AsInt64()
+		n, err := r.exec(lua.LatchSet, []string{name, layout.OtherKey(name)}, "2", ch, "publish").AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n)
 		assert.Equal(t, []string{ch + " 1"}, l.take(t), "a new count")
-		n, err = r.exec(lua.LatchSet, []string{name}, "5", ch, "publish").AsInt64()
+		n, err = r.exec(lua.LatchSet, []string{name, layout.OtherKey(name)}, "5", ch, "publish").AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "a count set twice")
 		assert.Equal(t, "2", r.get(name), "a latch's count is set only when it has none")
@@ -707,7 +724,7 @@ func TestSemaphoreQueueOrder(t *testing.T) {
 	r := newRules(t)
 	name := r.name("sem")
 	k := layout.Semaphore(name)
-	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines}
+	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(name)}
 	acquire := func(id, join string) []int64 {
 		t.Helper()
 		got, err := r.exec(lua.SemAcquire, keys, "publish", id, ruleLease, join, "30000").AsIntSlice()

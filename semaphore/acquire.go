@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/observe"
@@ -82,7 +83,7 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	sctx, cancel := a.scriptContext(w.Ctx)
 	a.sent = time.Now()
 	res, unsynced := a.s.core.RunAcquire(sctx, lua.SemAcquire,
-		[]string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines},
+		[]string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(a.s.name)},
 		[]string{a.s.core.PublishCommand(), a.raw, strconv.FormatInt(lockcore.Millis(a.lease), 10), flag,
 			strconv.FormatInt(timing.waiterTimeout.Milliseconds(), 10)})
 	cancel()
@@ -183,6 +184,6 @@ type renewer struct{}
 // RenewCall resets the permit's lease while it is held.
 func (renewer) RenewCall(r lockcore.Request) lockcore.Call {
 	k := KeysOf(r.Name)
-	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel},
+	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel, layout.OtherKey(r.Name)},
 		Args: []string{r.Core.PublishCommand(), r.Field, strconv.FormatInt(r.LeaseMs, 10)}}
 }

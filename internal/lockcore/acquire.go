@@ -202,7 +202,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			if over := w.Cancelled(); over != nil {
 				return Attempt{}, over
 			}
-			return Attempt{}, a.m.core.closedOr(redisError("acquire", a.m.name, err))
+			return Attempt{}, a.m.core.closedOr(ScriptError(a.m.layoutKind(), "acquire", a.m.name, err))
 		}
 		a.unknown = false // the script answered: Redis is as it says
 		if !at.Acquired {

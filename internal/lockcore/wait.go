@@ -395,10 +395,12 @@ func (w *Wait) subscribe(retry time.Duration) error {
 // transient reports whether a failure may be retried by a waiting call:
 // the Client is open, the caller's context is live, and the failure is a
 // connection error, an error reply that means the script did not run, or
-// a slow subscription.
+// a slow subscription; never a script's refusal of the name (a name
+// conflict, a wrong kind), which the wait would not see end.
 func (w *Wait) transient(err error) bool {
 	if w.Ctx.Err() != nil || w.core.CheckOpen() != nil || errors.Is(err, relock.ErrInvalidArgument) ||
-		errors.Is(err, relock.ErrReplicaSync) {
+		errors.Is(err, relock.ErrReplicaSync) || errors.Is(err, relock.ErrNameConflict) ||
+		errors.Is(err, relock.ErrWrongKind) {
 		return false
 	}
 	return errors.Is(err, errSubscribeSlow) || RetryableFailure(err)
