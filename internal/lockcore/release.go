@@ -102,6 +102,7 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	}
 	r := Request{Core: m.core, Name: m.name, Field: h.field, LeaseMs: Millis(lease), LeaseArg: leaseArg,
 		Chan: m.channel, Wakers: m.wakers, Target: want - 1}
+	sent := time.Now()
 	remaining, err := m.release(rctx, h, r, false)
 	if err != nil && rctx == ctx && ctx.Err() != nil {
 		// ctx ended while the release was in flight: finish it.
@@ -122,18 +123,20 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 		if want == 1 {
 			m.core.mu.Lock()
 			settle, reserved := m.core.reserveSettleLocked(h, m)
+			until := h.settleUntilLocked(stop != nil)
 			m.core.mu.Unlock()
 			ended := h.released(gen, 0)
 			if reserved {
-				m.core.settleReserved(h, settle, ended, lease)
+				m.core.settleReserved(h, settle, ended, until)
 			}
 		} else {
+			h.leaseMayBeSet(gen, lease) // the release may have run, and reset the lease
 			h.released(gen, want-1)
 		}
 		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
 		h.keepSpare(stop)
-		lost := h.loss(whyRelease, nil)
+		lost := h.loss(h.goneWhy("release"), nil)
 		h.lose(gen, lost)
 		h.forgetLoss()
 		return false, Join(relock.ErrNotHeld, lost)
@@ -144,7 +147,7 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	// this release left (the record may already be another's then: the
 	// slot is all it could wait for, and only for a moment).
 	left = true
-	h.releasedLeave(gen, int(remaining), stop)
+	h.releasedLeave(gen, int(remaining), stop, sent)
 	return false, nil
 }
 

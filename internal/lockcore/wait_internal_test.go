@@ -31,6 +31,9 @@ type model struct {
 	// attempts counts the acquire and re-enter scripts that reached the
 	// model.
 	attempts int
+	// reentered, when set, is called (without mu) by a re-enter script
+	// after it ran and before it answers.
+	reentered func()
 }
 
 type modelLock struct {
@@ -83,6 +86,14 @@ func (m *model) Acquire(_ context.Context, r Request) (Attempt, error) {
 }
 
 func (m *model) Reenter(_ context.Context, r Request) (Attempt, error) {
+	at, err := m.reenter(r)
+	if m.reentered != nil {
+		m.reentered()
+	}
+	return at, err
+}
+
+func (m *model) reenter(r Request) (Attempt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.attempts++
