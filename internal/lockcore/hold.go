@@ -89,12 +89,14 @@ type hold struct {
 	listener  waiter // hears force-unlocks while the hold is watched (see watch)
 	listening bool   // set from the moment a listener is being made
 	users     int    // calls using the record
-	// heard is set when a message on the lock's channel (where a
+	// heard is set when a message heard on the lock's channel (where a
 	// force-unlock is published) brought the hold's renewal forward, and
 	// cleared by the next renewal sent (see Core.renew): a loss that
 	// renewal finds was heard of. A renewal that finds the hold there
-	// clears it, so a message that was not a force-unlock (a shortened
-	// lease, the subscription made) does not mark a later loss.
+	// clears it, so that a message that was no force-unlock (a re-entry
+	// that shortened the lease publishes one) does not mark a later loss.
+	// A renewal brought forward because a message may have been missed
+	// (the channel's subscription made) does not set it.
 	heard atomic.Bool
 	// fixed: the latest acquisition took a fixed lease (the hold is not
 	// on the watchdog). leaseAt is when that lease was last set, as the
@@ -769,7 +771,10 @@ func (r *renewal) lost(cause error) {
 	h.renewal = nil // already out of the wheel
 	// What the report names is read now: once c.mu is let go, a release
 	// may end the hold and the record be reused (lose then ignores it).
-	heard := errors.Is(cause, errHeardGone)
+	// A message heard while the renewal that found the hold gone was in
+	// flight counts too (its own renewal has not run yet): the Client
+	// heard a message and found the hold gone.
+	heard := errors.Is(cause, errHeardGone) || errors.Is(cause, watchdog.ErrNotHeld) && h.heard.Swap(false)
 	gen, what, seen := h.gen, h.describe(), c.obs.seenLocked(h)
 	// No renewal answered in time: the field may still be in Redis, and
 	// is settled once the hold is ended (the record is kept for it).
@@ -826,7 +831,7 @@ func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 	if !start {
 		return life
 	}
-	l, err := c.listen(channel, h.checkNow)
+	l, err := c.listen(channel, h.heardNow, h.checkNow)
 	c.mu.Lock()
 	if err == nil && h.gen == gen && h.want > 0 {
 		h.listener, l = l, nil
@@ -845,13 +850,23 @@ func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 	return life
 }
 
-// checkNow brings h's renewal forward: a message says the hold may be
-// gone. It runs on the pub/sub reader goroutine and does not block.
-func (h *hold) checkNow() {
+// heardNow is checkNow for a message heard on the lock's channel: the
+// renewal it brings forward tells, if it finds the hold gone, that a
+// message was heard (see hold.heard).
+func (h *hold) heardNow() { h.renewNow(true) }
+
+// checkNow brings h's renewal forward: a message may have been published
+// on the lock's channel unheard (the channel's subscription was made, or
+// made again), and the hold may be gone.
+func (h *hold) checkNow() { h.renewNow(false) }
+
+// renewNow brings h's renewal forward (heard: for a message heard). It
+// runs on a pub/sub goroutine and does not block.
+func (h *hold) renewNow(heard bool) {
 	c := h.core
 	c.mu.Lock()
 	r := h.renewal
-	if r != nil {
+	if r != nil && heard {
 		h.heard.Store(true)
 	}
 	c.mu.Unlock()

@@ -288,8 +288,8 @@ func bubble(t *testing.T, name string, fn func(t *testing.T, m *model, c *Core, 
 type modelListener struct{ modelWaiter }
 
 // TestModelLossCauseSaysWhatWasHeard: a hold's loss says what the Client
-// saw. A message on the lock's channel (here the call a listener gets when
-// its subscription is made, which is no force-unlock) brings a renewal
+// saw. A message on the lock's channel that was no force-unlock (a
+// re-entry that shortened the lease publishes one) brings a renewal
 // forward that finds the hold there: a later deletion, found by the next
 // renewal, is not reported as a force-unlock. A message heard once the
 // hold is gone is.
@@ -327,7 +327,7 @@ func TestModelLossCauseSaysWhatWasHeard(t *testing.T) {
 			t.Fatal(err)
 		}
 		life := l.HoldContext(a)
-		hear(l)                            // the subscription is made
+		hear(l)                            // a message that was no force-unlock
 		time.Sleep(100 * time.Millisecond) // its renewal ran and found the hold
 		start := time.Now()
 		gone(m, "deleted")
