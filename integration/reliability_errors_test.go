@@ -180,44 +180,6 @@ local s = ms() while ms() - s < 600 do end return 1`, "0")
 	assert.NoError(t, h.unlock(t), "holder")
 }
 
-// TestReliabilityBusyUnlockSettledForLease: a last Unlock answered BUSY
-// by a real server that stays busy (a script runs) for longer than the
-// Client's watchdog timeout is still finished once the server answers:
-// the Client goes on releasing it for as long as the hold's fixed lease
-// could last, not for the watchdog timeout, and another owner gets the
-// lock then, not at the end of the lease.
-func TestReliabilityBusyUnlockSettledForLease(t *testing.T) {
-	const watchdog = 200 * time.Millisecond
-	srv := redistest.Start(t, "--busy-reply-threshold", "50")
-	c := relocktest.ClientOn(t, srv, rlock.WithWatchdogTimeout(watchdog))
-	other := relocktest.ClientOn(t, srv)
-	raw := srv.Client(t)
-	l := c.GetLock(relocktest.Name(t))
-	u := rlock.WithOwner(t.Context(), "u")
-	require.NoError(t, l.LockLease(u, time.Minute))
-
-	busy := make(chan error, 1)
-	go func() {
-		_, err := srv.Do(context.Background(), "EVAL", `local function ms() local t = redis.call('time') return t[1]*1000 + t[2]/1000 end
-local s = ms() while ms() - s < 1500 do end return 1`, "0")
-		busy <- err
-	}()
-	relocktest.Eventually(t, 5*time.Second, "the server to answer BUSY", func() bool {
-		err := raw.Do(context.Background(), raw.B().Ping().Build()).Error()
-		return err != nil && strings.HasPrefix(err.Error(), "BUSY")
-	})
-	unlocked := time.Now()
-	require.ErrorContains(t, l.Unlock(u), "BUSY", "Unlock while busy must return the BUSY error")
-	require.NoError(t, relocktest.Receive(t, busy, 10*time.Second, "the busy script to end"), "the busy script")
-	require.Greater(t, time.Since(unlocked), 2*watchdog, "the server was busy for longer than the watchdog timeout")
-
-	o, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "o"), 10*time.Second)
-	defer cancel()
-	require.NoError(t, other.GetLock(l.Name()).Lock(o), "another owner, once the server answers again")
-	assert.Less(t, time.Since(unlocked), 20*time.Second, "the lock was free long before its 1m lease ended")
-	require.NoError(t, other.GetLock(l.Name()).Unlock(o))
-}
-
 // TestReliabilityRealErrorReplies makes a real server answer OOM (maxmemory
 // 1, noeviction), BUSY (a long script) and NOSCRIPT (SCRIPT FLUSH) while
 // locks are used in this process and by test processes: no error reaches a
