@@ -276,6 +276,7 @@ func (c *Core) Close() error {
 		c.mu.Lock()
 		close(c.closed)
 		closing := c.obs.closingLocked(c)
+		c.stopExpiriesLocked()
 		c.mu.Unlock()
 		c.closeRoot(relock.ErrClosed)
 		c.obs.closed(closing)

@@ -86,15 +86,25 @@ func (h *hold) armExpiryLocked() {
 // leaseRanOut is the expiry timer's function: the hold ends as lost, if
 // it is still a watched hold on a fixed lease that has run out (a
 // re-entry or a release may have moved or ended it while the timer
-// fired).
+// fired), unless Close ended it first.
 func (h *hold) leaseRanOut() {
 	c := h.core
 	c.mu.Lock()
-	if h.want == 0 || !h.fixed || h.life == nil || time.Now().Before(h.leaseAt.Add(h.lease)) {
+	if h.want == 0 || !h.fixed || h.life == nil || time.Now().Before(h.leaseAt.Add(h.lease)) || c.CheckOpen() != nil {
 		c.mu.Unlock()
 		return
 	}
 	h.loseLocked(h.loss(leaseRanOut(h.lease), nil))
+}
+
+// stopExpiriesLocked stops the expiry timers of every hold: Close ends
+// the holds. c.mu is held, and Close has begun.
+func (c *Core) stopExpiriesLocked() {
+	for _, h := range c.holds {
+		if h.expiry != nil {
+			h.expiry.Stop()
+		}
+	}
 }
 
 // leaseRanOut is why a hold on a fixed lease of lease ended at its end.

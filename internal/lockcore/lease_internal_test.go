@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/observe"
 )
 
 // These tests run on the model of wait_internal_test.go: its scripts run
@@ -356,6 +358,59 @@ func TestModelLossCauseSaysWhatWasHeard(t *testing.T) {
 		}
 		if cause := context.Cause(life).Error(); !strings.Contains(cause, "it was force-unlocked: a message on its channel was heard") {
 			t.Errorf("a hold gone after a message is reported as %q", cause)
+		}
+	})
+}
+
+// holdEnds is an observer that counts the ends of holds, by outcome.
+type holdEnds struct {
+	observe.Base
+	mu   sync.Mutex
+	ends map[observe.Outcome]int
+}
+
+func (o *holdEnds) HoldEnd(h observe.Hold) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ends[h.Outcome]++
+}
+
+// TestModelFixedLeaseAfterClose: Close ends a watched hold on a fixed
+// lease; its lease's end, later, reports nothing more.
+func TestModelFixedLeaseAfterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		obs := &holdEnds{ends: make(map[observe.Outcome]int)}
+		var lost lossLog
+		c, err := NewCore(Config{RDB: noRedis{}, Observer: obs, OnLost: lost.handler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.subscribeHook = m.hub.subscribe
+		c.renewHook = m.renew
+		l := NewMutex(c, "x", m)
+		a := WithOwner(t.Context(), "a")
+		if err := l.LockLease(a, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		life := l.HoldContext(a)
+		time.Sleep(500 * time.Millisecond)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitEnd(t, life)
+		if cause := context.Cause(life); !errors.Is(cause, relock.ErrClosed) {
+			t.Errorf("the life ended with %v, want relock.ErrClosed", cause)
+		}
+		time.Sleep(2 * time.Second)
+		obs.mu.Lock()
+		ends := maps.Clone(obs.ends)
+		obs.mu.Unlock()
+		if want := map[observe.Outcome]int{observe.OutcomeClosed: 1}; !maps.Equal(ends, want) {
+			t.Errorf("the observer was told of ends %v, want %v", ends, want)
+		}
+		if n := lost.count(); n != 0 {
+			t.Errorf("the lost handler was called %d times after Close", n)
 		}
 	})
 }
