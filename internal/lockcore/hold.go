@@ -27,7 +27,8 @@ type holdKey struct{ name, suffix, owner string }
 //	free --grant--> held (want >= 1) --release to 0--> free (ends, cause nil)
 //	                  |   ^ grant, partial release
 //	                  +--loss (a renewal, re-entry or unlock found it
-//	                  |        gone; ForceUnlock)--> free (ends, relock.ErrLockLost)
+//	                  |        gone; ForceUnlock; the fixed lease of a
+//	                  |        watched hold ran out)--> free (ends, relock.ErrLockLost)
 //	                  +--Close--> ended (ends, relock.ErrClosed)
 //
 // want is the number of levels the owner was granted and has not
@@ -47,7 +48,8 @@ type holdKey struct{ name, suffix, owner string }
 // life is a context that lives from the first level to the end of the
 // hold; context.Cause tells how it ended. It is made when someone asks
 // for it (HoldContext, Done, Do, MultiLock), so a hold nobody watches
-// costs no context. Done channels, Do's function context and MultiLock's
+// costs no context (and, on a fixed lease, no timer: see
+// armExpiryLocked). Done channels, Do's function context and MultiLock's
 // watch hang on it with context.AfterFunc: watching costs no goroutine.
 //
 // renewal is the hold's registration with the watchdog while it is on the
