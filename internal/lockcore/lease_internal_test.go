@@ -209,8 +209,10 @@ func TestModelFixedLeaseMovedByReentry(t *testing.T) {
 // re-entry is in flight, which the model ran before the lease ended but
 // whose reply comes after: the hold ends at its lease all the same (the
 // Client cannot know that Redis kept it), and the re-entry, finding its
-// hold ended, takes the lock anew, in line with Redis. A timer run that
-// lost the race to a re-entry that moved the end leaves the hold alone.
+// hold ended, takes the lock anew, in line with Redis. The same race with
+// a partial release: the level it kept in Redis (with its lease reset) is
+// taken back. A timer run that lost the race to a re-entry that moved the
+// end leaves the hold alone.
 func TestModelLeaseTimerRacesReentry(t *testing.T) {
 	bubble(t, "reply after the timer", func(t *testing.T, m *model, c *Core, a context.Context) {
 		var lost lossLog
@@ -252,6 +254,41 @@ func TestModelLeaseTimerRacesReentry(t *testing.T) {
 		m.mu.Unlock()
 		if left != nil {
 			t.Errorf("the lock is still in the model after the release: %v", left.fields)
+		}
+	})
+	bubble(t, "partial release's reply after the timer", func(t *testing.T, m *model, c *Core, a context.Context) {
+		var lost lossLog
+		c.onLost = lost.handler
+		l := NewMutex(c, "partial", m)
+		start := time.Now()
+		for range 2 {
+			if err := l.LockLease(a, time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		life := l.HoldContext(a)
+		time.Sleep(900 * time.Millisecond)
+		m.released = func() {
+			m.released = nil // the settle's release answers at once
+			time.Sleep(300 * time.Millisecond)
+		}
+		done := make(chan error, 1)
+		go func() { done <- l.Unlock(a) }()
+		endedAt(t, life, start, time.Second, time.Second)
+		if err := <-done; err != nil {
+			t.Errorf("the partial release: %v", err)
+		}
+		// The release kept a level in the model and reset its lease to
+		// 1.9s; the Client, whose hold ended, takes it back at once.
+		time.Sleep(100 * time.Millisecond)
+		m.mu.Lock()
+		left := m.lock("partial")
+		m.mu.Unlock()
+		if left != nil {
+			t.Errorf("the level the release kept is still in the model at %v: %v", time.Since(start), left.fields)
+		}
+		if n := lost.count(); n != 1 {
+			t.Errorf("the lost handler was called %d times, want 1", n)
 		}
 	})
 	bubble(t, "timer run after the re-entry", func(t *testing.T, m *model, c *Core, a context.Context) {

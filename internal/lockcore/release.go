@@ -141,6 +141,9 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 		h.forgetLoss()
 		return false, Join(relock.ErrNotHeld, lost)
 	}
+	if remaining > 0 {
+		m.settleKept(h, gen, lease)
+	}
 	// The common way out, in one critical section: the level released,
 	// the registration kept for the next hold, the use of h ended. The
 	// call slot goes last, so that the owner's next call sees the count
@@ -227,5 +230,24 @@ func (c *Core) loseAll(ctx context.Context, name string) {
 			h.release()
 		}
 		c.leave(h)
+	}
+}
+
+// settleKept takes back the levels that a partial release of hold gen
+// kept in Redis, when that hold ended while the release was on its way
+// (a watched hold's fixed lease ran out): the release reset their lease,
+// and nobody would release them. The caller holds h's call slot, so no
+// newer hold of the owner can have begun.
+func (m *Mutex) settleKept(h *hold, gen uint64, lease time.Duration) {
+	c := m.core
+	c.mu.Lock()
+	if h.gen != gen || h.want > 0 {
+		c.mu.Unlock()
+		return
+	}
+	settle, reserved := c.reserveSettleLocked(h, m)
+	c.mu.Unlock()
+	if reserved {
+		c.settleReserved(h, settle, true, time.Now().Add(lease))
 	}
 }

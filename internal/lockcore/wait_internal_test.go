@@ -31,9 +31,10 @@ type model struct {
 	// attempts counts the acquire and re-enter scripts that reached the
 	// model.
 	attempts int
-	// reentered, when set, is called (without mu) by a re-enter script
-	// after it ran and before it answers.
-	reentered func()
+	// reentered and released, when set, are called (without mu) by a
+	// re-enter script and by a release script after it ran and before it
+	// answers.
+	reentered, released func()
 }
 
 type modelLock struct {
@@ -110,6 +111,14 @@ func (m *model) reenter(r Request) (Attempt, error) {
 }
 
 func (m *model) Release(_ context.Context, r Request) (int64, error) {
+	n, err := m.release(r)
+	if m.released != nil {
+		m.released()
+	}
+	return n, err
+}
+
+func (m *model) release(r Request) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.lock(r.Name)
