@@ -151,6 +151,9 @@ type Waiter struct {
 	wake       chan struct{}
 	left       bool
 	listen     func() // set for a listener
+	// missed, when set, is called instead of listen when a message may
+	// have been missed (see ListenMissed).
+	missed func()
 	// unconfirmed: a listener registered before its channel's
 	// subscription was confirmed.
 	unconfirmed bool
@@ -261,12 +264,22 @@ func (h *Hub) join(ctx context.Context, channel string, listen func()) (*Waiter,
 //
 // It fails with [ErrClosed] once the hub is closed.
 func (h *Hub) Listen(channel string, fn func()) (*Waiter, error) {
+	return h.ListenMissed(channel, fn, fn)
+}
+
+// ListenMissed is Listen with two functions: onMessage is called for
+// every message on channel, onMissed when a message may have been missed
+// (when the channel's subscription is confirmed, and after it was made
+// again), for a listener that tells a message heard from one that may
+// have been published unheard.
+func (h *Hub) ListenMissed(channel string, onMessage, onMissed func()) (*Waiter, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w := h.registerLocked(channel, fn)
+	w := h.registerLocked(channel, onMessage)
 	if w == nil {
 		return nil, ErrClosed
 	}
+	w.missed = onMissed
 	c := w.c
 	if !c.onServer || c.op != opNone {
 		// Not subscribed yet: fn is called once the server confirms, for
@@ -467,6 +480,26 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	for _, fn := range listeners {
 		fn()
 	}
+}
+
+// missedListeners returns what c's listeners call when a message may
+// have been missed. h.mu is held.
+func (c *topic) missedListeners() []func() {
+	var fns []func()
+	for w := c.head; w != nil; w = w.next {
+		if w.listen != nil {
+			fns = append(fns, w.onMissed())
+		}
+	}
+	return fns
+}
+
+// onMissed is what listener w calls when a message may have been missed.
+func (w *Waiter) onMissed() func() {
+	if w.missed != nil {
+		return w.missed
+	}
+	return w.listen
 }
 
 // listeners returns the functions of c's listeners. h.mu is held.

@@ -854,3 +854,26 @@ func TestListener(t *testing.T) {
 	l.Leave(false)
 	relocktest.Eventually(t, eventTimeout, "the channel to be unsubscribed after the linger", func() bool { return numsub(c, "listen") == 0 })
 }
+
+// TestListenMissed: a listener with two functions hears the confirmation
+// of its subscription, and a subscription made again after a lost
+// connection, on the one for messages that may have been missed, and the
+// messages on the other.
+func TestListenMissed(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	h := newHub(t, srv.Client(t), pubsub.Options{Policy: policy})
+	heard := make(chan struct{}, 16)
+	missed := make(chan struct{}, 16)
+	l, err := h.ListenMissed("listen", func() { heard <- struct{}{} }, func() { missed <- struct{}{} })
+	require.NoError(t, err)
+	relocktest.Receive(t, missed, eventTimeout, "the listener to be told that its subscription was confirmed")
+	publish(t, c, "listen", "one")
+	relocktest.Receive(t, heard, eventTimeout, "the listener to hear the message")
+	require.NoError(t, do(t, c, "CLIENT", "KILL", "TYPE", "pubsub").Error())
+	relocktest.Receive(t, missed, eventTimeout, "the listener to hear that messages may have been lost")
+	relocktest.Eventually(t, eventTimeout, "resubscribed", func() bool { return numsub(c, "listen") == 1 })
+	assert.Empty(t, heard, "a message heard that was not published")
+	assert.Empty(t, missed, "a message missed twice")
+	l.Leave(false)
+}

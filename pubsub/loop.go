@@ -295,13 +295,13 @@ func (h *Hub) subscribeDone(subs []*topic, err error) (fatal bool) {
 				// not subscribed.
 				c.resub = false
 				c.wakeAll(false)
-				h.missed = append(h.missed, c.listeners()...)
+				h.missed = append(h.missed, c.missedListeners()...)
 			} else {
 				// Listeners that came before the subscription may have
 				// missed a message too.
 				for w := c.head; w != nil; w = w.next {
 					if w.unconfirmed {
-						h.missed = append(h.missed, w.listen)
+						h.missed = append(h.missed, w.onMissed())
 					}
 				}
 			}

@@ -33,12 +33,14 @@ func WithWatchdogTimeout(d time.Duration) Option {
 }
 
 // WithLostHandler sets a function called when a hold is lost: a renewal
-// found it gone (expired, deleted, force-unlocked), no renewal succeeded
-// before the lease ran out, a call of its owner found it gone (a fixed
-// lease that ran out, among others), or ForceUnlock removed it. It runs on
-// the watchdog's goroutine or on the goroutine of the call that found the
-// loss, and must return quickly, without calling the Client's locks. The
-// default is none.
+// found it gone (deleted, force-unlocked), a message on the lock's channel
+// said it was force-unlocked, no renewal succeeded before the lease ran
+// out, the fixed lease of a watched hold ran out, a call of its owner
+// found it gone (a fixed lease that ran out, among others), or ForceUnlock
+// removed it; each loss once. The cause says which. It runs on the
+// watchdog's goroutine, a timer's, or the goroutine of the call that found
+// the loss, and must return quickly, without calling the Client's locks.
+// The default is none.
 func WithLostHandler(fn func(name, owner string, cause error)) Option {
 	return func(c *lockcore.Config) { c.OnLost = fn }
 }

@@ -90,7 +90,13 @@
 // before the lease runs out, the hold is lost: Do's context is cancelled
 // with a cause matching ErrLockLost, the channel from Done closes, and the handler of
 // WithLostHandler runs. A fixed lease (LockLease, TryLock with lease > 0) is
-// never renewed. Close stops every renewal; locks still held then expire.
+// never renewed: a hold that someone watches (Done, HoldContext, a Hold's
+// Context) ends when its lease ends, by a timer of the Client (no call to
+// Redis), counted from when the acquisition, or the latest re-entry or
+// partial release (which reset the lease), was sent, so that it never
+// looks held after Redis may have let it go; it is reported lost like any
+// other loss. One nobody watches is found ended at its owner's next call.
+// Close stops every renewal; locks still held then expire.
 //
 // # Waiting
 //

@@ -185,6 +185,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		paused := from > 0 && !a.renew && a.h.stopRenewal()
 		var at Attempt
 		var err error
+		sent := time.Now()
 		if from > 0 {
 			r.Target = from + 1
 			at, err = a.m.kind.Reenter(w.ScriptContext(), r)
@@ -198,6 +199,9 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		if err != nil {
 			if outcomeUnknown(err) {
 				a.unknown = true
+				if from > 0 {
+					a.h.leaseMayBeSet(gen, a.lease) // the re-entry may have run
+				}
 			}
 			if over := w.Cancelled(); over != nil {
 				return Attempt{}, over
@@ -209,7 +213,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			if from > 0 {
 				// A re-entry found the hold gone: it was lost. Report it,
 				// and acquire anew.
-				a.h.lose(gen, a.h.loss(whyReentry, nil))
+				a.h.lose(gen, a.h.loss(a.h.goneWhy("re-entry"), nil))
 				continue
 			}
 			return at, nil
@@ -226,7 +230,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		if from > 0 {
 			anon = ""
 		}
-		switch err := a.h.grant(from, gen, a.lease, r.LeaseArg, a.renew, anon); {
+		switch err := a.h.grant(from, gen, a.lease, r.LeaseArg, a.renew, anon, sent); {
 		case errors.Is(err, errHoldChanged):
 			continue // lost while re-entered: the next round acquires anew
 		case err != nil:
@@ -287,11 +291,15 @@ func (m *Mutex) settleOnce(ctx context.Context, h *hold, r Request, ended uint64
 		return nil
 	}
 	r.Target = h.want
+	gen, lease := h.gen, h.lease
 	if h.want > 0 {
 		r.LeaseMs, r.LeaseArg = Millis(h.lease), h.leaseArg
 	}
 	h.core.mu.Unlock()
 	_, err := m.release(ctx, h, r, true)
+	if r.Target > 0 {
+		h.leaseMayBeSet(gen, lease) // a release that leaves levels resets the lease
+	}
 	return err
 }
 
@@ -368,9 +376,12 @@ type settleReservation struct {
 // its owner reads). The owner's count is 0 as far as the Client knows,
 // so the settling removes the field, waking the waiters if that frees the
 // lock, as soon as Redis answers, and stops once a newer hold of the
-// owner began (see settleOnce). It gives up after lease (at most the
-// watchdog timeout), or at Close.
-func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, lease time.Duration) {
+// owner began (see settleOnce). It goes on until until, the latest the
+// hold may last in Redis (see settleUntilLocked: its lease, as the Client
+// last set it, or a lease from its last renewal), or until Close,
+// whichever comes first, and gives up at once on an error reply that a
+// resend cannot cure.
+func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, until time.Time) {
 	if !ended {
 		c.background.Done()
 		c.leave(h)
@@ -378,7 +389,7 @@ func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, lease ti
 	}
 	r := Request{Core: c, Name: s.m.name, Field: h.field, LeaseMs: Millis(c.WatchdogTimeout),
 		LeaseArg: c.watchdogArg, Chan: s.m.channel, Wakers: s.m.wakers}
-	go c.settling(s.m, h, r, time.Now().Add(min(lease, c.WatchdogTimeout)), s.gen)
+	go c.settling(s.m, h, r, until, s.gen)
 }
 
 // abandon tells the kind that a waiting acquisition gave up. It is not

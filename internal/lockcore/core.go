@@ -278,6 +278,7 @@ func (c *Core) Close() error {
 		c.mu.Lock()
 		close(c.closed)
 		closing := c.obs.closingLocked(c)
+		c.stopExpiriesLocked()
 		c.mu.Unlock()
 		c.closeRoot(relock.ErrClosed)
 		c.obs.closed(closing)
@@ -320,13 +321,15 @@ func (c *Core) subscribe(ctx context.Context, channel string) (waiter, error) {
 	return w, nil
 }
 
-// listen registers fn for every message on channel through the hub (or
-// the stand-in a test put in listenHook).
-func (c *Core) listen(channel string, fn func()) (waiter, error) {
+// listen registers onMessage for every message on channel through the
+// hub, and onMissed for when a message may have been missed (the
+// subscription made, or made again); a test's stand-in in listenHook
+// gets onMessage only.
+func (c *Core) listen(channel string, onMessage, onMissed func()) (waiter, error) {
 	if c.listenHook != nil {
-		return c.listenHook(channel, fn)
+		return c.listenHook(channel, onMessage)
 	}
-	l, err := c.Hub.Listen(channel, fn)
+	l, err := c.Hub.ListenMissed(channel, onMessage, onMissed)
 	if err != nil {
 		return nil, err
 	}

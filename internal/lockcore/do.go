@@ -15,7 +15,8 @@ import (
 // holds nothing this Client knows of, it has already ended with a cause
 // matching relock.ErrNotHeld. It carries no values and no deadline. From the
 // first call on, a hold on the watchdog lease hears of a force-unlock
-// within a round trip (see Core.watch).
+// within a round trip (see Core.watch), and one on a fixed lease ends when
+// that lease ends (see hold.armExpiryLocked).
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
 	owner, _, err := m.holder(ctx)
 	if err == nil && owner != "" {

@@ -36,6 +36,10 @@ type model struct {
 	// network between Client and server). A context that ends on the way there keeps the
 	// script from running; one that ends on the way back loses its reply.
 	latency time.Duration
+	// reentered and released, when set, are called (without mu) by a
+	// re-enter script and by a release script after it ran and before it
+	// answers.
+	reentered, released func()
 }
 
 type modelLock struct {
@@ -121,6 +125,9 @@ func (m *model) Reenter(ctx context.Context, r Request) (Attempt, error) {
 		return Attempt{}, err
 	}
 	at, err := m.reenter(r)
+	if m.reentered != nil {
+		m.reentered()
+	}
 	if err := m.travel(ctx); err != nil {
 		return Attempt{}, err
 	}
@@ -148,6 +155,9 @@ func (m *model) Release(ctx context.Context, r Request) (int64, error) {
 		return 0, err
 	}
 	n, err := m.release(r)
+	if m.released != nil {
+		m.released()
+	}
 	if err := m.travel(ctx); err != nil {
 		return 0, err
 	}
