@@ -144,6 +144,15 @@ var (
 	//go:embed sem_abandon.lua
 	semAbandon string
 
+	//go:embed csem_acquire.lua
+	csemAcquire string
+	//go:embed csem_undo.lua
+	csemUndo string
+	//go:embed csem_add.lua
+	csemAdd string
+	//go:embed csem_drain.lua
+	csemDrain string
+
 	//go:embed latch_set.lua
 	latchSet string
 	//go:embed latch_count_down.lua
@@ -247,6 +256,19 @@ var (
 	SemAdd = script(semAdd, false)
 	// SemAbandon takes a waiter out of a semaphore's queue. Idempotent.
 	SemAbandon = script(semAbandon, true)
+
+	// CountingAcquire takes permits of a counting semaphore, all or none.
+	// Safe to resend (by relock): every attempt of a call sends the same
+	// grant, and a grant remembered takes nothing again.
+	CountingAcquire = script(csemAcquire, false)
+	// CountingUndo gives back the permits of a call's grant. Idempotent.
+	CountingUndo = script(csemUndo, true)
+	// CountingAdd gives permits to a counting semaphore, or takes some
+	// away. Never resent: it would add twice.
+	CountingAdd = script(csemAdd, false)
+	// CountingDrain takes every permit available. Not resent: the second
+	// reply would say 0.
+	CountingDrain = script(csemDrain, false)
 
 	// LatchSet sets a count-down latch's count if it is not set. Not
 	// resent (the second reply would say it was already set).

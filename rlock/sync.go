@@ -23,6 +23,14 @@ func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
 	return lockcore.Use[func(*lockcore.Core, string) *semaphore.Semaphore]()(c.core, name)
 }
 
+// GetCountingSemaphore returns a handle on the counting semaphore name
+// (Redisson's RSemaphore layout): a count of permits without IDs or
+// leases, shared with Java's getSemaphore(name). It does no I/O; a bad
+// name is reported by the handle's methods.
+func (c *Client) GetCountingSemaphore(name string) *semaphore.Counting {
+	return lockcore.Use[func(*lockcore.Core, string) *semaphore.Counting]()(c.core, name)
+}
+
 // GetCountDownLatch returns a handle on the count-down latch name
 // (Redisson's RCountDownLatch layout). It does no I/O; a bad name is
 // reported by the handle's methods.

@@ -15,7 +15,8 @@ import (
 var errNotALock = errors.New("not a lock")
 
 // kindCounter is a count alone under a name: a semaphore with no permit
-// out, or a count-down latch, which nothing in Redis tells apart.
+// out, a counting semaphore, or a count-down latch, which nothing in
+// Redis tells apart.
 const kindCounter layout.Kind = "counter"
 
 // detect tells from s what its name is: a kind of layout, kindCounter, or
@@ -46,6 +47,9 @@ func detect(s *snapshot) (layout.Kind, error) {
 		if s.present(layout.RoleLeases, layout.RoleWaitQueue, layout.RoleWaitDeadlines) {
 			return layout.KindSemaphore, nil
 		}
+		if s.present(layout.RoleGrants) {
+			return layout.KindCountingSemaphore, nil
+		}
 		return kindCounter, nil
 	case "none":
 		switch {
@@ -53,6 +57,8 @@ func detect(s *snapshot) (layout.Kind, error) {
 			return lockKind(s), nil
 		case s.present(layout.RoleLeases, layout.RoleWaitQueue, layout.RoleWaitDeadlines):
 			return layout.KindSemaphore, nil
+		case s.present(layout.RoleGrants):
+			return layout.KindCountingSemaphore, nil
 		}
 		return "", nil
 	}

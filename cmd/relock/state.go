@@ -258,6 +258,40 @@ func semStateOf(s *snapshot) (*semState, error) {
 	return st, nil
 }
 
+// countingState is a counting semaphore (Redisson's RSemaphore).
+type countingState struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Set       bool   `json:"set"`
+	Available int64  `json:"available"`
+	Grants    int    `json:"grants"`
+	Keys      struct {
+		Count   string `json:"count"`
+		Grants  string `json:"grants"`
+		Channel string `json:"channel"`
+	} `json:"keys"`
+}
+
+// countingStateOf reads the counting semaphore in s.
+func countingStateOf(s *snapshot) (*countingState, error) {
+	k := layout.CountingSemaphore(s.name)
+	st := &countingState{Name: s.name, Kind: string(layout.KindCountingSemaphore)}
+	st.Keys.Count, st.Keys.Grants, st.Keys.Channel = k.Count, k.Grants, k.Channel
+	n, err := countOf(s)
+	if err != nil {
+		return nil, err
+	}
+	st.Set, st.Available = s.present(layout.RoleCount), n
+	if g := s.role(layout.RoleGrants); g.ok() {
+		for _, z := range g.ZSet {
+			if int64(z.Score) > s.now {
+				st.Grants++
+			}
+		}
+	}
+	return st, nil
+}
+
 // latchState is a count-down latch (kind "latch"), or a count that may be
 // a latch's or a semaphore's (kind "counter", with Value).
 type latchState struct {
@@ -321,7 +355,7 @@ func noun(k layout.Kind) string {
 		return s.Noun
 	}
 	if k == kindCounter {
-		return "count (a semaphore's or a count-down latch's)"
+		return "count (a semaphore's, a counting semaphore's or a count-down latch's)"
 	}
 	return string(k)
 }

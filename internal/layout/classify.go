@@ -55,6 +55,7 @@ func Classify(key, typ string) (m Match, ok bool) {
 		prefixed(RoleAlive, TypeZSet, AlivePrefix),
 		suffixed(RoleWaitDeadlines, SemaphoreQueueDeadlinesSuffix),
 		suffixed(RoleWaitQueue, SemaphoreQueueSuffix),
+		suffixed(RoleGrants, CountingGrantsSuffix),
 		suffixed(RoleLeases, SemaphoreLeasesSuffix):
 		return m, true
 	}

@@ -13,6 +13,9 @@ const (
 	KindRWLock    Kind = "rwlock"         // read-write lock
 	KindSemaphore Kind = "semaphore"      // permit-expirable semaphore
 	KindLatch     Kind = "countdownlatch" // count-down latch
+	// KindCountingSemaphore is Redisson's RSemaphore: a count without
+	// permit IDs.
+	KindCountingSemaphore Kind = "counting_semaphore"
 )
 
 // Role is what a key or a channel is to the lock it belongs to.
@@ -27,8 +30,8 @@ const (
 	// lock's).
 	RoleLock
 	// RoleCount is the count under the name of a semaphore (its permits
-	// available) or a latch: a plain integer, which nothing tells apart
-	// from any other counter.
+	// available), a counting semaphore or a latch: a plain integer, which
+	// nothing tells apart from any other counter.
 	RoleCount
 	RoleWakers        // relock's wake-one registry (Wakers)
 	RoleToken         // fenced lock's token counter (Token)
@@ -40,6 +43,7 @@ const (
 	RoleLeases        // semaphore's permits held
 	RoleWaitQueue     // semaphore's queue of waiters (relock's)
 	RoleWaitDeadlines // semaphore's queue deadlines (relock's)
+	RoleGrants        // counting semaphore's recent grants (relock's)
 
 	// Channels.
 	RoleChannel       // lock's unlock channel (Channel)
@@ -54,7 +58,7 @@ var roleNames = [...]string{
 	RoleNone: "none", RoleLock: "lock", RoleCount: "count", RoleWakers: "wakers",
 	RoleToken: "token", RoleQueue: "queue", RoleTimeouts: "timeouts", RoleAlive: "heartbeats",
 	RoleUnlockLatch: "unlock latch", RoleReadLease: "read lease", RoleLeases: "leases",
-	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines",
+	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleGrants: "grants",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
 	RoleRWChannel: "rwlock channel", RoleSemChannel: "semaphore channel", RoleLatchChannel: "latch channel",
 }
@@ -69,7 +73,8 @@ func (r Role) String() string {
 // Kind is the kind a key or channel of role r implies: KindLock for the
 // roles that several kinds share (RoleLock, RoleWakers, RoleUnlockLatch,
 // RoleChannel: the value of the key, or other keys, tell which lock it
-// is), KindSemaphore for RoleCount (a latch's count looks the same).
+// is), KindSemaphore for RoleCount and RoleSemChannel (a latch's count
+// and a counting semaphore's count and channel look the same).
 func (r Role) Kind() Kind {
 	switch r {
 	case RoleToken:
@@ -82,6 +87,8 @@ func (r Role) Kind() Kind {
 		return KindSemaphore
 	case RoleLatchChannel:
 		return KindLatch
+	case RoleGrants:
+		return KindCountingSemaphore
 	case RoleNone:
 		return ""
 	}
@@ -125,6 +132,7 @@ var Specs = []Spec{
 	{KindRWLock, "read-write lock", []Role{RoleLock}, RoleRWChannel},
 	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines}, RoleSemChannel},
 	{KindLatch, "count-down latch", []Role{RoleCount}, RoleLatchChannel},
+	{KindCountingSemaphore, "counting semaphore", []Role{RoleCount, RoleGrants}, RoleSemChannel},
 }
 
 // SpecOf returns the Spec of kind k, and false for an unknown kind.
@@ -162,6 +170,8 @@ func KeyOf(name string, r Role) Key {
 		return Key{Semaphore(name).Queue, TypeZSet, r}
 	case RoleWaitDeadlines:
 		return Key{Semaphore(name).QueueDeadlines, TypeZSet, r}
+	case RoleGrants:
+		return Key{CountingSemaphore(name).Grants, TypeZSet, r}
 	}
 	panic("layout: no key of role " + r.String() + " is named by the lock name alone")
 }

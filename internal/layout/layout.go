@@ -6,7 +6,8 @@
 //
 // The layout is Redisson's, so that Go and Java holders of one name
 // exclude each other; relock adds keys of its own (the wake-one registry,
-// the semaphore's queue), each named below.
+// the semaphore's queue, the counting semaphore's grants), each named
+// below.
 //
 // Hash tags: a key derived from a name must hash to the name's cluster
 // slot. Redisson wraps the name in braces ("prefix:{name}", "{name}:suffix")
@@ -66,6 +67,11 @@ const (
 	// joined; permit ID -> when it is dropped unless it refreshes).
 	SemaphoreQueueSuffix          = "relock_queue"
 	SemaphoreQueueDeadlinesSuffix = "relock_queue_timeout"
+	// CountingGrantsSuffix: relock's record of a counting semaphore's
+	// recent grants (a sorted set: "<request ID>:<permits>" -> when it is
+	// forgotten, server ms), by which a resent acquisition takes nothing
+	// twice and a call whose reply was lost gives back what it took.
+	CountingGrantsSuffix = "relock_grants"
 	// ReadLeaseMark separates a read hold's field from its level in the
 	// key of the level's lease (see ReadLeaseKey).
 	ReadLeaseMark = "rwlock_timeout"
@@ -212,6 +218,28 @@ func Semaphore(name string) SemaphoreKeys {
 		Channel:        Derived(SemaphoreChannelPrefix, name),
 		Queue:          Suffixed(name, SemaphoreQueueSuffix),
 		QueueDeadlines: Suffixed(name, SemaphoreQueueDeadlinesSuffix),
+	}
+}
+
+// CountingSemaphoreKeys are the keys and the channel of a counting
+// semaphore (Redisson's RSemaphore).
+type CountingSemaphoreKeys struct {
+	// Count holds the permits available (a string), under the name: the
+	// same key as a permit-expirable semaphore's available count.
+	Count string
+	// Grants is relock's record of recent grants (CountingGrantsSuffix).
+	Grants string
+	// Channel carries the new count when permits come free: the
+	// semaphore channel, Redisson's for both semaphores.
+	Channel string
+}
+
+// CountingSemaphore returns the keys of the counting semaphore name.
+func CountingSemaphore(name string) CountingSemaphoreKeys {
+	return CountingSemaphoreKeys{
+		Count:   name,
+		Grants:  Suffixed(name, CountingGrantsSuffix),
+		Channel: Derived(SemaphoreChannelPrefix, name),
 	}
 }
 

@@ -56,6 +56,11 @@ func TestNames(t *testing.T) {
 		Queue:          "{orders:42}:relock_queue",
 		QueueDeadlines: "{orders:42}:relock_queue_timeout",
 	}, layout.Semaphore(n))
+	assert.Equal(t, layout.CountingSemaphoreKeys{
+		Count:   "orders:42",
+		Grants:  "{orders:42}:relock_grants",
+		Channel: "redisson_sc:{orders:42}",
+	}, layout.CountingSemaphore(n))
 	assert.Equal(t, "redisson_countdownlatch__channel__{orders:42}", layout.LatchChannel(n))
 	// The latch's channel wraps a name with a tag of its own too.
 	assert.Equal(t, "redisson_countdownlatch__channel__{x{t}y}", layout.LatchChannel("x{t}y"))
@@ -181,6 +186,8 @@ func TestClassifyAmbiguousAndForeign(t *testing.T) {
 		{"redisson_unlock_latch:{a}:nothex", "string", false, 0, "", ""},
 		{"{a}:timeout", "zset", true, layout.RoleLeases, "a", "{a}"},
 		{"a:timeout", "zset", false, 0, "", ""},
+		{"{a}:relock_grants", "zset", true, layout.RoleGrants, "a", "{a}"},
+		{"{a}:relock_grants", "string", false, 0, "", ""},
 		{"{a}:" + clientID + ":7:rwlock_timeout:2", "string", true, layout.RoleReadLease, "a", "{a}"},
 		{"x{t}:" + clientID + ":owner:with:colons:rwlock_timeout:1", "string", true, layout.RoleReadLease, "x{t}", ""},
 		{"anything", "hash", true, layout.RoleLock, "anything", ""},

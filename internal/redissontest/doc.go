@@ -11,6 +11,7 @@
 //	RFairLock                  RedissonFairLock
 //	RReadWriteLock             RedissonReadLock, RedissonWriteLock
 //	RPermitExpirableSemaphore  RedissonPermitExpirableSemaphore, SemaphorePubSub
+//	RSemaphore                 RedissonSemaphore, SemaphorePubSub
 //	RCountDownLatch            RedissonCountDownLatch, CountDownLatchPubSub
 //	the watchdog               renewal.LockTask, renewal.ReadLockTask
 //
