@@ -244,3 +244,35 @@ func ExampleWithLostHandler() {
 	fmt.Println("lost:", errors.Is(err, rlock.ErrLockLost))
 	// Output: lost: true
 }
+
+// A pool of slots shared with Java services (Redisson's getSemaphore).
+func ExampleClient_GetCountingSemaphore() {
+	c := newClient()
+	defer c.Close()
+	render := func(_ context.Context, job string) error {
+		fmt.Println("rendering", job)
+		return nil
+	}
+	run := func(ctx context.Context, job string) error {
+		// README begin
+		// The slots Java's redisson.getSemaphore("render-slots") shares.
+		slots := c.GetCountingSemaphore("render-slots")
+		if _, err := slots.TrySetPermits(ctx, 8); err != nil { // the first call sets 8
+			return err
+		}
+		if err := slots.Acquire(ctx, 2); err != nil { // a big job takes 2 slots: both or none
+			return err
+		}
+		defer slots.Release(ctx, 2) // works after ctx ended; a process that dies first never gives them back
+		return render(ctx, job)
+		// README end
+	}
+	ctx := context.Background()
+	fmt.Println(run(ctx, "poster"))
+	n, _ := c.GetCountingSemaphore("render-slots").AvailablePermits(ctx)
+	fmt.Println("available:", n)
+	// Output:
+	// rendering poster
+	// <nil>
+	// available: 8
+}
