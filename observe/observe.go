@@ -49,6 +49,10 @@ const (
 	// ""); its permits are not holds, since no Client keeps track of who
 	// has them.
 	KindCountingSemaphore = "counting_semaphore"
+	// KindRateLimiter: grants of a ratelimit.Limiter. Its events are
+	// acquisitions only (Owner: the call's grant ID, in hex): a grant is
+	// not a hold, it leaves the window by itself.
+	KindRateLimiter = "rate_limiter"
 )
 
 // Outcome says how an acquisition, a release, a hold or a renewal ended.

@@ -16,6 +16,8 @@ const (
 	// KindCountingSemaphore is Redisson's RSemaphore: a count without
 	// permit IDs.
 	KindCountingSemaphore Kind = "counting_semaphore"
+	// KindRateLimiter is Redisson's RRateLimiter.
+	KindRateLimiter Kind = "rate_limiter"
 )
 
 // Role is what a key or a channel is to the lock it belongs to.
@@ -44,6 +46,13 @@ const (
 	RoleWaitQueue     // semaphore's queue of waiters (relock's)
 	RoleWaitDeadlines // semaphore's queue deadlines (relock's)
 	RoleGrants        // counting semaphore's recent grants (relock's)
+	RoleRateValue     // rate limiter's permits left in the window (RateLimiter)
+	RoleRatePermits   // rate limiter's grants in the window (RateLimiter)
+	// RoleRateClientValue and RoleRateClientPermits are a rate limiter's
+	// value and grants of one client (rate type PER_CLIENT): the client
+	// ID is the Match's Detail.
+	RoleRateClientValue
+	RoleRateClientPermits
 
 	// Channels.
 	RoleChannel       // lock's unlock channel (Channel)
@@ -52,6 +61,7 @@ const (
 	RoleRWChannel     // read-write lock's channel (RWChannel)
 	RoleSemChannel    // semaphore's channel
 	RoleLatchChannel  // count-down latch's channel (LatchChannel)
+	RoleRateChannel   // rate limiter's channel (relock's own)
 )
 
 var roleNames = [...]string{
@@ -59,8 +69,11 @@ var roleNames = [...]string{
 	RoleToken: "token", RoleQueue: "queue", RoleTimeouts: "timeouts", RoleAlive: "heartbeats",
 	RoleUnlockLatch: "unlock latch", RoleReadLease: "read lease", RoleLeases: "leases",
 	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleGrants: "grants",
+	RoleRateValue: "rate value", RoleRatePermits: "rate permits",
+	RoleRateClientValue: "client rate value", RoleRateClientPermits: "client rate permits",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
 	RoleRWChannel: "rwlock channel", RoleSemChannel: "semaphore channel", RoleLatchChannel: "latch channel",
+	RoleRateChannel: "rate limiter channel",
 }
 
 func (r Role) String() string {
@@ -89,6 +102,8 @@ func (r Role) Kind() Kind {
 		return KindLatch
 	case RoleGrants:
 		return KindCountingSemaphore
+	case RoleRateValue, RoleRatePermits, RoleRateClientValue, RoleRateClientPermits, RoleRateChannel:
+		return KindRateLimiter
 	case RoleNone:
 		return ""
 	}
@@ -133,6 +148,9 @@ var Specs = []Spec{
 	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines}, RoleSemChannel},
 	{KindLatch, "count-down latch", []Role{RoleCount}, RoleLatchChannel},
 	{KindCountingSemaphore, "counting semaphore", []Role{RoleCount, RoleGrants}, RoleSemChannel},
+	// The rate limiter's configuration is a hash under the name (a
+	// RoleLock key: only its fields, RateFields, tell it from a lock's).
+	{KindRateLimiter, "rate limiter", []Role{RoleLock, RoleRateValue, RoleRatePermits}, RoleRateChannel},
 }
 
 // SpecOf returns the Spec of kind k, and false for an unknown kind.
@@ -172,6 +190,10 @@ func KeyOf(name string, r Role) Key {
 		return Key{Semaphore(name).QueueDeadlines, TypeZSet, r}
 	case RoleGrants:
 		return Key{CountingSemaphore(name).Grants, TypeZSet, r}
+	case RoleRateValue:
+		return Key{RateLimiter(name).Value, TypeString, r}
+	case RoleRatePermits:
+		return Key{RateLimiter(name).Permits, TypeZSet, r}
 	}
 	panic("layout: no key of role " + r.String() + " is named by the lock name alone")
 }
@@ -188,6 +210,8 @@ func ChannelOf(name string, r Role) string {
 		return Semaphore(name).Channel
 	case RoleLatchChannel:
 		return LatchChannel(name)
+	case RoleRateChannel:
+		return RateLimiter(name).Channel
 	}
 	panic("layout: no channel of role " + r.String() + " is named by the lock name alone")
 }

@@ -12,6 +12,7 @@
 //	RReadWriteLock             RedissonReadLock, RedissonWriteLock
 //	RPermitExpirableSemaphore  RedissonPermitExpirableSemaphore, SemaphorePubSub
 //	RSemaphore                 RedissonSemaphore, SemaphorePubSub
+//	RRateLimiter               RedissonRateLimiter
 //	RCountDownLatch            RedissonCountDownLatch, CountDownLatchPubSub
 //	the watchdog               renewal.LockTask, renewal.ReadLockTask
 //
