@@ -8,7 +8,8 @@
 // # Metrics
 //
 // Every point has the attribute relock.lock.kind (lock, fenced, fair,
-// read, write, semaphore, counting_semaphore, multi, redlock), and
+// read, write, semaphore, counting_semaphore, rate_limiter, multi,
+// redlock), and
 // relock.lock.name when
 // WithLockNames is given (off by default: lock names are often unbounded,
 // one per order or per user, and each name makes new series).
@@ -32,7 +33,7 @@
 // relock.acquire covers each acquisition call: Lock, LockLease, TryLock,
 // Acquire, TryAcquire, the acquisition of Do and TryDo, and a
 // semaphore's Acquire, TryAcquire and AcquirePermit, and a counting
-// semaphore's Acquire and TryAcquire; relock.release each release:
+// semaphore's and a rate limiter's Acquire and TryAcquire; relock.release each release:
 // Unlock, Hold.Release, a permit's Release, a counting semaphore's
 // Release, the release of Do and TryDo (a counting semaphore's permits
 // are not holds: no Client knows who has them). Both come with the

@@ -276,3 +276,34 @@ func ExampleClient_GetCountingSemaphore() {
 	// <nil>
 	// available: 8
 }
+
+// At most 100 messages a minute, across every process and Java service.
+func ExampleClient_GetRateLimiter() {
+	c := newClient()
+	defer c.Close()
+	send := func(_ context.Context, to string) error {
+		fmt.Println("sending to", to)
+		return nil
+	}
+	notify := func(ctx context.Context, to string) error {
+		// README begin
+		// The limiter Java's redisson.getRateLimiter("sms") shares.
+		sms := c.GetRateLimiter("sms")
+		if _, err := sms.TrySetRate(ctx, 100, time.Minute); err != nil { // the first call sets it
+			return err
+		}
+		if err := sms.Acquire(ctx, 1); err != nil { // sleeps until the oldest grants leave the minute
+			return err
+		}
+		return send(ctx, to)
+		// README end
+	}
+	ctx := context.Background()
+	fmt.Println(notify(ctx, "+15550100"))
+	n, _ := c.GetRateLimiter("sms").AvailablePermits(ctx)
+	fmt.Println("left this minute:", n)
+	// Output:
+	// sending to +15550100
+	// <nil>
+	// left this minute: 99
+}

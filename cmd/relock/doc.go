@@ -99,7 +99,7 @@
 // status reads everything Redis holds under NAME in one MULTI/EXEC and
 // tells from the keys what NAME is (or takes --kind's word for it): a
 // lock, fenced lock or fair lock, a read-write lock, a semaphore, a
-// counting semaphore or a count-down latch. It prints only the sections NAME's kind has: for a
+// counting semaphore, a rate limiter or a count-down latch. It prints only the sections NAME's kind has: for a
 // lock, its holders (hash field and hold count) and remaining lease; for
 // a fair lock also its queue (position, field, and the deadline by which
 // each waiter must refresh its place, as time left on the server's
@@ -128,7 +128,8 @@
 // scan walks the keyspace with SCAN (never KEYS; on a Redis Cluster, on
 // every master) and lists every lock relock or Redisson keeps there:
 // reentrant and fenced locks, fair locks with their queues, read-write
-// locks, permit-expirable and counting semaphores and count-down latches, each with
+// locks, permit-expirable and counting semaphores, rate limiters and
+// count-down latches, each with
 // its kind, holders, hold counts and TTL. Keys of other layouts are
 // ignored. It flags leaks, the states nothing will clean up: a lock hash
 // without a TTL (a crashed holder keeps it forever), a fair-lock waiter

@@ -33,6 +33,9 @@ func detect(s *snapshot) (layout.Kind, error) {
 	}
 	switch typ {
 	case layout.TypeHash:
+		if layout.IsRateConfig(main.Hash) {
+			return layout.KindRateLimiter, nil
+		}
 		if _, err := holdersOf(s.name, main.Hash); err != nil {
 			return "", err
 		}
@@ -59,6 +62,8 @@ func detect(s *snapshot) (layout.Kind, error) {
 			return layout.KindSemaphore, nil
 		case s.present(layout.RoleGrants):
 			return layout.KindCountingSemaphore, nil
+		case s.present(layout.RoleRateValue, layout.RoleRatePermits):
+			return layout.KindRateLimiter, nil
 		}
 		return "", nil
 	}

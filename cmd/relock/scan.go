@@ -12,8 +12,8 @@ const scanUsage = `Usage: relock [CONNECTION FLAGS] scan [--match PATTERN] [--js
 Walk the keyspace with SCAN (never KEYS; on a Redis Cluster, on every
 master) and list every lock relock or Redisson keeps there: reentrant and
 fenced locks, fair locks (queue and deadlines), read-write locks,
-permit-expirable semaphores, counting semaphores, count-down latches,
-with their holders, hold counts and TTL. Keys of other layouts are
+permit-expirable semaphores, counting semaphores, rate limiters,
+count-down latches, with their holders, hold counts and TTL. Keys of other layouts are
 ignored.
 
 It flags leaks, the states nothing will ever clean up:
@@ -36,7 +36,7 @@ counting semaphore (a semaphore with no permit out looks the same).
 
 --json prints one object per lock, one per line, with the stable fields
   name, kind (lock, fenced, fair, rwlock, semaphore, countdownlatch,
-  counting_semaphore),
+  counting_semaphore, rate_limiter),
   ttl_ms (-1: no TTL, or no lock key), holders[]{field, client_id, owner,
   hold_count, role, lease_ms}, leaked, leaks[], keys[], node, and, by kind,
   mode, queue[]{position, field, deadline_ms, remaining_ms},

@@ -31,7 +31,7 @@ type scanEntry struct {
 	Mode           string       `json:"mode,omitempty"`  // rwlock: read or write
 	Queue          []scanWaiter `json:"queue,omitempty"` // fair
 	FencingCounter *int64       `json:"fencing_counter,omitempty"`
-	Permits        *int64       `json:"permits_available,omitempty"` // semaphore, counting semaphore
+	Permits        *int64       `json:"permits_available,omitempty"` // semaphore, counting semaphore, rate limiter (left in the window)
 	Count          *int64       `json:"count,omitempty"`             // count-down latch
 }
 
@@ -107,6 +107,8 @@ func readFound(ctx context.Context, rdb rueidis.Client, f *found) (*scanEntry, e
 	case layout.KindCountingSemaphore:
 		n, _ := countOf(s)
 		e.Permits = &n
+	case layout.KindRateLimiter:
+		e.Permits = rateStateOf(s).Available
 	case layout.KindLatch:
 		n, _ := countOf(s)
 		e.Count = &n
@@ -171,7 +173,7 @@ func permitsOf(s *snapshot) []scanHolder {
 //     grants without a TTL.
 func leaks(s *snapshot, e *scanEntry) []string {
 	out := []string{}
-	if s.role(layout.RoleLock).ok() && e.TTLMs < 0 {
+	if s.role(layout.RoleLock).ok() && e.TTLMs < 0 && e.Kind != layout.KindRateLimiter {
 		out = append(out, "the lock hash has no TTL: a holder that crashed holds it forever")
 	}
 	for _, w := range e.Queue {

@@ -34,6 +34,9 @@ transaction. KIND is what NAME is; by default it is told from the keys:
              permits available, the permits held with their lease, and the
              waiters queued.
   latch      a count-down latch (a count): the count.
+  rate       a rate limiter (Redisson's RRateLimiter: a hash with the
+             fields rate, interval, type): the rate, the permits left in
+             the window and the grants in it, on the server's clock.
   counting   a counting semaphore (Redisson's RSemaphore: a count, and
              relock's record of its recent grants {NAME}:relock_grants):
              the permits available.
@@ -55,7 +58,7 @@ nothing in Redis, and neither does an open latch: they look the same.
   fencing_counter (null if never used), server_time_ms,
   keys{lock, queue, timeout, token, channel}
 For the others, "kind" ("rwlock", "semaphore", "latch",
-"counting_semaphore", or "counter" for a count that may be a semaphore's,
+"counting_semaphore", "rate_limiter", or "counter" for a count that may be a semaphore's,
 a latch's or a counting semaphore's) and:
   rwlock:    name, locked, mode ("read", "write", "" when free),
              lease_remaining_ms, writer{field, client_id, owner, hold_count}
@@ -68,6 +71,10 @@ a latch's or a counting semaphore's) and:
              server_time_ms, keys{available, leases, channel, queue,
              queue_timeout}
   latch:     name, count, open, keys{count, channel}
+  rate_limiter: name, set, rate, interval_ms, type ("overall" or
+             "per_client"), keep_alive_ms, available (null for per_client),
+             grants[]{id, permits, at_ms, leaves_in_ms}, server_time_ms,
+             keys{config, value, permits, channel}
   counting_semaphore: name, set (false: never set), available (below 0
              when more were taken away than were free), grants (recent
              acquisitions relock remembers), keys{count, grants, channel}
@@ -87,12 +94,13 @@ var statusKinds = map[string][]layout.Kind{
 	"semaphore": {layout.KindSemaphore},
 	"latch":     {layout.KindLatch},
 	"counting":  {layout.KindCountingSemaphore},
+	"rate":      {layout.KindRateLimiter},
 }
 
 func (cl *cli) status(args []string) int {
 	fs := cl.newConnFlagSet("status", statusUsage)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	kindFlag := fs.String("kind", "auto", "what NAME is: auto, lock, rwlock, semaphore, latch or counting")
+	kindFlag := fs.String("kind", "auto", "what NAME is: auto, lock, rwlock, semaphore, latch, counting or rate")
 	pos, _, code := cl.parse(fs, args, -1)
 	if code >= 0 {
 		return code
@@ -106,7 +114,7 @@ func (cl *cli) status(args []string) int {
 	}
 	want, known := statusKinds[*kindFlag]
 	if !known {
-		return cl.usageError(fs, "unknown --kind %q (auto, lock, rwlock, semaphore, latch or counting)", *kindFlag)
+		return cl.usageError(fs, "unknown --kind %q (auto, lock, rwlock, semaphore, latch, counting or rate)", *kindFlag)
 	}
 	rdb, _, code := cl.connect()
 	if code >= 0 {
@@ -173,6 +181,8 @@ func readStatus(ctx context.Context, rdb rueidis.Client, name string, want []lay
 		return semStateOf(s)
 	case layout.KindCountingSemaphore:
 		return countingStateOf(s)
+	case layout.KindRateLimiter:
+		return rateStateOf(s), nil
 	case layout.KindLatch, kindCounter:
 		return latchStateOf(s, kind == kindCounter)
 	}
@@ -192,5 +202,7 @@ func writeState(w io.Writer, st any) {
 		writeLatch(w, st)
 	case *countingState:
 		writeCounting(w, st)
+	case *rateState:
+		writeRate(w, st)
 	}
 }

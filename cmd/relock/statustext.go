@@ -112,6 +112,22 @@ func writeSem(w io.Writer, st *semState) {
 	io.WriteString(w, b.String())
 }
 
+// writeRate prints a rate limiter.
+func writeRate(w io.Writer, st *rateState) {
+	switch {
+	case !st.Set:
+		fmt.Fprintf(w, "rate limiter %q: no rate set (its window keys are there)\n", st.Name)
+	case st.Available == nil:
+		fmt.Fprintf(w, "rate limiter %q: %d per %s, a window per client\n", st.Name, st.Rate, ms(st.IntervalMs))
+	default:
+		fmt.Fprintf(w, "rate limiter %q: %d per %s, %s left in the window\n", st.Name, st.Rate, ms(st.IntervalMs),
+			plural(*st.Available, "permit"))
+		for _, g := range st.Grants {
+			fmt.Fprintf(w, "  grant %s  %s, leaves the window in %s\n", g.ID, plural(g.Permits, "permit"), ms(g.LeavesInMs))
+		}
+	}
+}
+
 // writeCounting prints a counting semaphore's count.
 func writeCounting(w io.Writer, st *countingState) {
 	if !st.Set {

@@ -293,6 +293,17 @@ type RateLimiterKeys struct {
 	Channel string
 }
 
+// UnpackGrant reads a rate limiter's grant as Redisson packs it (Lua's
+// struct "Bc0I": a length byte, that many bytes of ID, the permits as a
+// 4-byte little-endian integer); ok is false for anything else.
+func UnpackGrant(member string) (id string, permits int64, ok bool) {
+	if len(member) < 5 || int(member[0]) != len(member)-5 {
+		return "", 0, false
+	}
+	p := member[len(member)-4:]
+	return member[1 : len(member)-4], int64(p[0]) | int64(p[1])<<8 | int64(p[2])<<16 | int64(p[3])<<24, true
+}
+
 // RateLimiter returns the keys of the rate limiter name.
 func RateLimiter(name string) RateLimiterKeys {
 	return RateLimiterKeys{

@@ -255,3 +255,14 @@ func TestIsRateConfig(t *testing.T) {
 	assert.False(t, layout.IsRateConfig(map[string]string{"rate": "5", clientID + ":1": "1"}))
 	assert.False(t, layout.IsRateConfig(map[string]string{}))
 }
+
+func TestUnpackGrant(t *testing.T) {
+	id, n, ok := layout.UnpackGrant("\x100123456789abcdef\x02\x01\x00\x00")
+	assert.True(t, ok)
+	assert.Equal(t, "0123456789abcdef", id)
+	assert.EqualValues(t, 258, n)
+	for _, m := range []string{"", "\x01", "\x05ab\x01\x00\x00\x00"} {
+		_, _, ok := layout.UnpackGrant(m)
+		assert.False(t, ok, "UnpackGrant(%q)", m)
+	}
+}
