@@ -76,4 +76,18 @@ func TestStatusAndScanRateLimiter(t *testing.T) {
 	if assert.NotNil(t, e.Permits, "permits_available") {
 		assert.EqualValues(t, 3, *e.Permits, "permits_available")
 	}
+
+	// A rate limiter never used: its configuration alone.
+	unused := relocktest.Name(t)
+	ok, err = c.GetRateLimiter(unused).TrySetRate(t.Context(), 7, time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	code, got = scanAll(t, srv.Addr, "--match", unused)
+	assert.Equal(t, 0, code, "scan exit code")
+	e, found = got[unused]
+	require.True(t, found, "scan found %v, want %q", got, unused)
+	assert.Equal(t, "rate_limiter", e.Kind, "scan kind of a rate limiter never used")
+	if assert.NotNil(t, e.Permits, "permits_available") {
+		assert.EqualValues(t, 7, *e.Permits, "permits_available")
+	}
 }
