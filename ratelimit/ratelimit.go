@@ -99,7 +99,9 @@ func checkRate(rate int, interval time.Duration) error {
 // TrySetRate sets the rate, rate permits per interval (at least 1 and
 // 1ms; the interval counts in whole ms, rounded up), if the limiter has
 // none, and reports whether it did. The rate is of Redisson's type
-// OVERALL: one window shared by every client.
+// OVERALL: one window shared by every client. A name whose key is a hash
+// of another kind (a lock's) is ErrInvalidArgument, and is left as it
+// is.
 func (l *Limiter) TrySetRate(ctx context.Context, rate int, interval time.Duration) (bool, error) {
 	if err := l.check(); err != nil {
 		return false, err
@@ -135,6 +137,9 @@ func (l *Limiter) set(ctx context.Context, rate int, interval time.Duration, onc
 	k := layout.RateLimiter(l.name)
 	n, err := lua.RateSet.Exec(ctx, l.core.RDB, []string{k.Config, k.Value, k.Permits, k.Channel},
 		[]string{l.core.PublishCommand(), strconv.Itoa(rate), strconv.FormatInt(lockcore.Millis(interval), 10), once}).AsInt64()
+	if err == nil && n == -1 {
+		err = fmt.Errorf("%w: %q is a hash of another kind (a lock's?), not a rate limiter's", ErrInvalidArgument, l.name)
+	}
 	return n == 1, err
 }
 
