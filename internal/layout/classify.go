@@ -55,10 +55,29 @@ func Classify(key, typ string) (m Match, ok bool) {
 		prefixed(RoleAlive, TypeZSet, AlivePrefix),
 		suffixed(RoleWaitDeadlines, SemaphoreQueueDeadlinesSuffix),
 		suffixed(RoleWaitQueue, SemaphoreQueueSuffix),
+		suffixed(RoleGrants, CountingGrantsSuffix),
+		suffixed(RoleRatePermits, RatePermitsSuffix),
 		suffixed(RoleLeases, SemaphoreLeasesSuffix):
 		return m, true
 	}
+	if typ == TypeString || typ == TypeZSet {
+		// <tagged name>:value:<client ID> or <tagged name>:permits:<client ID>
+		r, suffix := RoleRateClientValue, ":"+RateValueSuffix+":"
+		if typ == TypeZSet {
+			r, suffix = RoleRateClientPermits, ":"+RatePermitsSuffix+":"
+		}
+		if i := len(key) - uuidLen - len(suffix); i > 0 && key[i:i+len(suffix)] == suffix && isUUID(key[i+len(suffix):]) {
+			if m, ok := match(r, key[:i], key[i+len(suffix):]); ok {
+				return m, true
+			}
+		}
+	}
 	if typ == TypeString {
+		if key, found := strings.CutSuffix(key, ":"+RateValueSuffix); found {
+			if m, ok := match(RoleRateValue, key, ""); ok {
+				return m, true
+			}
+		}
 		if rest, found := strings.CutPrefix(key, UnlockLatchPrefix+":"); found {
 			// <tagged name>:<request ID, 32 hex digits>
 			if i := strings.LastIndexByte(rest, ':'); i >= 0 && isHexID(rest[i+1:]) {
@@ -109,6 +128,9 @@ func ClassifyChannel(ch string) (m Match, ok bool) {
 	}
 	if rest, found := strings.CutPrefix(ch, SemaphoreChannelPrefix+":"); found {
 		return match(RoleSemChannel, rest, "")
+	}
+	if rest, found := strings.CutPrefix(ch, RateLimiterChannelPrefix+":"); found {
+		return match(RoleRateChannel, rest, "")
 	}
 	if rest, found := strings.CutPrefix(ch, RWLockChannelPrefix+":"); found {
 		return match(RoleRWChannel, rest, "")
