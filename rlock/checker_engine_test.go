@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ const (
 	// or its call gave up, when no pause held it up: the time a command
 	// takes to go out and come back on a healthy connection.
 	chkSettle = 50 * time.Millisecond
+	// chkNetDelay is the latency the proxy adds each way between the
+	// proxied Clients and the server, outside a delay fault.
+	chkNetDelay = time.Millisecond
 )
 
 // faultKind is one kind of fault the engine injects.
@@ -57,17 +61,30 @@ const (
 	fClientKill                   // CLIENT KILL of every connection but the checker's
 	fOOM                          // real OOM replies (maxmemory 1) for a quarter lease
 	fOOMInjected                  // OOM replies to acquisitions only (releases go through)
+	fNetDelay                     // the proxy adds 10ms to 40ms each way for a third of the lease
+	fNetStall                     // the proxy forwards nothing for a third of the lease, then all it kept
+	fNetCut                       // the proxy stalls up to 100ms, then cuts its connections, dropping what it kept
 	numFaults
 )
 
 func (f faultKind) String() string {
 	return [...]string{"SIGSTOP shorter than the lease", "SIGSTOP longer than the lease",
-		"CLIENT KILL of every other connection", "OOM replies", "OOM replies to acquisitions"}[f]
+		"CLIENT KILL of every other connection", "OOM replies", "OOM replies to acquisitions",
+		"latency on the proxied Clients' connections", "a stall of the proxied Clients' connections",
+		"the proxied Clients' connections cut"}[f]
 }
 
 // counterName is the name of a fault's counter.
 func (f faultKind) counterName() string {
-	return [...]string{"fault:pause<lease", "fault:pause>lease", "fault:client-kill", "fault:oom", "fault:oom-injected"}[f]
+	return [...]string{"fault:pause<lease", "fault:pause>lease", "fault:client-kill", "fault:oom", "fault:oom-injected",
+		"fault:net-delay", "fault:net-stall", "fault:net-cut"}[f]
+}
+
+// holdsUp reports whether a command may be held up by the fault, to run
+// after its call gave up: a pause of the server, or latency or a stall
+// of the proxy (a cut drops what it holds, but a stall comes first).
+func (f faultKind) holdsUp() bool {
+	return f == fPauseShort || f == fPauseLong || f == fNetDelay || f == fNetStall || f == fNetCut
 }
 
 // window is a stretch of time, with what it was.
@@ -101,6 +118,7 @@ type slot struct {
 	faulty   *relocktest.Faulty
 	id       string
 	wakeOne  bool
+	proxied  bool // its connections go through the engine's proxy
 	closedAt time.Time // zero while open
 	// gets counts the GET replies of the checker's key this Client had
 	// (the latch's reads), and evals the replies, not errors, of each
@@ -118,6 +136,9 @@ type chkKind struct {
 	// them have WithWakeOne.
 	slots   int
 	wakeOne func(slot int) bool
+	// proxied says which slots reach the server through the proxy (nil:
+	// the last one).
+	proxied func(slot int) bool
 	// bound replaces chkBound for the kind (0: chkBound).
 	bound time.Duration
 	// queueDelay is how long a dead queued waiter may delay the others:
@@ -156,6 +177,8 @@ type engine struct {
 	kind  *chkKind
 	srv   *redistest.Server
 	raw   rueidis.Client
+	// proxy is between the proxied slots' Clients and the server.
+	proxy *relocktest.Proxy
 	name  string
 	seed  uint64
 	rng   *rand.Rand
@@ -191,6 +214,11 @@ func newEngine(t *testing.T, k *chkKind, seed uint64) *engine {
 		counts: make(map[string]int),
 	}
 	e.oom = relocktest.ErrorReply(t, e.raw, "OOM command not allowed when used memory > 'maxmemory'.")
+	p, err := relocktest.NewProxy(srv.Addr)
+	require.NoError(t, err, "proxy")
+	t.Cleanup(func() { _ = p.Close() })
+	p.SetDelay(chkNetDelay)
+	e.proxy = p
 	for i := range k.slots {
 		e.slots = append(e.slots, e.newSlot(i, 0))
 	}
@@ -212,10 +240,17 @@ func (e *engine) newSlot(i, gen int) *slot {
 	opt := e.srv.ClientOption()
 	opt.PipelineMultiplex = -1 // one connection, as NewClient makes
 	opt.ClientName = slotName(i, gen)
+	proxied := i == e.kind.slots-1
+	if e.kind.proxied != nil {
+		proxied = e.kind.proxied(i)
+	}
+	if proxied {
+		opt.InitAddress = []string{e.proxy.Addr()}
+	}
 	rdb, err := rueidis.NewClient(opt)
 	require.NoError(e.t, err, "rueidis.NewClient")
 	e.t.Cleanup(rdb.Close)
-	s := &slot{idx: i, gen: gen, faulty: relocktest.NewFaulty(rdb), evals: make(map[string]int)}
+	s := &slot{idx: i, gen: gen, faulty: relocktest.NewFaulty(rdb), evals: make(map[string]int), proxied: proxied}
 	s.wakeOne = e.kind.wakeOne != nil && e.kind.wakeOne(i)
 	tap := relocktest.NewTap(s.faulty, countReplies(e.name, &e.mu, &s.gets, s.evals))
 	opts := []rlock.Option{rlock.WithWatchdogTimeout(chkLease),
@@ -433,7 +468,7 @@ func (e *engine) run(d time.Duration) {
 			if len(shapes) > 0 && e.intn(3) == 0 {
 				p.shape = pick(e, shapes...)
 			}
-			if f := faultKind(e.intn(10)); f < numFaults && slices.Contains(e.faultKinds(), f) {
+			if f := faultKind(e.intn(2 * int(numFaults))); f < numFaults && slices.Contains(e.faultKinds(), f) {
 				p.f = f
 			}
 		}
@@ -552,6 +587,19 @@ func (e *engine) fault(f faultKind, delay time.Duration) {
 			s.faulty.Clear()
 		}
 		e.mu.Unlock()
+	case fNetDelay:
+		e.proxy.SetDelay(10*time.Millisecond + e.ms(30))
+		time.Sleep(chkLease / 3)
+		e.proxy.SetDelay(chkNetDelay)
+	case fNetStall:
+		e.proxy.Stall()
+		time.Sleep(chkLease / 3)
+		e.proxy.Resume()
+	case fNetCut:
+		e.proxy.Stall()
+		time.Sleep(e.ms(100))
+		n := e.proxy.Cut()
+		e.logf("  the proxy cut %d connections", n)
 	}
 	to := time.Now()
 	e.m.faulted(f, from, to)
@@ -580,7 +628,7 @@ func (e *engine) config(param, value string) {
 // t (zero while it lasts), and whether there was one. e.mu is held.
 func (e *engine) pausedAt(t time.Time) (time.Time, bool) {
 	for _, f := range e.faults {
-		if (f.kind == fPauseShort || f.kind == fPauseLong) && !t.Before(f.from) && (f.to.IsZero() || !t.After(f.to)) {
+		if f.kind.holdsUp() && !t.Before(f.from) && (f.to.IsZero() || !t.After(f.to)) {
 			return f.to, true
 		}
 	}
@@ -853,9 +901,10 @@ type childSpec struct {
 	Addr    string
 	Kind    string
 	Name    string
-	Act     string // "hold" or "wait"
+	Act     string // "hold", "wait", or "try" (TryLock with Wait, which must give up)
 	Side    string // "r" or "w" (read-write lock), "" otherwise
 	Lease   time.Duration
+	Wait    time.Duration // of "try"
 	WakeOne bool
 	Owner   string
 	// Expect, for a semaphore waiter, is the length the queue has once it
@@ -867,21 +916,25 @@ const childEnv = "RELOCK_CHECK_CHILD"
 
 func (s childSpec) encode() string {
 	return strings.Join([]string{s.Addr, s.Kind, s.Name, s.Act, s.Side, s.Lease.String(),
-		strconv.FormatBool(s.WakeOne), s.Owner, strconv.Itoa(s.Expect)}, "\x1f")
+		strconv.FormatBool(s.WakeOne), s.Owner, strconv.Itoa(s.Expect), s.Wait.String()}, "\x1f")
 }
 
 func decodeChildSpec(v string) (childSpec, error) {
 	f := strings.Split(v, "\x1f")
-	if len(f) != 9 {
+	if len(f) != 10 {
 		return childSpec{}, fmt.Errorf("bad %s: %q", childEnv, v)
 	}
 	lease, err := time.ParseDuration(f[5])
 	if err != nil {
 		return childSpec{}, err
 	}
+	wait, err := time.ParseDuration(f[9])
+	if err != nil {
+		return childSpec{}, err
+	}
 	wo, _ := strconv.ParseBool(f[6])
 	n, _ := strconv.Atoi(f[8])
-	return childSpec{Addr: f[0], Kind: f[1], Name: f[2], Act: f[3], Side: f[4], Lease: lease, WakeOne: wo, Owner: f[7], Expect: n}, nil
+	return childSpec{Addr: f[0], Kind: f[1], Name: f[2], Act: f[3], Side: f[4], Lease: lease, WakeOne: wo, Owner: f[7], Expect: n, Wait: wait}, nil
 }
 
 // child is a child process of a run.
@@ -891,6 +944,8 @@ type child struct {
 	id   string // its Client's ID
 	spec childSpec
 	info string // what its last line said
+	// stoppedAt is when it was stopped (SIGSTOP); zero while it runs.
+	stoppedAt time.Time
 }
 
 // spawn starts a child process doing spec and waits until it says it
@@ -913,10 +968,7 @@ func (e *engine) spawn(spec childSpec) *child {
 	ch := &child{Child: p, who: who, spec: spec}
 	ch.id, err = p.Expect("client ", 10*time.Second)
 	require.NoError(e.t, err, "child %s", who)
-	want := "held"
-	if spec.Act == "wait" {
-		want = "waiting"
-	}
+	want := map[string]string{"hold": "held", "wait": "waiting", "try": "gave up"}[spec.Act]
 	ch.info, err = p.Expect(want, 5*time.Second)
 	if err != nil {
 		e.logf("child %s (%s %s) did not get to %q: %v", who, spec.Act, spec.Side, want, err)
@@ -929,6 +981,49 @@ func (e *engine) spawn(spec childSpec) *child {
 	}
 	e.logf("child %s (Client %s) %s %s lease %v: %s %s", who, ch.id, spec.Act, spec.Side, spec.Lease, want, ch.info)
 	return ch
+}
+
+// stop stops a child with SIGSTOP, and waits until it is stopped: it
+// lives, keeps its connections (and with them its subscriptions), and
+// does nothing, until cont. It counts "stop:<act>".
+func (e *engine) stop(ch *child) time.Time {
+	require.NoError(e.t, syscall.Kill(ch.Pid(), syscall.SIGSTOP), "SIGSTOP child %s", ch.who)
+	if !until(5*time.Second, func() bool { return procState(ch.Pid()) == "T" }) {
+		e.t.Errorf("child %s not seen stopped", ch.who)
+	}
+	at := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch.stoppedAt = at
+	e.counts["stop:"+ch.spec.Act]++
+	e.logLocked("child %s stopped (%s)", ch.who, ch.spec.Act)
+	return at
+}
+
+// cont lets a stopped child go on (SIGCONT).
+func (e *engine) cont(ch *child) time.Time {
+	require.NoError(e.t, syscall.Kill(ch.Pid(), syscall.SIGCONT), "SIGCONT child %s", ch.who)
+	at := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch.stoppedAt = time.Time{}
+	e.logLocked("child %s continued (%s)", ch.who, ch.spec.Act)
+	return at
+}
+
+// procState is the state letter of process pid in /proc ("T": stopped),
+// "" if it cannot be read.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ...: comm may hold spaces, the state follows its ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return ""
+	}
+	return string(b[i+2])
 }
 
 // kill ends a child with SIGKILL and records its death.

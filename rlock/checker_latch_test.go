@@ -246,7 +246,8 @@ func (m *latchModel) set(i, n int) {
 
 // missableLocked reports whether a waiter may have missed the opening
 // by the count-down that ran from start to its reply at opened: a CLIENT
-// KILL may have had the waiters' subscriptions down when the count-down
+// KILL, or a cut of the proxy's connections (which drops what a stall
+// kept), may have had the waiters' subscriptions down when the count-down
 // published, and the latch was set again before they could read the
 // count after they subscribed anew (the fault and its recovery). Redis
 // keeps no record of an opening, so such a waiter waits for the next one;
@@ -255,7 +256,7 @@ func (m *latchModel) set(i, n int) {
 func (m *latchModel) missableLocked(start, opened time.Time) bool {
 	e := m.e
 	for _, f := range e.faults {
-		if f.kind != fClientKill {
+		if f.kind != fClientKill && f.kind != fNetCut {
 			continue
 		}
 		to := f.to

@@ -349,6 +349,20 @@ func runChild(spec childSpec) {
 			relocktest.ChildSay("held %d", start.UnixNano())
 			break
 		}
+		if spec.Act == "try" {
+			// A waiter that gives up: TryLock must not get the lock.
+			ok, err := l.TryLock(ctx, spec.Wait, spec.Lease)
+			switch {
+			case err != nil:
+				relocktest.ChildSay("error %v", err)
+				return
+			case ok:
+				relocktest.ChildSay("error acquired, not given up")
+				return
+			}
+			relocktest.ChildSay("gave up %d", start.UnixNano())
+			break
+		}
 		go func() {
 			if err := l.Lock(ctx); err == nil {
 				relocktest.ChildSay("error acquired, not waiting")
