@@ -118,7 +118,7 @@ type slot struct {
 	faulty   *relocktest.Faulty
 	id       string
 	wakeOne  bool
-	proxied  bool // its connections go through the engine's proxy
+	proxied  bool      // its connections go through the engine's proxy
 	closedAt time.Time // zero while open
 	// gets counts the GET replies of the checker's key this Client had
 	// (the latch's reads), and evals the replies, not errors, of each
@@ -173,10 +173,10 @@ type model interface {
 
 // engine runs one kind for one seed.
 type engine struct {
-	t     *testing.T
-	kind  *chkKind
-	srv   *redistest.Server
-	raw   rueidis.Client
+	t    *testing.T
+	kind *chkKind
+	srv  *redistest.Server
+	raw  rueidis.Client
 	// proxy is between the proxied slots' Clients and the server.
 	proxy *relocktest.Proxy
 	name  string
