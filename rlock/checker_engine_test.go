@@ -196,6 +196,9 @@ type engine struct {
 	counts   map[string]int
 	children []*relocktest.Child
 	nchild   int
+	// childWins are the children's lives, from their start to a lease
+	// after their death (what: the child's name).
+	childWins []window
 	// more are excuses a model adds (see excuse).
 	more []window
 	// mustRounds is the number of rounds that make every shape and fault
@@ -872,6 +875,7 @@ func (e *engine) forgetPast() {
 	e.faults = slices.DeleteFunc(e.faults, func(f fault) bool { return f.to.Before(horizon) })
 	e.deaths = slices.DeleteFunc(e.deaths, func(d death) bool { return d.at.Before(horizon) })
 	e.more = slices.DeleteFunc(e.more, func(w window) bool { return w.to.Before(horizon) })
+	e.childWins = slices.DeleteFunc(e.childWins, func(w window) bool { return !w.to.IsZero() && w.to.Before(horizon) })
 }
 
 // isRedisFailure reports whether err comes from Redis or the connection
@@ -960,6 +964,9 @@ func (e *engine) spawn(spec childSpec) *child {
 	if spec.Owner == "" {
 		spec.Owner = who
 	}
+	e.mu.Lock()
+	e.childWins = append(e.childWins, window{from: time.Now(), what: who})
+	e.mu.Unlock()
 	p, err := relocktest.StartChild("TestRandomizedChild", childEnv+"="+spec.encode())
 	require.NoError(e.t, err, "start a child")
 	e.mu.Lock()
@@ -1026,6 +1033,42 @@ func procState(pid int) string {
 	return string(b[i+2])
 }
 
+// childWindowsLocked are the stretches in which a child may have held
+// or waited for the checker's object, or left something of a call in
+// Redis: from its start to its lease's end after its death (to now while
+// it lives). e.mu is held.
+func (e *engine) childWindowsLocked(now time.Time) []window {
+	var ws []window
+	for _, w := range e.childWins {
+		if w.to.IsZero() {
+			w.to = now
+		}
+		ws = append(ws, window{from: w.from, to: w.to, what: "child " + w.what})
+	}
+	return ws
+}
+
+// quiet waits until no excuse and no child's window covers the present
+// (at most 3s), so that a shaped round's claims are judged. It reports
+// whether it got there.
+func (e *engine) quiet() bool {
+	e.mu.Lock()
+	var last time.Time
+	for _, w := range append(e.excuses(), e.childWindowsLocked(time.Now())...) {
+		last = maxTime(last, w.to)
+	}
+	e.mu.Unlock()
+	d := time.Until(last)
+	if d > 3*time.Second {
+		e.logf("excuses or children last until %v: no wait that long", e.at(last))
+		return false
+	}
+	if d > 0 {
+		time.Sleep(d + time.Millisecond) // the end of the last excuse, not a guess
+	}
+	return true
+}
+
 // kill ends a child with SIGKILL and records its death.
 func (e *engine) kill(ch *child, queued bool) time.Time {
 	ch.Kill()
@@ -1034,6 +1077,11 @@ func (e *engine) kill(ch *child, queued bool) time.Time {
 	defer e.mu.Unlock()
 	e.children = slices.DeleteFunc(e.children, func(c *relocktest.Child) bool { return c == ch.Child })
 	e.deaths = append(e.deaths, death{who: ch.who, at: at, queued: queued})
+	for i := range e.childWins {
+		if e.childWins[i].what == ch.who {
+			e.childWins[i].to = at.Add(max(ch.spec.Lease, chkLease) + chkSettle)
+		}
+	}
 	e.counts["death:kill "+ch.spec.Act]++
 	e.logLocked("child %s killed (%s)", ch.who, ch.spec.Act)
 	return at
