@@ -14,6 +14,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/semaphore"
 )
 
 // This file is the checker's steps at the seams between features, for
@@ -572,5 +573,168 @@ func (m *holdsModel) foreign(h *howner, sd side) {
 				_ = f.l.Unlock(ctx)
 			}
 		}
+	}
+}
+
+// The semaphore's steps at the seams.
+
+// checkTriesLocked judges the acquisitions of the round that ended
+// without a permit and without an error: if a permit was free for one
+// for the whole call (the semaphore had more permits than were held, by
+// its holders, by what may be left, and by the other acquisitions in
+// flight, no child at work, no fault and no other excuse), the call
+// should have taken it, however short its wait. e.mu is held.
+func (m *semModel) checkTriesLocked(now time.Time) {
+	e := m.e
+	xs := append(e.excuses(), m.deleted...)
+	for _, w := range m.tries {
+		var busy []window
+		for _, p := range m.permits {
+			to := now
+			if !p.fixedMax.IsZero() && p.fixedMax.Before(now) {
+				to = p.fixedMax
+			}
+			busy = append(busy, window{from: p.start, to: to})
+		}
+		for _, sp := range m.spans {
+			to := sp.to
+			if to.IsZero() {
+				to = now
+			}
+			busy = append(busy, window{from: sp.from, to: to})
+		}
+		for _, c := range m.calls {
+			if !(c.from.Equal(w.from) && c.what == w.what) {
+				busy = append(busy, window{from: c.from, to: c.to.Add(chkStray)})
+			}
+		}
+		busy = append(busy, e.childWindowsLocked(now)...)
+		whole := func(ps []window) bool {
+			return len(ps) == 1 && ps[0].from.Equal(w.from) && ps[0].to.Equal(w.to)
+		}
+		if m.unset || !whole(positive(w.from, w.to, m.steps, busy)) || !whole(subtract(window{from: w.from, to: w.to}, xs)) {
+			continue
+		}
+		e.count("violations:free-not-taken", 1)
+		e.violation("short-wait: %s (%v to %v, %v) took no permit, though one was free for it for the whole call, with no other call in flight",
+			w.what, e.at(w.from), e.at(w.to), w.to.Sub(w.from).Round(time.Microsecond))
+	}
+}
+
+// waitFree waits, after a drain, until no excuse of an earlier round
+// covers the present and Redis has no permit on a lease (those of dead
+// holders run out), up to chkSetup and a second; what the model still
+// has open ends then (nothing is in flight between rounds). It reports
+// whether it saw no permit held.
+func (m *semModel) waitFree() bool {
+	e := m.e
+	if !e.quiet() {
+		return false
+	}
+	ctx := context.Background()
+	keys := semaphore.KeysOf(e.name)
+	ok := until(chkSetup+time.Second, func() bool {
+		zs, err := e.raw.Do(ctx, e.raw.B().Zrange().Key(keys.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil {
+			return false
+		}
+		tm, err := e.raw.Do(ctx, e.raw.B().Time().Build()).AsIntSlice()
+		if err != nil || len(tm) != 2 {
+			return false
+		}
+		nowMs := float64(tm[0]*1000 + tm[1]/1000)
+		for _, z := range zs {
+			if z.Score > nowMs {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		e.logf("no permit free: not judged")
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	m.freeAt = now
+	for i := range m.spans {
+		sp := &m.spans[i]
+		if sp.to.IsZero() && sp.settleAt.IsZero() || sp.to.After(now) {
+			sp.to, sp.settleAt = now, time.Time{}
+		}
+		if sp.certainTo.After(now) {
+			sp.certainTo = now
+		}
+	}
+	return !m.unset
+}
+
+// shortWaitRound: with every permit free and no other call in flight, an
+// actor of the proxied Client (a round trip of 2ms or more) takes a
+// permit with TryAcquire, on the watchdog lease or a fixed one, waiting
+// less than a round trip (1µs to 2ms) or not at all, and releases it,
+// four times. Each must take one (checkTriesLocked judges).
+func (m *semModel) shortWaitRound() {
+	e := m.e
+	m.drain()
+	if !m.waitFree() {
+		return
+	}
+	i := e.kind.slots - 1
+	for j := range e.kind.slots {
+		if e.slot(j).proxied {
+			i = j
+		}
+	}
+	a := m.slotActors(i)[0]
+	for k := range 4 {
+		wait := shortWait(e)
+		if k == 3 {
+			wait = pick(e, 0, wait)
+		}
+		lease := pick(e, 0, chkFixedLease)
+		e.call()
+		m.acquire(a, fmt.Sprintf("TryAcquire(%v, %v) (short wait)", wait, lease), 3*time.Second, false, lease,
+			func(ctx context.Context, s *semaphore.Semaphore) (string, bool, error) {
+				return s.TryAcquire(ctx, wait, lease)
+			})
+		e.mu.Lock()
+		e.count("short-wait:tries", 1)
+		e.mu.Unlock()
+		m.release(a, -1)
+	}
+}
+
+// foreign sets the semaphore's braced name ("{name}", whose leases and
+// channel are the semaphore's) while the semaphore is set: it must be
+// refused with an error matching ErrNameConflict. Not judged when a
+// fault hit the server meanwhile; a name wrongly accepted is deleted at
+// once (its count only: its other keys are the semaphore's).
+func (m *semModel) foreign() {
+	if skipped("braced") {
+		return
+	}
+	e := m.e
+	s := e.slot(e.intn(e.kind.slots))
+	ctx := context.Background()
+	e.call()
+	start := time.Now()
+	ok, err := s.c.GetSemaphore(bracedName(e)).TrySetPermits(ctx, 1)
+	end := time.Now()
+	e.mu.Lock()
+	judged := !m.unset && !e.faultedDuring(start.Add(-chkRecovery), end) && s.closedAt.IsZero()
+	e.logLocked("c%d TrySetPermits(1) of the braced name %q -> %v, %v", s.idx, bracedName(e), ok, errText(err))
+	if judged {
+		e.count("braced:judged", 1)
+		if !errors.Is(err, errNameConflict) {
+			e.count("violations:braced", 1)
+			e.violation("braced: c%d: TrySetPermits(1) of the braced name %q, while the semaphore %q is set: (%v, %v), want an error matching %q",
+				s.idx, bracedName(e), e.name, ok, errText(err), errNameConflict)
+		}
+	}
+	e.mu.Unlock()
+	if ok {
+		_ = e.raw.Do(ctx, e.raw.B().Del().Key(semaphore.KeysOf(bracedName(e)).Available).Build()).Error()
 	}
 }
