@@ -343,6 +343,13 @@ func (e *engine) subscribed(s *slot) bool {
 	return false
 }
 
+// pubsubConn reports whether the Client of slot s has its pub/sub
+// connection (subscribed or not).
+func (e *engine) pubsubConn(s *slot) bool {
+	list, err := e.raw.Do(context.Background(), e.raw.B().ClientList().TypePubsub().Build()).ToString()
+	return err == nil && strings.Contains(list, "name="+slotName(s.idx, s.gen)+" ")
+}
+
 // slot returns the current Client of slot i.
 func (e *engine) slot(i int) *slot {
 	e.mu.Lock()

@@ -57,7 +57,9 @@ func latchKind() *chkKind {
 		}}
 }
 
-func (m *latchModel) shapes() []string { return []string{"reset", "kill-waiter", "close-waiter"} }
+func (m *latchModel) shapes() []string {
+	return []string{"reset", "kill-waiter", "close-waiter", "stop-waiter", "proxy-opening"}
+}
 
 // round sets the latch if it is open, starts waiters (and has them
 // subscribe), counts the latch down to 0, and sets it again at once or
@@ -65,29 +67,21 @@ func (m *latchModel) shapes() []string { return []string{"reset", "kill-waiter",
 func (m *latchModel) round(shape string, f faultKind) {
 	e := m.e
 	ctx := context.Background()
-	e.mu.Lock()
-	n, certain := m.count, m.certain
-	e.mu.Unlock()
-	if !certain {
-		// A call of the last round had an unknown outcome: read the count
-		// (nothing is in flight).
-		c, err := e.raw.Do(ctx, e.raw.B().Get().Key(e.name).Build()).AsInt64()
-		if rueidis.IsRedisNil(err) {
-			c, err = 0, nil
-		}
-		if !assert.NoError(e.t, err, "GET") {
-			return
-		}
-		e.mu.Lock()
-		m.count, m.certain, n, certain = int(c), true, int(c), true
-		e.logLocked("  model: the latch's count resynced to %d", c)
-		e.mu.Unlock()
+	if shape == "proxy-opening" {
+		m.proxyOpeningRound()
+		return
 	}
+	if !m.resync() {
+		return
+	}
+	e.mu.Lock()
+	n := m.count
+	e.mu.Unlock()
 	if n == 0 {
 		m.set(e.intn(e.kind.slots), 1+e.intn(3))
 	}
 	e.mu.Lock()
-	n, certain = m.count, m.certain
+	n, certain := m.count, m.certain
 	e.mu.Unlock()
 	if n == 0 || !certain {
 		e.logf("the latch is not set: no waiters this round")
@@ -122,7 +116,7 @@ func (m *latchModel) round(shape string, f faultKind) {
 		}
 	}
 	var ch *child
-	if shape == "kill-waiter" {
+	if shape == "kill-waiter" || shape == "stop-waiter" {
 		ch = e.spawn(childSpec{Act: "wait"})
 	}
 	// Armed: the waiters read the count (each at least once: a waiter
@@ -160,7 +154,11 @@ func (m *latchModel) round(shape string, f faultKind) {
 		wg.Go(func() { e.fault(f, e.ms(200)) })
 	}
 	if ch != nil {
-		e.kill(ch, false)
+		if shape == "stop-waiter" {
+			e.stop(ch) // it lives, subscribed, and does nothing
+		} else {
+			e.kill(ch, false)
+		}
 	}
 	if victim >= 0 {
 		e.closeSlot(victim, false, "waiting")
@@ -189,10 +187,38 @@ func (m *latchModel) round(shape string, f faultKind) {
 		}
 	}
 	wg.Wait()
+	if ch != nil && shape == "stop-waiter" {
+		e.kill(ch, false)
+	}
 	if victim >= 0 {
 		e.replaceSlot(victim)
 	}
 	_ = ctx
+}
+
+// resync reads the count when a call of the last round had an unknown
+// outcome (nothing is in flight). It reports whether the model's count
+// is certain.
+func (m *latchModel) resync() bool {
+	e := m.e
+	e.mu.Lock()
+	certain := m.certain
+	e.mu.Unlock()
+	if certain {
+		return true
+	}
+	c, err := e.raw.Do(context.Background(), e.raw.B().Get().Key(e.name).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		c, err = 0, nil
+	}
+	if !assert.NoError(e.t, err, "GET") {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m.count, m.certain = int(c), true
+	e.logLocked("  model: the latch's count resynced to %d", c)
+	return true
 }
 
 // liveSlot is a slot other than skip.
@@ -335,7 +361,9 @@ func (m *latchModel) await(w *latchAwait, s *slot, timeout time.Duration) {
 	e.call()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	e.mu.Lock()
 	w.from = time.Now()
+	e.mu.Unlock()
 	err := s.c.GetCountDownLatch(e.name).Await(ctx)
 	e.mu.Lock()
 	defer e.mu.Unlock()

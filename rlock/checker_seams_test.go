@@ -738,3 +738,92 @@ func (m *semModel) foreign() {
 		_ = e.raw.Do(ctx, e.raw.B().Del().Key(semaphore.KeysOf(bracedName(e)).Available).Build()).Error()
 	}
 }
+
+// The latch's steps at the seams.
+
+// chkOpeningDelay is the latency the proxy adds each way in the
+// proxy-opening round.
+const chkOpeningDelay = 50 * time.Millisecond
+
+// proxyOpeningRound (issue 32, item 6): the latch is set to 1; the
+// proxied Client's connections get 50ms each way, and a waiter of that
+// Client starts Await; two one-way delays later (its first read has
+// reached Redis, a subscription made after that read has not), a Client
+// without the proxy counts the latch down to 0 and at once sets it
+// again. The waiter must go on: the opening came after its Await reached
+// Redis. The waiter's Client has its pub/sub connection up first, as a
+// Client that waited before has (the claim is not about making a
+// connection), and is off the latch's channel (its earlier waiters'
+// subscription ended).
+func (m *latchModel) proxyOpeningRound() {
+	e := m.e
+	if !m.resync() {
+		return
+	}
+	pi, di := -1, -1
+	for i := range e.kind.slots {
+		if e.slot(i).proxied {
+			pi = i
+		} else {
+			di = i
+		}
+	}
+	if pi < 0 || di < 0 {
+		return
+	}
+	e.mu.Lock()
+	n := m.count
+	e.mu.Unlock()
+	if n == 0 {
+		m.set(di, 1)
+	}
+	for ; n > 1; n-- {
+		m.countDown(di)
+	}
+	e.mu.Lock()
+	n, certain := m.count, m.certain
+	e.mu.Unlock()
+	if n != 1 || !certain {
+		e.logf("proxy-opening: the latch is not set to 1 (%d, certain %v)", n, certain)
+		return
+	}
+	s := e.slot(pi)
+	if !e.pubsubConn(s) {
+		w0 := &latchAwait{who: fmt.Sprintf("c%d.%d#warm", pi, s.gen)}
+		m.await(w0, s, 100*time.Millisecond)
+		if !until(2*time.Second, func() bool { return e.pubsubConn(s) }) {
+			e.logf("proxy-opening: c%d has no pub/sub connection", pi)
+			return
+		}
+	}
+	if !until(2*time.Second, func() bool { return !e.subscribed(s) }) {
+		e.logf("proxy-opening: c%d stays subscribed", pi)
+		return
+	}
+	e.proxy.SetDelay(chkOpeningDelay)
+	defer e.proxy.SetDelay(chkNetDelay)
+	w := &latchAwait{who: fmt.Sprintf("c%d.%d#proxied", pi, s.gen)}
+	var wg sync.WaitGroup
+	wg.Go(func() { m.await(w, s, 2500*time.Millisecond) })
+	var from time.Time
+	until(time.Second, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		from = w.from
+		return !from.IsZero()
+	})
+	// Two one-way delays after the Await started: the time its first
+	// read takes to reach Redis, and as much again.
+	time.Sleep(time.Until(from.Add(2 * chkOpeningDelay)))
+	start := time.Now()
+	m.countDown(di)
+	m.set(di, 1)
+	e.mu.Lock()
+	// The claim: it was waiting when the count-down started, long enough
+	// for its Await to have reached Redis.
+	w.armed = !from.IsZero() && start.Sub(from) >= 2*chkOpeningDelay && !w.ended
+	e.count("proxy-opening:judged", 1)
+	e.logLocked("proxy-opening: %s started Await at %v, the count-down at %v (armed: %v)", w.who, e.at(from), e.at(start), w.armed)
+	e.mu.Unlock()
+	wg.Wait()
+}
