@@ -535,12 +535,25 @@ func (e *engine) checkMinimums() {
 			want = append(want, d)
 		}
 	}
+	// The shapes at the seams say by a counter of their own that they
+	// got where their claim is judged.
+	for _, sh := range e.shapes() {
+		if c, ok := shapeCounters[sh]; ok {
+			want = append(want, c)
+		}
+	}
 	for _, w := range want {
 		assert.GreaterOrEqual(e.t, e.counts[w], 1, "the run made no %s: give the checker more time (RELOCK_CHECK_DURATION)", w)
 	}
 	assert.GreaterOrEqual(e.t, e.counts["rounds"], e.mustRounds, "rounds made: give the checker more time (RELOCK_CHECK_DURATION)")
 	assert.GreaterOrEqual(e.t, e.counts["calls"], chkMinCalls, "calls made: give the checker more time (RELOCK_CHECK_DURATION)")
 }
+
+// shapeCounters are the counters the shapes at the seams make once their
+// claim is set up: a child stopped, short waits made, a watched lease
+// judged, an opening through the proxy judged.
+var shapeCounters = map[string]string{"stop-holder": "stop:hold", "stop-waiter": "stop:wait", "stop-registrant": "stop:try",
+	"short-wait": "short-wait:tries", "lease-end": "lease-end:judged", "proxy-opening": "proxy-opening:judged"}
 
 // shapes are the model's round shapes but those RELOCK_CHECK_SKIP names
 // (a comma-separated list: a way to look past a known failure).
