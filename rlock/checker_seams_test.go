@@ -403,7 +403,7 @@ func (m *holdsModel) stopHolderRound() {
 	}
 	e.mu.Unlock()
 	if long {
-		time.Sleep(2 * chkLease)
+		time.Sleep(chkLease * 5 / 4)
 	} else {
 		time.Sleep(chkLease / 4)
 	}

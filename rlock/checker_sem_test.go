@@ -700,7 +700,7 @@ func (m *semModel) deadHolderRound(how string) {
 		}
 		e.mu.Unlock()
 		if long {
-			time.Sleep(2 * chkLease)
+			time.Sleep(chkLease * 5 / 4)
 		} else {
 			time.Sleep(chkLease / 4)
 		}
