@@ -536,11 +536,15 @@ func (e *engine) checkMinimums() {
 		}
 	}
 	// The shapes at the seams say by a counter of their own that they
-	// got where their claim is judged.
+	// got where their claim is judged, and so do the checks some shapes
+	// make on the way.
 	for _, sh := range e.shapes() {
 		if c, ok := shapeCounters[sh]; ok {
 			want = append(want, c)
 		}
+	}
+	if j, ok := e.m.(interface{ judged() []string }); ok {
+		want = append(want, j.judged()...)
 	}
 	for _, w := range want {
 		assert.GreaterOrEqual(e.t, e.counts[w], 1, "the run made no %s: give the checker more time (RELOCK_CHECK_DURATION)", w)

@@ -730,6 +730,9 @@ func (m *holdsModel) deadWaiterRound(how string) {
 	if !held {
 		return
 	}
+	// The lock's braced name, and the other kind of lock of its name,
+	// must be refused while it is held.
+	m.foreign(holder, sd)
 	// The victim: a child, or the owner of the last slot (a wake-one slot
 	// for the wake-one kind), that waits.
 	var ch *child

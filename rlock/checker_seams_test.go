@@ -507,6 +507,27 @@ func (m *holdsModel) stopRegistrantRound() {
 	}
 }
 
+// judged are the counters of the checks at the seams that shaped rounds
+// make on the way, which every run must have made.
+func (m *holdsModel) judged() []string {
+	var js []string
+	if !skipped("braced") {
+		js = append(js, "braced:judged")
+	}
+	if (m.plain || m.rw) && !skipped("two-kinds") {
+		js = append(js, "two-kinds:judged")
+	}
+	return js
+}
+
+// judged: see holdsModel.judged.
+func (m *semModel) judged() []string {
+	if skipped("braced") {
+		return nil
+	}
+	return []string{"braced:judged"}
+}
+
 // foreignLock is a call, on another name or another kind than the
 // model's lock, that must be refused with an error matching want while
 // the model's lock is held.
