@@ -193,6 +193,8 @@ type holdsModel struct {
 	watches      []*holdWatch
 	// freeAt is when waitFree saw the lock free, this round.
 	freeAt time.Time
+	// leaseEnds counts the lease-end rounds.
+	leaseEnds int
 
 	// mu is e.mu: the model's state is the engine's.
 	owners  []*howner

@@ -282,7 +282,7 @@ func (m *latchModel) set(i, n int) {
 func (m *latchModel) missableLocked(start, opened time.Time) bool {
 	e := m.e
 	for _, f := range e.faults {
-		if f.kind != fClientKill && f.kind != fNetCut {
+		if f.kind != fClientKill && (f.kind != fNet || f.form != "cut") {
 			continue
 		}
 		to := f.to

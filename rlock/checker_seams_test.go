@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/handle"
 	"github.com/relock-go/relock/internal/layout"
@@ -301,7 +306,11 @@ func (m *holdsModel) leaseEndRound() {
 		e.logf("lease-end: no free owners")
 		return
 	}
-	sd := m.pickSide()
+	// The write side first (a read-write lock's), then either.
+	sd := sW
+	if m.leaseEnds++; m.leaseEnds > 1 {
+		sd = m.pickSide()
+	}
 	lease := 200*time.Millisecond + e.ms(200)
 	ctx, s, l := m.handle(h, sd)
 	var hold *handle.Hold
@@ -847,4 +856,47 @@ func (m *latchModel) proxyOpeningRound() {
 	e.logLocked("proxy-opening: %s started Await at %v, the count-down at %v (armed: %v)", w.who, e.at(from), e.at(start), w.armed)
 	e.mu.Unlock()
 	wg.Wait()
+}
+
+// The shaped rounds of issue 32's items 2, 4, 5 and 6, each made once on
+// the kinds where the defect showed, by the checker's engine and models
+// (the mutant suite names these tests; TestRandomizedHolds makes the same
+// rounds at random). RELOCK_CHECK_SEED replays one's choices.
+
+// TestSeamStopRegistrant: a wake-one registrant that gave up and is then
+// stopped must not hide a release from a waiter of a Client without
+// wake-one (stop-registrant).
+func TestSeamStopRegistrant(t *testing.T) { runSeam(t, "stop-registrant", "WakeOne") }
+
+// TestSeamShortWait: a wait shorter than a round trip takes a free lock,
+// or a free permit (short-wait).
+func TestSeamShortWait(t *testing.T) { runSeam(t, "short-wait", "Lock", "FairLock", "Semaphore") }
+
+// TestSeamLeaseEnd: a watched hold on a fixed lease ends at its lease's
+// end, with no call of its owner (lease-end; the write side of the
+// read-write lock).
+func TestSeamLeaseEnd(t *testing.T) {
+	runSeam(t, "lease-end", "Lock", "FencedLock", "FairLock", "ReadWrite")
+}
+
+// TestSeamProxyOpening: a latch that opens, and is set again at once,
+// between a waiter's first read and its subscription, through a proxy
+// with 50ms each way, lets the waiter go on (proxy-opening).
+func TestSeamProxyOpening(t *testing.T) { runSeam(t, "proxy-opening", "Latch") }
+
+func runSeam(t *testing.T, shape string, kinds ...string) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("RELOCK_CHECK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "RELOCK_CHECK_SEED")
+		seed = v
+	}
+	for _, name := range kinds {
+		t.Run(name, func(t *testing.T) {
+			i := slices.IndexFunc(chkKinds(), func(k *chkKind) bool { return k.name == name })
+			require.GreaterOrEqual(t, i, 0, "no kind %q", name)
+			t.Logf("RELOCK_CHECK_SEED=%d replays this round (the choices, not the server's timing)", seed)
+			newEngine(t, chkKinds()[i], seed).runShape(shape)
+		})
+	}
 }

@@ -171,8 +171,8 @@ import (
 // stop-registrant, short-wait (also the short waits of random rounds),
 // lease-end, proxy-opening), checks (braced, two-kinds, anon-shared: the
 // ownerless actor's extra goroutines) and faults (pause<lease,
-// pause>lease, client-kill, oom, oom-injected, net-delay, net-stall,
-// net-cut) to leave out, to look past a known
+// pause>lease, client-kill, oom, oom-injected, net, and the forms of net:
+// net-delay, net-stall, net-cut) to leave out, to look past a known
 // failure; RELOCK_CHECK_HISTORY prints every run's history, not only a
 // failed one's. The kinds' names are Lock, FencedLock, FairLock, WakeOne,
 // ReadWrite, Semaphore and Latch.
