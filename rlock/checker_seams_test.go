@@ -160,11 +160,30 @@ func (m *holdsModel) checkTriesLocked(now time.Time) {
 				}
 			}
 		}
+		// A reader's field stays in the hash while other readers keep it
+		// alive (see known): a read span lasts as long as the last read.
+		var readEnd time.Time
+		for _, sp := range m.spans {
+			if m.rw && sp.side == sR {
+				readEnd = maxTime(readEnd, sp.to)
+				if sp.to.IsZero() {
+					readEnd = now
+				}
+			}
+		}
+		for _, o := range m.owners {
+			if m.rw && (o.s[sR].count > 0 || o.s[sR].uncertain) {
+				readEnd = now
+			}
+		}
 		for _, sp := range m.spans {
 			if conflicts(w.key, w.anon, w.side, sp.key, sp.anon, sp.side) {
 				to := sp.to
 				if to.IsZero() {
 					to = now
+				}
+				if m.rw && sp.side == sR {
+					to = maxTime(to, readEnd)
 				}
 				busy = append(busy, window{from: sp.from, to: to})
 			}
