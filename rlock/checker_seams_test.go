@@ -838,8 +838,16 @@ func (m *latchModel) proxyOpeningRound() {
 	}
 	s := e.slot(pi)
 	if !e.pubsubConn(s) {
-		w0 := &latchAwait{who: fmt.Sprintf("c%d.%d#warm", pi, s.gen)}
-		m.await(w0, s, 100*time.Millisecond)
+		// Its pub/sub connection comes up with a wait on another latch, so
+		// that its Client has no past on this latch's channel.
+		ctx := context.Background()
+		warm := s.c.GetCountDownLatch(e.name + ":warm")
+		if _, err := warm.TrySetCount(ctx, 1); err == nil {
+			wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_ = warm.Await(wctx)
+			cancel()
+		}
+		_ = e.raw.Do(ctx, e.raw.B().Del().Key(e.name+":warm").Build()).Error()
 		if !until(2*time.Second, func() bool { return e.pubsubConn(s) }) {
 			e.logf("proxy-opening: c%d has no pub/sub connection", pi)
 			return
@@ -849,6 +857,10 @@ func (m *latchModel) proxyOpeningRound() {
 		e.logf("proxy-opening: c%d stays subscribed", pi)
 		return
 	}
+	// The server has its UNSUBSCRIBE; its Client has the confirmation a
+	// moment later (no event tells when): until then a new waiter would
+	// find the channel still its Client's, and subscribe before it reads.
+	time.Sleep(50 * time.Millisecond)
 	e.proxy.SetDelay(chkOpeningDelay)
 	defer e.proxy.SetDelay(chkNetDelay)
 	w := &latchAwait{who: fmt.Sprintf("c%d.%d#proxied", pi, s.gen)}
