@@ -204,6 +204,9 @@ type engine struct {
 	// childWins are the children's lives, from their start to a lease
 	// after their death (what: the child's name).
 	childWins []window
+	// diedStarting are the children that died as they started, until
+	// what they may have taken ran out (what: the Client's ID).
+	diedStarting []window
 	// more are excuses a model adds (see excuse).
 	more []window
 	// mustRounds is the number of rounds that make every shape and fault
@@ -506,6 +509,12 @@ func (e *engine) run(d time.Duration) {
 		e.m.finish()
 		e.checkMinimums()
 	}
+}
+
+// strict reports whether RELOCK_CHECK_STRICT names what: a known defect
+// the checker excuses unless told to judge it.
+func strict(what string) bool {
+	return slices.Contains(strings.Split(os.Getenv("RELOCK_CHECK_STRICT"), ","), what)
 }
 
 // skipped reports whether RELOCK_CHECK_SKIP names what.
@@ -955,6 +964,7 @@ func (e *engine) forgetPast() {
 	e.deaths = slices.DeleteFunc(e.deaths, func(d death) bool { return d.at.Before(horizon) })
 	e.more = slices.DeleteFunc(e.more, func(w window) bool { return w.to.Before(horizon) })
 	e.childWins = slices.DeleteFunc(e.childWins, func(w window) bool { return !w.to.IsZero() && w.to.Before(horizon) })
+	e.diedStarting = slices.DeleteFunc(e.diedStarting, func(w window) bool { return w.to.Before(horizon) })
 }
 
 // isRedisFailure reports whether err comes from Redis or the connection
@@ -1059,9 +1069,12 @@ func (e *engine) spawn(spec childSpec) *child {
 	if err != nil {
 		e.logf("child %s (%s %s) did not get to %q: %v", who, spec.Act, spec.Side, want, err)
 		at := e.kill(ch, true)
-		// Whatever it may have taken lasts a lease at most.
+		// Whatever it may have taken (a waiter may have found the lock
+		// free) lasts a lease at most.
+		until := at.Add(max(spec.Lease, chkLease) + chkSettle)
 		e.mu.Lock()
-		e.excuse(at, at.Add(chkLease+chkSettle), "child "+who+" died as it started")
+		e.excuse(at, until, "child "+who+" died as it started")
+		e.diedStarting = append(e.diedStarting, window{from: at, to: until, what: ch.id})
 		e.mu.Unlock()
 		return nil
 	}
@@ -1110,6 +1123,18 @@ func procState(pid int) string {
 		return ""
 	}
 	return string(b[i+2])
+}
+
+// diedStartingLocked returns the Client ID of a child that died as it
+// started and may still have something in Redis at now, if it has a
+// prefix of key (any, when key is ""). e.mu is held.
+func (e *engine) diedStartingLocked(key string, now time.Time) (string, bool) {
+	for _, w := range e.diedStarting {
+		if w.what != "" && !now.After(w.to) && (key == "" || strings.HasPrefix(key, w.what+":")) {
+			return w.what, true
+		}
+	}
+	return "", false
 }
 
 // childWindowsLocked are the stretches in which a child may have held

@@ -1794,6 +1794,9 @@ func (m *holdsModel) known(f string, now time.Time) (bool, string) {
 	if f == "mode" && m.rw {
 		return true, ""
 	}
+	if _, ok := m.e.diedStartingLocked(f, now); ok {
+		return true, "" // a child that died as it started may have taken it
+	}
 	for _, o := range m.owners {
 		for _, sd := range m.sides() {
 			h := &o.s[sd]

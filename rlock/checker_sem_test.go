@@ -1066,6 +1066,9 @@ func (m *semModel) checkpoint() {
 				}
 			}
 		}
+		if _, ok := e.diedStartingLocked("", now); ok {
+			unknown = true // a child that died as it started may have taken it
+		}
 		if !known && !unknown {
 			e.count("violations:stray", 1)
 			e.violation("Redis has a lease for permit %s that nobody holds", id[:8])
