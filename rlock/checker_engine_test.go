@@ -607,7 +607,8 @@ func (e *engine) runShape(shape string) {
 // claim is set up: a child stopped, short waits made, a watched lease
 // judged, an opening through the proxy judged.
 var shapeCounters = map[string]string{"stop-holder": "stop:hold", "stop-waiter": "stop:wait", "stop-registrant": "stop:try",
-	"short-wait": "short-wait:tries", "lease-end": "lease-end:judged", "proxy-opening": "proxy-opening:judged"}
+	"short-wait": "short-wait:tries", "lease-end": "lease-end:judged", "proxy-opening": "proxy-opening:judged",
+	"stale-opening": "stale-opening:made"}
 
 // shapes are the model's round shapes but those RELOCK_CHECK_SKIP names
 // (a comma-separated list: a way to look past a known failure).

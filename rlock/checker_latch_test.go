@@ -67,8 +67,12 @@ func (m *latchModel) shapes() []string {
 func (m *latchModel) round(shape string, f faultKind) {
 	e := m.e
 	ctx := context.Background()
-	if shape == "proxy-opening" {
+	switch shape {
+	case "proxy-opening":
 		m.proxyOpeningRound()
+		return
+	case "stale-opening":
+		m.staleOpeningRound()
 		return
 	}
 	if !m.resync() {
