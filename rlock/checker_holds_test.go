@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/handle"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 )
@@ -34,6 +35,7 @@ type checkedLock interface {
 	HoldCount(ctx context.Context) (int, error)
 	Do(ctx context.Context, fn func(ctx context.Context) error) error
 	HoldContext(ctx context.Context) context.Context
+	TryAcquire(ctx context.Context, wait, lease time.Duration) (*handle.Hold, error)
 }
 
 // side is the side of a hold: write (exclusive; every hold of an
@@ -173,6 +175,26 @@ type holdsModel struct {
 	rw   bool // a read-write lock
 	fair bool
 	get  func(s *slot, sd side) checkedLock
+	// getN is get for another name (the braced form of the lock's).
+	getN func(s *slot, name string, sd side) checkedLock
+	// wakeable: the kind takes part in wake-one (Lock, FencedLock);
+	// plain: it is a reentrant lock of the plain layout, which a
+	// read-write lock of the same name must refuse (and the other way
+	// round).
+	wakeable, plain bool
+	// anon is the one handle the anonymous goroutines of each Client
+	// share (exclusive kinds).
+	anon map[*slot]checkedLock
+	// calls are the acquisitions of this round, and tries those that
+	// ended without the lock and without an error (see
+	// checkTriesLocked); watches the hold contexts taken to be judged at
+	// a lease's end (see judgeWatchesLocked).
+	calls, tries []hwait
+	watches      []*holdWatch
+	// freeAt is when waitFree saw the lock free, this round.
+	freeAt time.Time
+	// leaseEnds counts the lease-end rounds.
+	leaseEnds int
 
 	// mu is e.mu: the model's state is the engine's.
 	owners  []*howner
@@ -189,8 +211,11 @@ type holdsModel struct {
 	gaveUp []window
 }
 
-func newHoldsModel(e *engine, get func(s *slot, sd side) checkedLock, rw, fair bool) *holdsModel {
-	m := &holdsModel{e: e, get: get, rw: rw, fair: fair, anonLosses: make([]int, e.kind.slots)}
+func newHoldsModel(e *engine, getN func(s *slot, name string, sd side) checkedLock, rw, fair bool) *holdsModel {
+	m := &holdsModel{e: e, getN: getN, rw: rw, fair: fair, anonLosses: make([]int, e.kind.slots), anon: map[*slot]checkedLock{}}
+	m.get = func(s *slot, sd side) checkedLock { return getN(s, e.name, sd) }
+	m.wakeable = slices.Contains([]string{"Lock", "FencedLock", "WakeOne"}, e.kind.name)
+	m.plain = m.wakeable
 	for i := range e.kind.slots {
 		for _, n := range []string{"a", "b", ""} {
 			m.owners = append(m.owners, &howner{slot: i, name: n, anonymous: n == ""})
@@ -234,18 +259,34 @@ func (m *holdsModel) fieldOf(o *howner, sd side) string {
 // handle returns the context an owner's calls use (the anonymous actor's
 // carries no owner), its slot, and the lock handle of a side (a new
 // handle each time: a hold belongs to its owner and Client, not to a
-// handle).
+// handle; but the anonymous goroutines of a Client share one handle of an
+// exclusive lock).
 func (m *holdsModel) handle(o *howner, sd side) (context.Context, *slot, checkedLock) {
 	s := m.e.slot(o.slot)
 	ctx := context.Background()
 	if !o.anonymous {
 		ctx = rlock.WithOwner(ctx, ownerString(o))
+	} else if !m.rw && o.name == "" {
+		m.e.mu.Lock()
+		defer m.e.mu.Unlock()
+		l := m.anon[s]
+		if l == nil {
+			l = m.get(s, sd)
+			m.anon[s] = l
+		}
+		return ctx, s, l
 	}
 	return ctx, s, m.get(s, sd)
 }
 
 func (m *holdsModel) shapes() []string {
-	sh := []string{"handoff", "kill-holder", "close-holder", "kill-waiter", "close-waiter", "reenter-shorter"}
+	sh := []string{"handoff", "kill-holder", "close-holder", "kill-waiter", "close-waiter", "reenter-shorter",
+		"stop-holder", "short-wait", "lease-end"}
+	if m.wakeable {
+		sh = append(sh, "stop-registrant")
+	} else {
+		sh = append(sh, "stop-waiter")
+	}
 	if m.rw {
 		sh = append(sh, "reader-leases")
 	}
@@ -262,13 +303,23 @@ func (m *holdsModel) round(shape string, f faultKind) {
 	case "kill-holder", "close-holder":
 		m.deadHolderRound(shape == "kill-holder", f)
 	case "kill-waiter", "close-waiter":
-		m.deadWaiterRound(shape == "kill-waiter")
+		m.deadWaiterRound(strings.TrimSuffix(shape, "-waiter"))
 	case "reenter-shorter":
 		m.reenterShorterRound()
 	case "reader-leases":
 		m.readerLeasesRound()
 	case "fair-order":
 		m.fairOrderRound()
+	case "stop-holder":
+		m.stopHolderRound()
+	case "stop-waiter":
+		m.stopWaiterRound()
+	case "stop-registrant":
+		m.stopRegistrantRound()
+	case "short-wait":
+		m.shortWaitRound()
+	case "lease-end":
+		m.leaseEndRound()
 	default:
 		m.randomRound(f)
 	}
@@ -294,7 +345,12 @@ func (m *holdsModel) randomRound(f faultKind) {
 		}
 		n := 2
 		if o.anonymous {
+			// Several goroutines on one anonymous handle, on an exclusive
+			// lock (the model does not follow several ownerless reads).
 			n = 1
+			if !m.rw && !skipped("anon-shared") {
+				n = 3
+			}
 		}
 		for range n {
 			wg.Go(func() { m.step(o) })
@@ -354,6 +410,9 @@ func (m *holdsModel) step(o *howner) {
 		}, 0)
 	case r < 75:
 		wait := pick(e, 0, 50*time.Millisecond, 300*time.Millisecond)
+		if !skipped("short-wait") && e.intn(4) == 0 {
+			wait = shortWait(e) // shorter than a round trip
+		}
 		lease := pick(e, 0, 0, chkFixedLease, 400*time.Millisecond)
 		what := fmt.Sprintf("TryLock(%v, %v)", wait, lease)
 		if fl, ok := l.(*rlock.FencedLock); ok && e.intn(2) == 0 {
@@ -409,6 +468,9 @@ func (m *holdsModel) handoffRound(f faultKind) {
 		m.acquire(holder, sW, ctx, s, "LockLease", 300*time.Millisecond, true, func(ctx context.Context) (bool, int64, error) {
 			return true, 0, l.LockLease(ctx, chkFixedLease)
 		}, chkFixedLease)
+		// The lock's braced name, and the other kind of lock of its name,
+		// must be refused while it is held.
+		m.foreign(holder, sW)
 		if oom {
 			// Acquisitions fail from a little before the release on.
 			time.Sleep(hold - 20*time.Millisecond)
@@ -638,12 +700,16 @@ func (m *holdsModel) deadSpanLocked(sp *hspan, at, start time.Time, lease time.D
 	sp.why += fmt.Sprintf(", dead since %v", e.at(at))
 }
 
-// deadWaiterRound: a waiter dies (its process killed, or its Client
-// closed) while it waits, queued in a fair lock or registered for
-// wake-one; then the holder releases, and a live waiter must take the
-// lock: at once, or within the kind's queue delay (fair lock).
-func (m *holdsModel) deadWaiterRound(kill bool) {
+// deadWaiterRound: a waiter dies (how: "kill", its process killed, or
+// "close", its Client closed) or is stopped ("stop": a child process
+// stopped with SIGSTOP, which keeps its connections) while it waits,
+// queued in a fair lock or registered for wake-one; then the holder
+// releases, and a live waiter must take the lock: at once, or within the
+// kind's queue delay (fair lock: a stopped waiter's place is not
+// refreshed either).
+func (m *holdsModel) deadWaiterRound(how string) {
 	e := m.e
+	kill := how != "close"
 	m.drain()
 	sd := sW
 	e.mu.Lock()
@@ -666,6 +732,9 @@ func (m *holdsModel) deadWaiterRound(kill bool) {
 	if !held {
 		return
 	}
+	// The lock's braced name, and the other kind of lock of its name,
+	// must be refused while it is held.
+	m.foreign(holder, sd)
 	// The victim: a child, or the owner of the last slot (a wake-one slot
 	// for the wake-one kind), that waits.
 	var ch *child
@@ -733,15 +802,26 @@ func (m *holdsModel) deadWaiterRound(kill bool) {
 	if !m.seenWaiting(ws, wbase, m.fieldOfSlot(w, sW, ws)) {
 		e.logf("the waiter %v was not seen waiting", w)
 	}
-	if kill {
+	switch how {
+	case "kill":
 		e.kill(ch, m.fair)
-	} else {
+	case "stop":
+		at := e.stop(ch)
+		if m.fair {
+			e.mu.Lock()
+			e.excuse(at, at.Add(e.kind.queueDelay), "child "+ch.who+" stopped in the queue")
+			e.mu.Unlock()
+		}
+	default:
 		m.closeSlot(victim, m.fair, "waiting")
 	}
 	time.Sleep(e.ms(100))
 	m.unlockAll(holder, sd)
 	wg.Wait()
-	if !kill {
+	switch how {
+	case "stop":
+		e.kill(ch, false)
+	case "close":
 		m.replaceSlot(victim)
 	}
 }
@@ -839,6 +919,9 @@ func (m *holdsModel) readerLeasesRound() {
 	m.acquire(b, sR, bctx, bs, fmt.Sprintf("LockLease(%v) (reader)", lease), chkSetup, true, func(ctx context.Context) (bool, int64, error) {
 		return true, 0, bl.LockLease(ctx, lease)
 	}, lease)
+	// The plain lock of the name, by a reader itself too, must be refused
+	// while it is read.
+	m.foreign(a, sR)
 	wctx, ws, wl := m.handle(w, sW)
 	base := m.acquireReplies(ws)
 	var wg sync.WaitGroup
@@ -1155,6 +1238,7 @@ func (m *holdsModel) checkToken(o *howner, ctx context.Context, l *rlock.FencedL
 // goneBy at the latest, and records it as a span (for the liveness
 // check). e.mu is held.
 func (m *holdsModel) endHoldLocked(o *howner, sd side, goneBy time.Time, why string) {
+	m.judgeWatchesLocked(o, sd, time.Now())
 	h := &o.s[sd]
 	if m.rw && sd == sR && o.s[sW].count > 0 && o.s[sW].lease > 0 {
 		// The hash the read hold kept alive lives on for up to a lease.
@@ -1206,8 +1290,13 @@ func (m *holdsModel) acquire(o *howner, sd side, ctx context.Context, s *slot, w
 	end := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	hw := hwait{key: m.keyOfSlot(o, s), anon: o.anonymous, side: sd, from: start, to: end, what: fmt.Sprintf("%v %s %s", o, sd, what)}
 	if waits {
-		m.waits = append(m.waits, hwait{key: m.keyOfSlot(o, s), anon: o.anonymous, side: sd, from: start, to: end, what: fmt.Sprintf("%v %s %s", o, sd, what)})
+		m.waits = append(m.waits, hw)
+	}
+	m.calls = append(m.calls, hw)
+	if err == nil && !ok && s.closedAt.IsZero() {
+		m.tries = append(m.tries, hw)
 	}
 	if !s.closedAt.IsZero() && !(err == nil && ok) {
 		e.logLocked("%v %s %s -> %v (its Client closed)", o, sd, what, errText(err))
@@ -1313,6 +1402,10 @@ func (m *holdsModel) releasedLocked(o *howner, sd side, err error, what string, 
 			h.fixedMin, h.fixedMax = start.Add(h.lease), now.Add(h.lease)
 			h.lastFixedMax = h.fixedMax
 		}
+	case o.anonymous && o.name == "" && errors.Is(err, rlock.ErrNotHeld) && !errors.Is(err, rlock.ErrLockLost) && h.releasing >= h.count:
+		// Goroutines sharing the anonymous handle released more levels
+		// than it held: this release came after the others took them.
+		e.logLocked("  model: %v: a release that found the levels taken by the other releases in flight", o)
 	case errors.Is(err, rlock.ErrLockLost), errors.Is(err, rlock.ErrNotHeld):
 		// Found gone: a loss, reported by the error (and to the handler).
 		if h.count > 0 && !h.uncertain && !m.excused(o, sd) {
@@ -1468,6 +1561,7 @@ func (m *holdsModel) do(o *howner, sd side, ctx context.Context, s *slot, l chec
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m.waits = append(m.waits, hwait{key: m.keyOfSlot(o, s), anon: o.anonymous, side: sd, from: start, to: time.Now(), what: fmt.Sprintf("%v %s Do", o, sd)})
+	m.calls = append(m.calls, m.waits[len(m.waits)-1])
 	e.logLocked("%v %s Do(mode %d) -> %v", o, sd, mode, errText(err))
 	if inner == nil {
 		if err == nil {
@@ -1700,6 +1794,9 @@ func (m *holdsModel) known(f string, now time.Time) (bool, string) {
 	if f == "mode" && m.rw {
 		return true, ""
 	}
+	if _, ok := m.e.diedStartingLocked(f, now); ok {
+		return true, "" // a child that died as it started may have taken it
+	}
 	for _, o := range m.owners {
 		for _, sd := range m.sides() {
 			h := &o.s[sd]
@@ -1844,11 +1941,18 @@ func (m *holdsModel) checkpoint() {
 			sp.certainTo = now
 		}
 	}
+	m.judgeWatchesLocked(nil, 0, now)
+	m.checkTriesLocked(now)
 	for k, v := range vs {
 		o, sd := k.o, k.sd
 		h := &o.s[sd]
 		fixedOver := !h.fixedMin.IsZero() && !now.Before(h.fixedMin)
 		switch {
+		case h.count > 0 && !v.alive && fixedOver && !h.uncertain && h.doomed == "":
+			// A watched hold ends at its lease's end (its Client's timer):
+			// the lease ran out while it was held.
+			e.logLocked("  model: %v %s: its fixed lease ended, and its Client ended the hold", o, sd)
+			m.endHoldLocked(o, sd, h.fixedMax, "its fixed lease ended")
 		case v.alive && v.count == 0 && h.fixedMin.IsZero():
 			e.count("violations:promise", 1)
 			e.violation("%v: its Client holds the %s side for it, but Redis has no hold of it, and no loss was reported within the lease", o, sd)
@@ -1930,6 +2034,7 @@ func (m *holdsModel) checkpoint() {
 	m.livenessLocked(now)
 	m.dooms = m.dooms[:0]
 	m.waits = m.waits[:0]
+	m.calls, m.tries, m.freeAt = m.calls[:0], m.tries[:0], time.Time{}
 	// A span that ended is forgotten, but a reader's while other readers
 	// may keep its field in the hash (see known).
 	readers := m.rw && m.readersLeftLocked(now)
@@ -2021,7 +2126,7 @@ func (m *holdsModel) finish() {
 func lockKinds() []*chkKind {
 	exclusive := func(get func(c *rlock.Client, n string) checkedLock, fair bool) func(e *engine) model {
 		return func(e *engine) model {
-			return newHoldsModel(e, func(s *slot, _ side) checkedLock { return get(s.c, e.name) }, false, fair)
+			return newHoldsModel(e, func(s *slot, name string, _ side) checkedLock { return get(s.c, name) }, false, fair)
 		}
 	}
 	deaths := []string{"death:kill hold", "death:kill wait", "death:close holding", "death:close waiting"}
@@ -2041,8 +2146,8 @@ func lockKinds() []*chkKind {
 		{name: "ReadWrite", slots: 2,
 			acquireScripts: []string{lua.RWReadAcquire.SHA1, lua.RWWriteAcquire.SHA1, lua.RWReadReenter.SHA1, lua.RWWriteReenter.SHA1},
 			model: func(e *engine) model {
-				return newHoldsModel(e, func(s *slot, sd side) checkedLock {
-					rw := s.c.GetReadWriteLock(e.name)
+				return newHoldsModel(e, func(s *slot, name string, sd side) checkedLock {
+					rw := s.c.GetReadWriteLock(name)
 					if sd == sR {
 						return rw.ReadLock()
 					}

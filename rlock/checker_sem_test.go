@@ -112,6 +112,11 @@ type semModel struct {
 	// gaveUp are the waiting calls that ended without a permit: their
 	// ends, and who.
 	gaveUp []window
+	// calls are the acquisitions of this round, and tries those that
+	// ended without a permit and without an error (see
+	// checkTriesLocked); freeAt is when waitFree saw no permit held.
+	calls, tries []window
+	freeAt       time.Time
 }
 
 func semKind() *chkKind {
@@ -139,17 +144,20 @@ func semKind() *chkKind {
 func (m *semModel) sem(s *slot) *semaphore.Semaphore { return s.c.GetSemaphore(m.e.name) }
 
 func (m *semModel) shapes() []string {
-	return []string{"queue", "kill-holder", "close-holder", "kill-waiter", "close-waiter", "delete"}
+	return []string{"queue", "kill-holder", "close-holder", "kill-waiter", "close-waiter", "delete",
+		"stop-holder", "stop-waiter", "short-wait"}
 }
 
 func (m *semModel) round(shape string, f faultKind) {
 	switch shape {
 	case "queue":
 		m.queueRound()
-	case "kill-holder", "close-holder":
-		m.deadHolderRound(shape == "kill-holder")
-	case "kill-waiter", "close-waiter":
-		m.deadWaiterRound(shape == "kill-waiter")
+	case "kill-holder", "close-holder", "stop-holder":
+		m.deadHolderRound(strings.TrimSuffix(shape, "-holder"))
+	case "kill-waiter", "close-waiter", "stop-waiter":
+		m.deadWaiterRound(strings.TrimSuffix(shape, "-waiter"))
+	case "short-wait":
+		m.shortWaitRound()
 	case "delete":
 		m.deleteRound()
 	default:
@@ -191,6 +199,9 @@ func (m *semModel) step(a *semActor, faulty bool) {
 		})
 	case r < 80:
 		wait := pick(e, 0, 50*time.Millisecond, 300*time.Millisecond)
+		if !skipped("short-wait") && e.intn(4) == 0 {
+			wait = shortWait(e) // shorter than a round trip
+		}
 		m.acquire(a, fmt.Sprintf("TryAcquire(%v, %v)", wait, lease), 3*time.Second, wait > 0, lease, func(ctx context.Context, s *semaphore.Semaphore) (string, bool, error) {
 			return s.TryAcquire(ctx, wait, lease)
 		})
@@ -217,6 +228,10 @@ func (m *semModel) acquire(a *semActor, what string, timeout time.Duration, wait
 	defer e.mu.Unlock()
 	if waits {
 		m.waits = append(m.waits, semWait{from: start, to: end, what: fmt.Sprintf("%v %s", a, what), queued: end.Sub(start) > semaphore.QueueAfter, got: ok})
+	}
+	m.calls = append(m.calls, window{from: start, to: end, what: fmt.Sprintf("%v %s", a, what)})
+	if err == nil && !ok && s.closedAt.IsZero() {
+		m.tries = append(m.tries, m.calls[len(m.calls)-1])
 	}
 	switch {
 	case err == nil && ok:
@@ -499,11 +514,15 @@ func (m *semModel) addPermits(a *semActor) {
 // last: the Client's oldest waiter is not the queue's head.
 func (m *semModel) queueRound() {
 	e := m.e
-	for range 3 {
+	for round := range 3 {
 		m.drain()
 		h := e.intn(e.kind.slots)
 		holders := m.slotActors(h)
 		m.fill(h)
+		if round == 0 {
+			// The semaphore's braced name must be refused while it is set.
+			m.foreign()
+		}
 		w := 1 - h
 		s := e.slot(w)
 		join := lua.SemAcquire.SHA1 + "/join"
@@ -593,11 +612,15 @@ func (m *semModel) fill(i int) {
 	}
 }
 
-// deadHolderRound: a holder dies (its process killed, or its Client
-// closed) while others wait for its permit; they get it once its lease
-// ends.
-func (m *semModel) deadHolderRound(kill bool) {
+// deadHolderRound: a holder dies (how: "kill", its process killed, or
+// "close", its Client closed) while others wait for its permit; they get
+// it once its lease ends. Or ("stop") a child that holds is stopped
+// (SIGSTOP): for longer than the lease (its renewals stop, and its permit
+// comes back with its lease) or a quarter of it (it holds on); then it
+// goes on (SIGCONT) and is killed.
+func (m *semModel) deadHolderRound(how string) {
 	e := m.e
+	kill := how != "close"
 	m.drain()
 	lease := pick(e, 0, 0, 300*time.Millisecond+e.ms(400))
 	victim := e.intn(e.kind.slots)
@@ -615,7 +638,7 @@ func (m *semModel) deadHolderRound(kill bool) {
 			return id, err == nil, err
 		})
 	}
-	var childSpan *pspan
+	var childWhy string
 	var childStart time.Time
 	if kill {
 		e.mu.Lock()
@@ -627,8 +650,8 @@ func (m *semModel) deadHolderRound(kill bool) {
 			}
 			id = f[1]
 		}
-		m.spans = append(m.spans, pspan{id: id, from: time.Now(), certainTo: time.Now().Add(time.Hour), silent: true, why: "child " + ch.who + "'s permit"})
-		childSpan = &m.spans[len(m.spans)-1]
+		childWhy = "child " + ch.who + "'s permit"
+		m.spans = append(m.spans, pspan{id: id, from: time.Now(), certainTo: time.Now().Add(time.Hour), silent: true, why: childWhy})
 		childStart = started
 		e.mu.Unlock()
 	}
@@ -655,17 +678,57 @@ func (m *semModel) deadHolderRound(kill bool) {
 		})
 	}
 	time.Sleep(80*time.Millisecond + e.ms(100))
+	certain := time.Now().Add(time.Hour)
+	if how == "stop" {
+		stopAt := e.stop(ch)
+		long := e.intn(2) == 0
+		e.mu.Lock()
+		for i := range m.spans {
+			if sp := &m.spans[i]; sp.why == childWhy {
+				switch {
+				case lease > 0:
+					// A fixed lease ends at its time, stopped or not.
+					sp.to, sp.certainTo = sp.from.Add(lease), childStart.Add(lease)
+				case e.faultedDuring(stopAt.Add(-chkLease), stopAt):
+					sp.certainTo = stopAt
+				default:
+					sp.certainTo = stopAt.Add(chkLease / 3) // its last renewal came before the stop
+				}
+				certain = sp.certainTo
+				sp.why += fmt.Sprintf(", stopped at %v", e.at(stopAt))
+			}
+		}
+		e.mu.Unlock()
+		if long {
+			time.Sleep(chkLease * 5 / 4)
+		} else {
+			time.Sleep(chkLease / 4)
+		}
+		e.cont(ch)
+		if long && lease == 0 {
+			// Its permit came back a lease after its last renewal: a renewal
+			// after SIGCONT finds it gone and brings nothing back.
+			e.mu.Lock()
+			for i := range m.spans {
+				if sp := &m.spans[i]; sp.why == childWhy+fmt.Sprintf(", stopped at %v", e.at(stopAt)) && sp.to.IsZero() && sp.settleAt.IsZero() {
+					sp.settleAt, sp.settleLease = stopAt, chkLease
+				}
+			}
+			e.mu.Unlock()
+		}
+		time.Sleep(e.ms(200))
+	}
 	if kill {
 		at := e.kill(ch, false)
 		e.mu.Lock()
 		for i := range m.spans {
-			if sp := &m.spans[i]; sp.why == childSpan.why && sp.to.IsZero() && sp.settleAt.IsZero() {
+			if sp := &m.spans[i]; strings.HasPrefix(sp.why, childWhy) && sp.to.IsZero() && sp.settleAt.IsZero() {
 				if lease > 0 {
 					sp.to, sp.certainTo = sp.from.Add(lease), childStart.Add(lease)
 				} else {
 					sp.settleAt, sp.settleLease, sp.certainTo = at, chkLease, time.Time{}
 					if !e.faultedDuring(at.Add(-chkLease), at) {
-						sp.certainTo = at.Add(chkLease / 3)
+						sp.certainTo = minTime(at.Add(chkLease/3), certain)
 					}
 				}
 				sp.why += fmt.Sprintf(", dead since %v", e.at(at))
@@ -682,11 +745,14 @@ func (m *semModel) deadHolderRound(kill bool) {
 	m.drain()
 }
 
-// deadWaiterRound: a queued waiter dies (its process killed, or its
-// Client closed); a permit comes free, and a live waiter queued behind it
-// gets it within the queue's delay for a dead waiter.
-func (m *semModel) deadWaiterRound(kill bool) {
+// deadWaiterRound: a queued waiter dies (how: "kill", its process
+// killed, or "close", its Client closed) or is stopped ("stop": a child
+// stopped with SIGSTOP, which keeps its connections and its place); a
+// permit comes free, and a live waiter queued behind it gets it within
+// the queue's delay for a waiter that does not refresh its place.
+func (m *semModel) deadWaiterRound(how string) {
 	e := m.e
+	kill := how != "close"
 	m.drain()
 	h := 0
 	m.fill(h)
@@ -729,9 +795,15 @@ func (m *semModel) deadWaiterRound(kill bool) {
 		m.release(w, len(w.ids)-1)
 	})
 	until(2*time.Second, func() bool { return e.replies(ws, lua.SemAcquire.SHA1+"/join") >= base+1 })
-	if kill {
+	switch how {
+	case "kill":
 		e.kill(ch, true)
-	} else {
+	case "stop":
+		at := e.stop(ch)
+		e.mu.Lock()
+		e.excuse(at, at.Add(e.kind.queueDelay), "child "+ch.who+" stopped in the queue")
+		e.mu.Unlock()
+	default:
 		m.closeSlot(victim, true, "waiting")
 	}
 	time.Sleep(e.ms(100))
@@ -739,7 +811,10 @@ func (m *semModel) deadWaiterRound(kill bool) {
 	e.call()
 	m.release(a, 0)
 	wg.Wait()
-	if !kill {
+	switch how {
+	case "stop":
+		e.kill(ch, false)
+	case "close":
 		e.replaceSlot(victim)
 	}
 	m.drain()
@@ -991,6 +1066,9 @@ func (m *semModel) checkpoint() {
 				}
 			}
 		}
+		if _, ok := e.diedStartingLocked("", now); ok {
+			unknown = true // a child that died as it started may have taken it
+		}
 		if !known && !unknown {
 			e.count("violations:stray", 1)
 			e.violation("Redis has a lease for permit %s that nobody holds", id[:8])
@@ -1011,10 +1089,12 @@ func (m *semModel) checkpoint() {
 		}
 	}
 	m.silentEndsLocked()
+	m.checkTriesLocked(now)
 	m.livenessLocked(now)
 	m.top = m.cur
 	m.steps = []step{{from: now, n: m.cur}}
 	m.waits = m.waits[:0]
+	m.calls, m.tries, m.freeAt = m.calls[:0], m.tries[:0], time.Time{}
 	m.deleted = m.deleted[:0]
 	m.spans = slices.DeleteFunc(m.spans, func(sp pspan) bool { return !sp.to.IsZero() && sp.to.Before(now) })
 	clear(m.losses)

@@ -30,37 +30,59 @@ import (
 // Each kind runs on a server of its own, with two or three Clients in the
 // test process and, in some rounds, a child process (the test binary run
 // again) with one Client that holds or waits and is then killed with
-// SIGKILL. Every Client has a watchdog timeout of 900ms. The kinds:
+// SIGKILL, or first stopped with SIGSTOP. The last Client of every kind
+// reaches the server through a TCP proxy in the test process
+// (relocktest.Proxy), which adds 1ms each way. Every Client has a
+// watchdog timeout of 900ms. The kinds:
 //
 //   - Lock, FencedLock and FairLock: per Client, two named owners with two
-//     goroutines each (an owner's calls interleave), an ownerless actor,
-//     and the owners Do makes up for a call without one;
+//     goroutines each (an owner's calls interleave), an ownerless actor
+//     with three goroutines on one handle, and the owners Do makes up for
+//     a call without one;
 //   - WakeOne: Lock, with WithWakeOne on Clients 0 and 2 and not on 1;
 //   - ReadWrite: the same owners on the read and write sides of a
-//     read-write lock;
+//     read-write lock (the ownerless actor with one goroutine);
 //   - Semaphore: three actors per Client holding permits by ID;
 //   - Latch: waiters in every Client (and a child) while the count goes
 //     down to 0.
 //
 // In random rounds every actor makes one call: an acquisition that waits
-// or not, on the watchdog lease or a fixed one (some end while held), a
-// re-entry, a release, Do (returning an error, panicking, re-entering),
-// ForceUnlock, Token; for the semaphore Acquire, TryAcquire, Release (also
-// of a stale ID, or of another Client's permit) and AddPermits. Now and
-// then a fault hits the server meanwhile: a SIGSTOP shorter than the
-// lease, one longer, CLIENT KILL of every connection, real OOM replies
-// (maxmemory 1), or OOM replies to acquisitions only (injected under the
-// Client, so that releases go through). Shaped rounds set up what random
-// ones rarely do: a hand-off under injected OOM; a holder that dies,
-// killed or its Client closed, while others wait; a waiter that dies
-// while it waits (queued in a fair lock or a semaphore, registered for
-// wake-one) before the holder releases; a holder on the watchdog lease
-// that re-enters with a shorter fixed lease and lets it run out; readers
-// on the watchdog lease and on a short fixed lease with a writer waiting;
+// or not (some waits shorter than a round trip, 1µs to 2ms), on the
+// watchdog lease or a fixed one (some end while held), a re-entry, a
+// release, Do (returning an error, panicking, re-entering), ForceUnlock,
+// Token; for the semaphore Acquire, TryAcquire, Release (also of a stale
+// ID, or of another Client's permit) and AddPermits. Now and then a fault
+// hits the server meanwhile: a SIGSTOP shorter than the lease, one
+// longer, CLIENT KILL of every connection, real OOM replies (maxmemory
+// 1), or OOM replies to acquisitions only (injected under the Client, so
+// that releases go through); or the proxy's connections, in one of three
+// forms: 10ms to 40ms more each way, a stall of a third of the lease
+// (nothing crosses, then all of it), a cut (a stall, then every
+// connection closed, what the stall kept dropped). Shaped rounds set up what random ones rarely do: a
+// hand-off under injected OOM, during which the lock's braced name
+// ("{name}", whose derived keys are the lock's) and the other kind of
+// lock on its name (a read-write lock on a plain lock's name, a plain
+// lock on a read-write lock's) are tried; a holder that dies, killed or
+// its Client closed, while others wait; a holder that is stopped, for
+// longer than its lease or shorter, while others wait; a waiter that
+// dies or is stopped while it waits (queued in a fair lock or a
+// semaphore, registered for wake-one) before the holder releases; a
+// wake-one registrant that gives up a TryLock and is then stopped, while
+// a waiter of a Client without wake-one waits (stop-registrant); a holder
+// on the watchdog lease that re-enters with a shorter fixed lease and
+// lets it run out; a hold on a short fixed lease taken with TryAcquire
+// and watched (its Hold's Context and HoldContext) while another owner
+// waits (lease-end); acquisitions of a free lock, or of a free permit,
+// by the proxied Client with waits shorter than a round trip
+// (short-wait); readers on the watchdog lease and on a short fixed lease
+// with a writer waiting, one of them trying the plain lock of the name;
 // waiters that join a fair lock's queue one after the other; four queued
-// semaphore waiters in one Client while permits come free one by one;
-// the semaphore deleted under its permits; a latch set again the moment
-// it opens; Clients closed while waiting.
+// semaphore waiters in one Client while permits come free one by one,
+// the semaphore's braced name set meanwhile; the semaphore deleted under
+// its permits; a latch set again the moment it opens; a latch that opens,
+// and is set again at once, between the first read and the subscription
+// of a waiter whose Client has 50ms each way (proxy-opening); Clients
+// closed while waiting.
 //
 // # What it checks
 //
@@ -70,14 +92,21 @@ import (
 // has; a fencing token grows with every new hold and stays the same on
 // re-entry; a fair lock grants in the order its waiters joined the queue,
 // among those that stayed; Await returns only if the count may have been
-// 0 while it ran.
+// 0 while it ran. A name whose derived keys are those of a name in use
+// (the braced form of the lock's, of the semaphore's) is refused with an
+// error matching ErrNameConflict, and a lock of another kind on the
+// name of a lock held (read-write and plain) with one matching
+// ErrWrongKind.
 //
 // The promise: a hold that returned nil ends only by its release or a
 // reported loss (Done and HoldContext, Do's error, the lost handler), and
 // so does a permit on the watchdog lease (the lost handler is called with
 // the semaphore's name and the permit ID, and a cause matching
 // ErrLockLost); no loss is reported without a cause; no release says "not
-// held" of a hold that was not lost. After every round Redis has the
+// held" of a hold that was not lost. A hold on a fixed lease ends at its
+// lease's end, with no call of its owner: the contexts taken when it was
+// acquired (a Hold's Context, HoldContext) end by then and 300ms more.
+// After every round Redis has the
 // holds, counts and permits the model has, and nothing else but what a
 // truly unknowable outcome may have left, each only until its lease ends
 // (a script held up in a paused server after its call gave up, a release
@@ -89,33 +118,59 @@ import (
 // waiter could have gone on (the lock free, or readable, for it; a permit
 // available; the latch opened after it subscribed), some waiter went on
 // within the bound: 300ms, or 150ms for the semaphore (below its waiters'
-// 250ms refresh, so that a wake-up lost on the way is seen). Only these
+// 250ms refresh, so that a wake-up lost on the way is seen). An
+// acquisition that did not wait long enough to see the lock change, but
+// had it free (or a permit) for its whole call with no other call in
+// flight, must have taken it, however short its wait: an attempt that was
+// sent counts. A latch waiter whose Await had reached Redis (two one-way
+// delays after it started) when the count-down that opened the latch
+// started goes on, though the latch was set again at once. Only these
 // excuse a longer wait, each for as long as it can cause one: a fault,
 // while it lasts and 150ms more (the retry after it); a queued waiter
 // that gave up during a fault, whose place may be left behind, and a dead
-// queued fair-lock or semaphore waiter: the kind's waiter timeout and one
-// refresh interval (1s); a semaphore permit that came back by its lease,
+// queued fair-lock or semaphore waiter, or a stopped one: the kind's
+// waiter timeout and one refresh interval (1s); a semaphore permit that
+// came back by its lease,
 // which publishes nothing: one refresh interval; a child that died as it
 // started its call: a lease. A dead holder's hold ends with its lease (at
-// most 900ms after its last renewal, or its fixed lease); a dead wake-one
-// registrant delays nobody. A latch waiter may miss an opening that came
-// while a fault had its subscription down (or within 150ms after) if the
-// latch was set again in that time: Redis keeps no record of an opening.
+// most 900ms after its last renewal, or its fixed lease), and so does a
+// stopped holder's, unless it goes on before; a dead wake-one registrant
+// delays nobody, nor does a stopped one that gave up. A latch waiter may
+// miss an opening that came while a fault had its subscription down (a
+// CLIENT KILL or a cut, or within 150ms after) if the latch was set again
+// in that time: Redis keeps no record of an opening. Latency is no excuse:
+// the bounds hold through the proxy.
+//
+// One known defect is excused unless RELOCK_CHECK_STRICT names it
+// (stale-opening): an Await that joins its Client's subscription of the
+// latch while the "0" of an opening that ended just before it started is
+// on its way to that Client (through the proxy, or held up by a fault)
+// goes on, though the latch was set again before it started. Each time is
+// counted (latch:stale-opening).
 //
 // At the end every hold is released or left to expire, and nothing of the
 // kind is left in Redis, subscribed, or running (TestMain).
 //
 // # Counts and time
 //
-// By default the kinds share 70s equally (about 90s in all under -race),
-// in runs of 10s with a seed each; a kind given more time (a longer
-// RELOCK_CHECK_DURATION, or fewer kinds) makes more runs, with more seeds.
-// A run makes every shape and every fault once first, in an order of its
-// seed, then rounds at random. A run
-// fails unless it made every shape, every fault and every death of its
-// kind (a child killed holding and waiting, a Client closed holding and
-// waiting; the latch has no holders) at least once, and at least 60
-// calls. The counts are logged per run and per kind.
+// By default the kinds share 65s equally (about 75s in all under -race:
+// the first rounds of a run may overrun it), in runs of about 10s with
+// a seed each (a share under 10s is one shorter run); a kind given more
+// time (a longer RELOCK_CHECK_DURATION, or fewer kinds) makes more runs,
+// with more seeds. A run makes every
+// shape and every fault once first, in an order of its seed, then rounds
+// at random; the shapes of issue 32's items 2, 4, 5 and 6
+// (stop-registrant, short-wait, lease-end, proxy-opening) come at random
+// only, as each has a test of its own that makes it every time on the
+// kinds where it found a defect (TestSeamStopRegistrant,
+// TestSeamShortWait, TestSeamLeaseEnd, TestSeamProxyOpening, about 5s in
+// all). A run fails unless it made every shape it makes first, every
+// fault and every death of its kind (a child killed holding and waiting,
+// a Client closed holding and waiting; the latch has no holders) at least
+// once, got the stopped children's shapes to their claims (a child
+// stopped), judged the braced name and the other kind (lock kinds and
+// the semaphore), and made at least 60 calls. The counts are logged per
+// run and per kind.
 //
 // # Replaying
 //
@@ -126,8 +181,12 @@ import (
 // goroutines draw in the same order (the server's timing is not
 // replayed). RELOCK_CHECK_SKIP names shapes (handoff, kill-holder,
 // close-holder, kill-waiter, close-waiter, reenter-shorter, reader-leases,
-// fair-order, queue, delete, reset) and faults (pause<lease, pause>lease,
-// client-kill, oom, oom-injected) to leave out, to look past a known
+// fair-order, queue, delete, reset, stop-holder, stop-waiter,
+// stop-registrant, short-wait (also the short waits of random rounds),
+// lease-end, proxy-opening), checks (braced, two-kinds, anon-shared: the
+// ownerless actor's extra goroutines) and faults (pause<lease,
+// pause>lease, client-kill, oom, oom-injected, net, and the forms of net:
+// net-delay, net-stall, net-cut) to leave out, to look past a known
 // failure; RELOCK_CHECK_HISTORY prints every run's history, not only a
 // failed one's. The kinds' names are Lock, FencedLock, FairLock, WakeOne,
 // ReadWrite, Semaphore and Latch.
@@ -193,7 +252,7 @@ func TestRandomizedHolds(t *testing.T) {
 
 const (
 	// chkDefaultDuration is the time of every kind's rounds together.
-	chkDefaultDuration = 70 * time.Second
+	chkDefaultDuration = 65 * time.Second
 	// chkRunLength is the length of one run (one seed).
 	chkRunLength = 10 * time.Second
 )
@@ -347,6 +406,20 @@ func runChild(spec childSpec) {
 				return
 			}
 			relocktest.ChildSay("held %d", start.UnixNano())
+			break
+		}
+		if spec.Act == "try" {
+			// A waiter that gives up: TryLock must not get the lock.
+			ok, err := l.TryLock(ctx, spec.Wait, spec.Lease)
+			switch {
+			case err != nil:
+				relocktest.ChildSay("error %v", err)
+				return
+			case ok:
+				relocktest.ChildSay("error acquired, not given up")
+				return
+			}
+			relocktest.ChildSay("gave up %d", start.UnixNano())
 			break
 		}
 		go func() {
