@@ -152,7 +152,7 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		return lockcore.NotAcquired(err)
 	}
 	_, err := l.core.Wait(&lockcore.Wait{Ctx: ctx, Limit: lockcore.NoLimit, OnMessage: true,
-		Lock: observe.Lock{Kind: "latch", Name: l.name}}, awaiter{l})
+		SubscribeFirst: true, Lock: observe.Lock{Kind: "latch", Name: l.name}}, awaiter{l})
 	return err
 }
 

@@ -19,7 +19,11 @@ import (
 // attempts again at once, so that a release in between is not missed, and
 // then sleeps until a wake-up, the bound the attempt returned, the wait
 // limit, the context's end, Close, or (for a lock) a grant to the same
-// owner on another goroutine, and attempts again.
+// owner on another goroutine, and attempts again. A kind for which the
+// message itself is the news (the latch: its opening may be followed at
+// once by a new count) subscribes before its first attempt instead
+// (Wait.SubscribeFirst): an attempt that finds it must wait is then made
+// after the subscription, never before it.
 //
 // The bound is whatever could end the wait without a message: a holder's
 // lease that runs out (a crashed holder publishes nothing), a queued
@@ -90,6 +94,15 @@ type Wait struct {
 	// OnMessage: a wake-up brought by a message on the channel ends the
 	// wait (a latch's opening: the count may have been set again since).
 	OnMessage bool
+	// SubscribeFirst: the call subscribes, and waits until Redis
+	// confirmed it, before its first attempt, so that what it waits for
+	// cannot come and go unseen between an attempt that found it must
+	// wait and its subscription (a latch's opening followed at once by a
+	// new count: Redis keeps no record of it). When the subscription
+	// fails, the attempt is made all the same (it may find the wait
+	// over), and the loop subscribes again before trusting one that did
+	// not.
+	SubscribeFirst bool
 
 	// Call is the context of the calls to Redis: Ctx, or, when the wait
 	// is limited, one that ends with it (cause errWaitOver).
@@ -151,9 +164,10 @@ func (w *Wait) run() (bool, error) {
 			retry.Stop()
 		}
 	}()
-	if w.Limit != 0 && w.core.Hub.Has(w.k.WaitChannel()) {
-		// Others wait here already: subscribing costs no round trip, and
-		// saves the attempt made after subscribing.
+	if w.Limit != 0 && (w.SubscribeFirst || w.core.Hub.Has(w.k.WaitChannel())) {
+		// The kind asks for it, or others wait here already (subscribing
+		// costs no round trip, and saves the attempt made after
+		// subscribing). A failure is met again after the attempt.
 		_ = w.subscribe(0)
 	}
 	for {
