@@ -32,15 +32,30 @@
 //
 // # Waiting
 //
-// Await never polls. It reads the count, subscribes to the channel (one
-// subscription per name per Client, shared by its waiters), reads the
-// count again (so a 0 reached meanwhile is not missed), and then sleeps
-// until "0" is published, which lets every waiter of every Client go on
-// (without reading the count again: the next batch's TrySetCount may
-// already have set a new one), or until the subscription connection was
-// lost and made again, after which it reads the count once more.
-// Messages "1" wake nobody. So a waiter goes on within a round trip of the
-// CountDown that opened the latch, unless its subscription connection was
-// down at that moment and a new count was set before it read again: Redis
-// keeps no record of an opening, and the waiter then waits for the next.
+// Await never polls. It subscribes to the channel (one subscription per
+// name per Client, shared by its waiters), waits until Redis confirmed the
+// subscription, and only then reads the count: at 0 it returns; otherwise
+// it sleeps until "0" is published, which lets every waiter of every
+// Client go on (without reading the count again: the next batch's
+// TrySetCount may already have set a new one), or until the subscription
+// connection was lost and made again, after which it reads the count once
+// more. Messages "1" wake nobody. Because the subscription comes first, an
+// opening that Redis runs once the subscription is in place is not missed,
+// even when a new count follows it at once: the read sees 0, or the "0"
+// message reaches the waiter.
+//
+// An opening is missed only when a new count is set before the waiter's
+// next read and the opening's "0" does not reach the waiter: the opening
+// came before the waiter's SUBSCRIBE reached Redis (to Redis it comes
+// before the Await, which has sent nothing else yet; a Client without a
+// pub/sub connection makes it before it sends the SUBSCRIBE), or the
+// subscription connection was down at that moment (lost, or failing to be
+// made), or was lost before the message reached the Client. The waiter
+// reads again once it is subscribed anew; Redis keeps no record of an
+// opening, so it then waits for the next.
+//
+// Subscribing first costs a round trip before the read, also when the
+// latch is open, unless the Client already listens on the channel (it has
+// another waiter of the latch, or had one in the last 200ms); then Await
+// is one read.
 package latch
