@@ -46,9 +46,10 @@
 //
 // An opening is missed only when a new count is set before the waiter's
 // next read and the opening's "0" does not reach the waiter: the opening
-// came before the waiter's SUBSCRIBE reached Redis (to Redis it comes
-// before the Await, which has sent nothing else yet; a Client without a
-// pub/sub connection makes it before it sends the SUBSCRIBE), or the
+// came before the waiter's SUBSCRIBE reached Redis (the Await has read
+// nothing yet then; but on a Client that has no pub/sub connection yet,
+// the SUBSCRIBE waits for one to be made, a connection and its handshake,
+// so such an opening may come that long after Await was called), or the
 // subscription connection was down at that moment (lost, or failing to be
 // made), or was lost before the message reached the Client. The waiter
 // reads again once it is subscribed anew; Redis keeps no record of an

@@ -133,25 +133,25 @@ func (l *CountDownLatch) count(ctx context.Context) (int, error) {
 }
 
 // Await waits until the count is 0 or ctx ends. It sleeps on the latch's
-// channel (one subscription per name per Client, shared by all its
-// waiters) and never polls: it subscribes, and reads the count only once
-// Redis confirmed the subscription (so an opening after the subscription
-// cannot pass unseen between the read and the subscription); after that,
-// the message that the count reached 0 lets it go on, even when a new
-// count was set since (the next batch must not keep a waiter of the last
-// one waiting). A lost subscription connection makes it read the count
-// again once it is subscribed anew. An opening is missed only when a new
-// count is set before the waiter's next read and the opening's message
-// does not reach it: the opening came before the waiter's subscription
-// reached Redis (before the Await, to Redis), or while its subscription
-// connection was down, or just before it was lost (Redis keeps no record
-// of an opening); the waiter then waits for the next. On a Client that
-// does not listen on the latch's channel yet, the subscription costs a
-// round trip before the read, also when the latch is open. When ctx
-// ends first, the error matches both ErrNotAcquired and ctx.Err(); when
-// Close does, ErrNotAcquired and ErrClosed. It rides out a dropped
-// connection or a failover, reading again every 100ms until Redis answers
-// or ctx ends.
+// channel (one subscription per name per Client, shared by all its waiters)
+// and never polls: it subscribes, and reads the count only once Redis
+// confirmed the subscription (so an opening after the subscription cannot
+// pass unseen between the read and the subscription); after that, the
+// message that the count reached 0 lets it go on, even when a new count was
+// set since (the next batch must not keep a waiter of the last one
+// waiting). A lost subscription connection makes it read the count again
+// once it is subscribed anew. An opening is missed only when a new count is
+// set before the waiter's next read and the opening's message does not
+// reach it: the opening came before the waiter's subscription reached Redis
+// (on a Client's first subscription, after its pub/sub connection is made:
+// a connection and its handshake), or while its subscription connection was
+// down, or just before it was lost (Redis keeps no record of an opening);
+// the waiter then waits for the next. On a Client that does not listen on
+// the latch's channel yet, the subscription costs a round trip before the
+// read, also when the latch is open. When ctx ends first, the error matches
+// both ErrNotAcquired and ctx.Err(); when Close does, ErrNotAcquired and
+// ErrClosed. It rides out a dropped connection or a failover, reading again
+// every 100ms until Redis answers or ctx ends.
 func (l *CountDownLatch) Await(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
