@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/relock-go/relock/internal/layout"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -45,6 +46,11 @@ func init() {
 
 // openMessage is published when the count reaches 0.
 const openMessage = "0"
+
+// openedTTL is how long relock's mark of an opening lasts (see
+// layout.LatchOpened): far longer than a waiter takes to subscribe and
+// read again, on a Client that must first make its pub/sub connection.
+const openedTTL = 10 * time.Second
 
 // Name is the latch's name: the key of its count.
 func (l *CountDownLatch) Name() string { return l.name }
@@ -89,8 +95,8 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if n < 1 {
 		return false, fmt.Errorf("%w: latch count %d is under 1", ErrInvalidArgument, n)
 	}
-	ok, err := lua.LatchSet.Exec(ctx, l.core.RDB, []string{l.name},
-		[]string{fmt.Sprint(n), Channel(l.name), l.core.PublishCommand()}).AsInt64()
+	ok, err := lua.LatchSet.Exec(ctx, l.core.RDB, []string{l.name, layout.LatchOpened(l.name)},
+		[]string{fmt.Sprint(n), Channel(l.name), l.core.PublishCommand(), fmt.Sprint(openedTTL.Milliseconds())}).AsInt64()
 	if err != nil {
 		return false, l.fail("set count", err)
 	}
@@ -105,8 +111,8 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	err := lua.LatchCountDown.Exec(ctx, l.core.RDB, []string{l.name},
-		[]string{Channel(l.name), l.core.PublishCommand()}).Error()
+	err := lua.LatchCountDown.Exec(ctx, l.core.RDB, []string{l.name, layout.LatchOpened(l.name)},
+		[]string{Channel(l.name), l.core.PublishCommand(), fmt.Sprint(openedTTL.Milliseconds())}).Error()
 	if err != nil {
 		return l.fail("count down", err)
 	}
@@ -122,7 +128,12 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 }
 
 func (l *CountDownLatch) count(ctx context.Context) (int, error) {
-	n, err := l.core.RDB.Do(ctx, l.core.RDB.B().Get().Key(l.name).Build()).AsInt64()
+	return l.countOf(l.core.RDB.Do(ctx, l.core.RDB.B().Get().Key(l.name).Build()))
+}
+
+// countOf is the count in the reply to a GET of the latch's key.
+func (l *CountDownLatch) countOf(res rueidis.RedisResult) (int, error) {
+	n, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return 0, nil
 	}
@@ -130,6 +141,23 @@ func (l *CountDownLatch) count(ctx context.Context) (int, error) {
 		return 0, l.fail("count", err)
 	}
 	return int(max(n, 0)), nil
+}
+
+// look reads, in one round trip, relock's mark of the last opening ("" when
+// there is none) and then the count: an opening that comes after the mark
+// was read changes the mark, even when it comes before the count is read.
+func (l *CountDownLatch) look(ctx context.Context) (opened string, n int, err error) {
+	b := l.core.RDB.B()
+	res := l.core.RDB.DoMulti(ctx, b.Get().Key(layout.LatchOpened(l.name)).Build(), b.Get().Key(l.name).Build())
+	opened, err = res[0].ToString()
+	if rueidis.IsRedisNil(err) {
+		opened, err = "", nil
+	}
+	if err != nil {
+		return "", 0, l.fail("count", err)
+	}
+	n, err = l.countOf(res[1])
+	return opened, n, err
 }
 
 // Await waits until the count is 0 or ctx ends. It sleeps on the latch's
@@ -160,24 +188,40 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		return lockcore.NotAcquired(err)
 	}
 	_, err := l.core.Wait(&lockcore.Wait{Ctx: ctx, Limit: lockcore.NoLimit, OnMessage: true,
-		SubscribeFirst: true, Lock: observe.Lock{Kind: "latch", Name: l.name}}, awaiter{l})
+		Lock: observe.Lock{Kind: "latch", Name: l.name}}, &awaiter{l: l})
 	return err
 }
 
 // awaiter is one call of Await: the latch's Waiter.
-type awaiter struct{ l *CountDownLatch }
+type awaiter struct {
+	l *CountDownLatch
+	// looked: a read found a count; opened is the mark it found with it.
+	looked bool
+	opened string
+}
 
-// Attempt reads the count: the wait is over at 0.
-func (a awaiter) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
+// Attempt reads the mark and the count: the wait is over at 0, or when
+// the mark changed since the first read that found a count (the latch
+// opened in between, and a new count was set since).
+func (a *awaiter) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if err := w.Over(); err != nil {
 		return lockcore.Outcome{}, err
 	}
-	n, err := a.l.count(w.Call)
-	return lockcore.Outcome{Done: n == 0}, err
+	opened, n, err := a.l.look(w.Call)
+	switch {
+	case err != nil:
+		return lockcore.Outcome{}, err
+	case n == 0:
+		return lockcore.Outcome{Done: true}, nil
+	case !a.looked:
+		a.looked, a.opened = true, opened
+		return lockcore.Outcome{}, nil
+	}
+	return lockcore.Outcome{Done: opened != "" && opened != a.opened}, nil
 }
 
 // WaitChannel is the latch's channel.
-func (a awaiter) WaitChannel() string { return Channel(a.l.name) }
+func (a *awaiter) WaitChannel() string { return Channel(a.l.name) }
 
 // End has nothing to undo.
-func (awaiter) End(*lockcore.Wait, bool) {}
+func (*awaiter) End(*lockcore.Wait, bool) {}

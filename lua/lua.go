@@ -144,6 +144,8 @@ var (
 	//go:embed sem_abandon.lua
 	semAbandon string
 
+	//go:embed latch_opened.lua
+	latchOpened string
 	//go:embed latch_set.lua
 	latchSet string
 	//go:embed latch_count_down.lua
@@ -250,8 +252,8 @@ var (
 
 	// LatchSet sets a count-down latch's count if it is not set. Not
 	// resent (the second reply would say it was already set).
-	LatchSet = script(latchSet, false)
+	LatchSet = script(latchOpened+latchSet, false)
 	// LatchCountDown counts a latch down by one. Never resent: it would
 	// count twice.
-	LatchCountDown = script(latchCountDown, false)
+	LatchCountDown = script(latchOpened+latchCountDown, false)
 )

@@ -6,7 +6,8 @@
 //
 // The layout is Redisson's, so that Go and Java holders of one name
 // exclude each other; relock adds keys of its own (the wake-one registry,
-// the semaphore's queue), each named below.
+// the semaphore's queue, the latch's mark of its last opening), each named
+// below.
 //
 // Hash tags: a key derived from a name must hash to the name's cluster
 // slot. Redisson wraps the name in braces ("prefix:{name}", "{name}:suffix")
@@ -69,6 +70,9 @@ const (
 	// ReadLeaseMark separates a read hold's field from its level in the
 	// key of the level's lease (see ReadLeaseKey).
 	ReadLeaseMark = "rwlock_timeout"
+	// LatchOpenedSuffix names relock's mark of a count-down latch's
+	// last opening (see LatchOpened).
+	LatchOpenedSuffix = "relock_opened"
 )
 
 // Messages published on a lock's channel.
@@ -219,6 +223,16 @@ func Semaphore(name string) SemaphoreKeys {
 // braces whatever it holds, so for a name with a hash tag of its own the
 // channel is not in the name's slot.
 func LatchChannel(name string) string { return CountDownLatchChannelPrefix + "{" + name + "}" }
+
+// LatchOpened is relock's own key beside a count-down latch's layout: a
+// string, the server's time in microseconds (TIME) of the last moment
+// relock found the latch open, by a CountDown that took the count to 0 or
+// a TrySetCount that found no count, always a value it did not hold
+// before; it expires shortly after (see package latch). A waiter that
+// finds it changed since it last read a count knows that the latch was
+// open in between, even when a new count was set since. Like every
+// Suffixed key, the name "x" and its braced form "{x}" derive the same.
+func LatchOpened(name string) string { return Suffixed(name, LatchOpenedSuffix) }
 
 const uuidLen = 36
 

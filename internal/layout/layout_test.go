@@ -59,6 +59,8 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "redisson_countdownlatch__channel__{orders:42}", layout.LatchChannel(n))
 	// The latch's channel wraps a name with a tag of its own too.
 	assert.Equal(t, "redisson_countdownlatch__channel__{x{t}y}", layout.LatchChannel("x{t}y"))
+	assert.Equal(t, "{orders:42}:relock_opened", layout.LatchOpened(n))
+	assert.Equal(t, "x{t}y:relock_opened", layout.LatchOpened("x{t}y"))
 	assert.Equal(t, strconv.FormatInt(layout.NoLeaseScore, 10), layout.NoLease)
 }
 
