@@ -295,33 +295,6 @@ func TestAwaitOpeningWhileSubscribing(t *testing.T) {
 	assert.Equal(t, int32(1), openings.Load(), "connections made by Await")
 }
 
-// TestAwaitOpeningByOtherThenNewCount: the latch opens by a count-down
-// that leaves no mark (Redisson's) right after the waiter's first read,
-// and relock's TrySetCount sets it again: that TrySetCount found no count,
-// so it leaves the mark, and the waiter, whose read once subscribed finds
-// the new count, goes on.
-func TestAwaitOpeningByOtherThenNewCount(t *testing.T) {
-	name := relocktest.Name(t)
-	raw := relocktest.Raw(t)
-	setter := relocktest.Client(t)
-	l := setter.GetCountDownLatch(name)
-	ok, err := l.TrySetCount(t.Context(), 1)
-	require.NoError(t, err)
-	require.True(t, ok, "TrySetCount")
-	c, _ := countingClient(t, name, func() {
-		assert.NoError(t, raw.Do(context.Background(), raw.B().Eval().Script(`
-redis.call('del', KEYS[1])
-redis.call('publish', ARGV[1], '0')
-return 1`).Numkeys(1).Key(name).Arg(latch.Channel(name)).Build()).Error(), "an opening without a mark")
-		ok, err := l.TrySetCount(context.Background(), 1)
-		assert.NoError(t, err, "TrySetCount again")
-		assert.True(t, ok, "TrySetCount again")
-	})
-	ctx, cancel := context.WithTimeout(t.Context(), handoff)
-	defer cancel()
-	assert.NoError(t, c.GetCountDownLatch(name).Await(ctx), "Await across an opening and a new count")
-}
-
 // TestAwaitEarlierOpeningIgnored: the mark of an opening that came before
 // the waiter's first read does not end its wait.
 func TestAwaitEarlierOpeningIgnored(t *testing.T) {
