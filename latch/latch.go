@@ -87,7 +87,10 @@ func (l *CountDownLatch) fail(op string, err error) error {
 }
 
 // TrySetCount sets the count to n (at least 1) if the latch has none (a
-// latch that reached 0 has none), and reports whether it did.
+// latch that reached 0 has none), and reports whether it did. Setting a
+// count where there was none writes relock's mark of an opening: the
+// latch was open until then, which a waiter that read a count before must
+// not miss (see the package documentation).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if err := l.check(); err != nil {
 		return false, err
@@ -104,7 +107,9 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 }
 
 // CountDown counts the latch down by one; at 0 the latch opens and every
-// waiter, in every process, goes on. A latch with no count stays so. The
+// waiter, in every process, goes on (relock's waiters also by the mark
+// the opening leaves, see the package documentation). A latch with no
+// count stays so. The
 // call is not resent: when it returns a connection error, the count may
 // or may not have gone down.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
@@ -160,26 +165,28 @@ func (l *CountDownLatch) look(ctx context.Context) (opened string, n int, err er
 	return opened, n, err
 }
 
-// Await waits until the count is 0 or ctx ends. It sleeps on the latch's
-// channel (one subscription per name per Client, shared by all its waiters)
-// and never polls: it subscribes, and reads the count only once Redis
-// confirmed the subscription (so an opening after the subscription cannot
-// pass unseen between the read and the subscription); after that, the
-// message that the count reached 0 lets it go on, even when a new count was
-// set since (the next batch must not keep a waiter of the last one
-// waiting). A lost subscription connection makes it read the count again
-// once it is subscribed anew. An opening is missed only when a new count is
-// set before the waiter's next read and the opening's message does not
-// reach it: the opening came before the waiter's subscription reached Redis
-// (on a Client's first subscription, after its pub/sub connection is made:
-// a connection and its handshake), or while its subscription connection was
-// down, or just before it was lost (Redis keeps no record of an opening);
-// the waiter then waits for the next. On a Client that does not listen on
-// the latch's channel yet, the subscription costs a round trip before the
-// read, also when the latch is open. When ctx ends first, the error matches
-// both ErrNotAcquired and ctx.Err(); when Close does, ErrNotAcquired and
-// ErrClosed. It rides out a dropped connection or a failover, reading again
-// every 100ms until Redis answers or ctx ends.
+// Await waits until the count is 0 or ctx ends. It reads the count and
+// returns at 0 (one round trip, no subscription); otherwise it sleeps on
+// the latch's channel (one subscription per name per Client, shared by all
+// its waiters) and never polls: it reads once more when subscribed, and
+// after that the message that the count reached 0 lets it go on, even when
+// a new count was set since (the next batch must not keep a waiter of the
+// last one waiting). A lost subscription connection makes it read again
+// once it is subscribed anew. Each read also reads relock's mark of the
+// last opening (see the package documentation): when it changed since the
+// first read, the latch opened in between and Await returns, even if a new
+// count is set. So an opening after the first read is missed only when its
+// message did not reach the waiter (it came before the subscription was in
+// place, on a Client's first subscription after making its pub/sub
+// connection, or while the subscription connection was down, or just
+// before it was lost), a new count was set before the waiter's next read,
+// and no mark tells of it: the opening and the new count were both made
+// by something other than relock (Redisson's countDown or delete, then its
+// trySetCount), or that read came more than 10s after the mark was
+// written. The waiter then waits for the next opening. When ctx ends
+// first, the error matches both ErrNotAcquired and ctx.Err(); when Close
+// does, ErrNotAcquired and ErrClosed. It rides out a dropped connection or
+// a failover, reading again every 100ms until Redis answers or ctx ends.
 func (l *CountDownLatch) Await(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
