@@ -27,6 +27,29 @@ var (
 	// wait, a negative lease or one under 1ms, a nil function. A call that
 	// returns it has sent nothing to Redis.
 	ErrInvalidArgument = errors.New("relock: invalid argument")
+	// ErrNameConflict: a name whose other form is in use. Redisson's rule
+	// wraps a name in braces to make its other keys ("a" gives
+	// "redisson_lock__channel:{a}"), but leaves a name that has a '{' as
+	// it is, so the names "a" and "{a}" derive the same keys and channels
+	// (a fair lock's queue, a semaphore's permits, a fenced lock's token
+	// counter, the unlock channel) and would corrupt each other. A call
+	// that creates or takes state under one of them (an acquisition of any
+	// lock kind, a semaphore's set, add or acquire, a latch's set) is
+	// refused while the other holds state under its own name: the key of
+	// its hash, count or permits exists. The error names both names; the
+	// call changed nothing, and a waiting call ends at once with it.
+	ErrNameConflict = errors.New("relock: name conflict")
+	// ErrWrongKind: a name that holds a lock of another kind. The hash of
+	// a reentrant lock (plain, fenced or fair) and that of a read-write
+	// lock look alike to the commands that count holds, so a plain Lock
+	// of a name held as a read-write lock would add to a read hold, as
+	// Redis answers WRONGTYPE across data types. An acquisition (or
+	// re-entry) that finds a read-write lock's hash (its "mode" field) for
+	// a plain, fenced or fair lock, a lock's hash for a read-write lock,
+	// or a fair lock's queue of waiters for a plain or fenced lock is
+	// refused; the error names the kind found, the call changed nothing,
+	// and a waiting call ends at once with it.
+	ErrWrongKind = errors.New("relock: wrong kind")
 	// ErrReplicaSync: with rlock.WithReplicaSync, an acquisition that too
 	// few replicas confirmed in time; it was released, and the error also
 	// matches ErrNotAcquired.

@@ -15,6 +15,18 @@
 // up, a force-unlock) publishes there too, so a head that missed its
 // wake-up goes on.
 //
+// A name holds one kind: a fair acquisition or re-entry that finds a
+// read-write lock's hash fails with an error matching relock.ErrWrongKind,
+// and a plain or fenced acquisition that finds this lock's queue of
+// waiters fails so too (it would take the lock past the queue, and its
+// release would not wake the head). A fair lock held with nobody queued
+// looks like a plain lock in Redis, so a fair acquisition of a plain
+// lock's name is not refused: it queues, and the plain lock's acquisitions
+// are refused from then on. While the name's other form ("a" for "{a}", which derives
+// the same queue) is in use, an acquisition fails with
+// relock.ErrNameConflict. Both change nothing, and a waiting call ends at
+// once with them.
+//
 // # Deadlines
 //
 // The deadlines are Redisson's, kept by Redisson's rule on both sides so

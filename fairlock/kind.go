@@ -33,13 +33,14 @@ var _ lockcore.Kind = kind{}
 
 // keys are the keys every fair-lock script takes (see fair_prune.lua):
 // the lock hash, the queue, the deadlines, the heartbeats, and the unlock
-// channel, which the head's channel extends.
+// channel, which the head's channel extends (with room for the sixth key
+// of fair_acquire.lua, the name's other form).
 func keys(name string) []string {
-	return []string{name,
+	return append(make([]string, 0, 6), name,
 		layout.Queue(name),
 		layout.Timeouts(name),
 		layout.Alive(name),
-		layout.Channel(name)}
+		layout.Channel(name))
 }
 
 // waitTimeArg is the thread wait time of c's waiters, as the scripts take
@@ -55,7 +56,7 @@ func (kind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 	if r.Waiting {
 		join = "1"
 	}
-	res, unsynced := r.Core.RunAcquire(ctx, lua.FairAcquire, keys(r.Name),
+	res, unsynced := r.Core.RunAcquire(ctx, lua.FairAcquire, append(keys(r.Name), layout.OtherKey(r.Name)),
 		[]string{r.LeaseArg, r.Field, waiterTimeoutArg, join, waitTimeArg(r.Core), r.Core.PublishCommand(),
 			layout.UnlockMessage})
 	pttl, err := res.AsInt64()

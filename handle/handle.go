@@ -54,8 +54,13 @@ func (h *Mutex) Name() string { return h.m.Name() }
 func (h *Mutex) Lock(ctx context.Context) error { return h.m.Lock(ctx) }
 
 // LockLease is Lock with a fixed lease: the hold ends lease after it was
-// taken (or re-entered) unless released first, and is never renewed. lease
-// must be at least 1ms.
+// taken (or re-entered, or partly released: both reset the lease) unless
+// released first, and is never renewed. lease must be at least 1ms. A hold
+// that someone watches (Done, HoldContext, a Hold's Context) ends on this
+// Client at that moment too, counted from when the acquisition was sent,
+// as lost (a cause matching ErrLockLost that says the lease ran out; the
+// lost handler is told); one nobody watches is found ended at its owner's
+// next call.
 func (h *Mutex) LockLease(ctx context.Context, lease time.Duration) error {
 	return h.m.LockLease(ctx, lease)
 }
@@ -65,6 +70,17 @@ func (h *Mutex) LockLease(ctx context.Context, lease time.Duration) error {
 // fixed lease. It returns (true, nil) when the owner holds the lock,
 // (false, nil) when the wait ended while ctx is live, and (false, err)
 // for errors, a context that ended among them.
+//
+// An attempt that was sent counts. The wait ends only the sleeping
+// between attempts: however short it is, TryLock makes the attempt wait 0
+// makes, and an attempt sent before the wait ended is not abandoned when
+// it ends: its reply decides, and a grant that comes back after the wait
+// ended is a success (the caller asked for the lock). So TryLock may
+// return up to a round trip after wait, and, when Redis does not answer,
+// only when the connection gives up or ctx ends: give ctx a deadline to
+// bound it. ctx still ends an attempt: a level won by a reply that comes
+// after ctx ended is given back, and the error matches ErrNotAcquired and
+// ctx.Err().
 func (h *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	return h.m.TryLock(ctx, wait, lease)
 }
@@ -78,7 +94,10 @@ func (h *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, e
 // it returns another error (Redis did not answer), the level counts as
 // released all the same: do not call Unlock again for it; at the last
 // level the Client goes on releasing it in the background until Redis
-// answers (for up to the lease, after which it has ended anyway).
+// answers, for as long as the hold could last in Redis (its lease as the
+// Client last set it, counted from then: a fixed lease, or the watchdog
+// lease from the last renewal), or until Close, whichever comes first; it
+// gives up at once on an error reply that sending again cannot cure.
 func (h *Mutex) Unlock(ctx context.Context) error { return h.m.Unlock(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter; it
@@ -115,7 +134,8 @@ func (h *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 }
 
 // TryDo is Do that runs fn only if the lock can be taken within wait (0:
-// at once, one attempt): it reports whether fn ran. When the wait ends
+// at once, one attempt), counted as TryLock counts it (an attempt sent
+// within the wait counts): it reports whether fn ran. When the wait ends
 // without the lock while ctx is live, it returns (false, nil); fn's
 // context, the release and the errors are Do's.
 func (h *Mutex) TryDo(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
@@ -123,16 +143,18 @@ func (h *Mutex) TryDo(ctx context.Context, wait time.Duration, fn func(ctx conte
 }
 
 // Done returns a channel that is closed when the current hold of the owner
-// in ctx ends: by its final Unlock, by loss, or by Close. It is how a user
-// of Lock and Unlock learns that a hold on the watchdog lease was lost. If
-// the owner holds nothing this Client knows of, it is closed already.
+// in ctx ends: by its final Unlock, by loss (a hold on a fixed lease is
+// lost when its lease ends), or by Close. It is how a user of Lock and
+// Unlock learns that a hold was lost. If the owner holds nothing this
+// Client knows of, it is closed already.
 func (h *Mutex) Done(ctx context.Context) <-chan struct{} { return h.m.Done(ctx) }
 
 // HoldContext returns a context that ends when the current hold of the
 // owner in ctx ends, like Done, and says why: context.Cause is
 // context.Canceled after the final Unlock, an error matching ErrLockLost
-// after a loss, ErrClosed after Close, and an error matching ErrNotHeld
-// when the owner held nothing. It carries no values and no deadline.
+// after a loss (the end of a fixed lease among them: see LockLease),
+// ErrClosed after Close, and an error matching ErrNotHeld when the owner
+// held nothing. It carries no values and no deadline.
 func (h *Mutex) HoldContext(ctx context.Context) context.Context { return h.m.HoldContext(ctx) }
 
 // Observer returns the observer of the lock's Client (nil if it has none):
@@ -162,7 +184,8 @@ func (h *Mutex) Acquire(ctx context.Context) (*Hold, error) {
 }
 
 // TryAcquire is TryLock that returns the hold it took: nil, and no error,
-// when the wait ended without the lock while ctx is live.
+// when the wait ended without the lock while ctx is live. The wait is
+// TryLock's: an attempt sent within it counts.
 func (h *Mutex) TryAcquire(ctx context.Context, wait, lease time.Duration) (*Hold, error) {
 	return h.acquire(ctx, func(ctx context.Context) (int64, bool, error) {
 		return h.m.TryAcquire(ctx, wait, lease)
@@ -184,7 +207,8 @@ func (h *Mutex) acquire(ctx context.Context, take func(context.Context) (int64, 
 // Release releases the level the hold took, as Unlock does for its owner;
 // it works when ctx has ended. A second Release returns an error matching
 // ErrNotHeld and sends nothing to Redis. When the hold was lost, the error
-// matches ErrLockLost too.
+// matches ErrLockLost too and says why, whether the Hold's context
+// carried an owner or not.
 func (h *Hold) Release(ctx context.Context) error {
 	if h.done.Swap(true) {
 		return h.m.ReleasedTwice(h.owner)
@@ -194,8 +218,9 @@ func (h *Hold) Release(ctx context.Context) error {
 
 // Context returns a context that ends when the owner's hold of the lock
 // ends: after its final release (context.Cause is context.Canceled), at
-// its loss (a cause matching ErrLockLost) or at Close (ErrClosed). It
-// carries no values; work that needs the lock should run under it.
+// its loss (a cause matching ErrLockLost; a hold on a fixed lease is lost
+// when its lease ends) or at Close (ErrClosed). It carries no values; work
+// that needs the lock should run under it.
 func (h *Hold) Context() context.Context { return h.life }
 
 // Done is Context().Done().

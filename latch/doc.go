@@ -36,6 +36,11 @@
 // are not resent after a lost reply (a resent CountDown would count
 // twice); when they return a connection error, the outcome is unknown.
 //
+// TrySetCount fails with an error matching relock.ErrNameConflict, and
+// sets nothing, while the name's other form ("a" for "{a}") is in use by
+// any kind: a name and its other form derive the same keys for the other
+// kinds, and are one key space.
+//
 // # Waiting
 //
 // Await never polls. It reads the count (with the mark, in one round

@@ -76,10 +76,11 @@ func (l *CountDownLatch) check() error {
 	return nil
 }
 
-// fail wraps a Redis error with what was being done; after Close it also
-// matches ErrClosed.
+// fail wraps a Redis error with what was being done (a script's refusal
+// of the name becomes ErrNameConflict); after Close it also matches
+// ErrClosed.
 func (l *CountDownLatch) fail(op string, err error) error {
-	err = fmt.Errorf("relock: %s %q: %w", op, l.name, err)
+	err = lockcore.ScriptError(layout.KindLatch, op, l.name, err)
 	if l.core.CheckOpen() != nil {
 		err = lockcore.Join(err, ErrClosed)
 	}
@@ -98,7 +99,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if n < 1 {
 		return false, fmt.Errorf("%w: latch count %d is under 1", ErrInvalidArgument, n)
 	}
-	ok, err := lua.LatchSet.Exec(ctx, l.core.RDB, []string{l.name, layout.LatchOpened(l.name)},
+	ok, err := lua.LatchSet.Exec(ctx, l.core.RDB, []string{l.name, layout.OtherKey(l.name), layout.LatchOpened(l.name)},
 		[]string{fmt.Sprint(n), Channel(l.name), l.core.PublishCommand(), fmt.Sprint(openedTTL.Milliseconds())}).AsInt64()
 	if err != nil {
 		return false, l.fail("set count", err)

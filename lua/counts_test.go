@@ -71,7 +71,7 @@ func kinds(rdb rueidis.Client) []holdScripts {
 			acq, re, un, msg, kind = lua.RWReadAcquire, lua.RWReadReenter, lua.RWReadUnlock, "0", "read"
 		}
 		return holdScripts{kind: kind, key: key, field: field, taken: []string{"hset"},
-			acquire: func(t *testing.T) { acquired(t, exec(t, acq, []string{key}, lease, field, prefix)) },
+			acquire: func(t *testing.T) { acquired(t, exec(t, acq, rwKeys(key), lease, field, prefix)) },
 			reenter: func(t *testing.T, target int) {
 				require.NoError(t, exec(t, re, []string{key, channel}, lease, field, prefix, strconv.Itoa(target), "publish").Error())
 			},
@@ -82,11 +82,11 @@ func kinds(rdb rueidis.Client) []holdScripts {
 	}
 	return []holdScripts{
 		{kind: "plain", key: "counts:plain", field: field,
-			acquire: func(t *testing.T) { acquired(t, exec(t, lua.LockAcquire, []string{"counts:plain"}, lease, field)) },
+			acquire: func(t *testing.T) { acquired(t, exec(t, lua.LockAcquire, lockKeys("counts:plain"), lease, field)) },
 			reenter: reenter("counts:plain"), unlock: unlock("counts:plain")},
 		{kind: "fenced", key: "counts:fenced", field: field,
 			acquire: func(t *testing.T) {
-				got, err := exec(t, lua.FencedAcquire, []string{"counts:fenced", "redisson_lock_token:{counts:fenced}"},
+				got, err := exec(t, lua.FencedAcquire, fencedKeys("counts:fenced"),
 					lease, field).AsIntSlice()
 				require.NoError(t, err)
 				require.Len(t, got, 2)
@@ -95,7 +95,7 @@ func kinds(rdb rueidis.Client) []holdScripts {
 			reenter: reenter("counts:fenced"), unlock: unlock("counts:fenced")},
 		{kind: "fair", key: "counts:fair", field: field,
 			acquire: func(t *testing.T) {
-				acquired(t, exec(t, lua.FairAcquire, fair("counts:fair"), lease, field, "750", "1", "300000", "publish", "0"))
+				acquired(t, exec(t, lua.FairAcquire, fairAcquireKeys("counts:fair"), lease, field, "750", "1", "300000", "publish", "0"))
 			},
 			reenter: reenter("counts:fair"),
 			unlock: func(t *testing.T, target int) int64 {

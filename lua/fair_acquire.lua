@@ -1,7 +1,8 @@
--- fair_acquire.lua (after count_down.lua and fair_prune.lua): take a fair
--- lock for an owner that holds none of it as far as its client knows, or
--- keep a place in its queue (Redisson RFairLock layout; the keys are
--- fair_prune.lua's).
+-- fair_acquire.lua (after refuse.lua, count_down.lua and fair_prune.lua):
+-- take a fair lock for an owner that holds none of it as far as its
+-- client knows, or keep a place in its queue (Redisson RFairLock layout;
+-- the keys are fair_prune.lua's, and one more:)
+-- KEYS[6] the key of the name's other form, or KEYS[1] (see refuse.lua)
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
 -- ARGV[3] heartbeat timeout in ms: a queued relock waiter that has not
@@ -26,7 +27,15 @@
 -- whose reply was lost, taken over at 1), else the lock's remaining lease
 -- in ms (-2 when it is free but another waiter heads the queue: that one
 -- is woken; -1 when it has no expiry). Sending it twice has the effect of
--- sending it once.
+-- sending it once. Refused, with nothing changed (see refuse.lua): while
+-- the name's other form is in use, and when the name holds a read-write
+-- lock's hash. (A plain lock's hash looks like a fair lock's: a fair
+-- waiter queues behind it, and the plain lock's next acquisition, which
+-- sees the queue, is refused.)
+local refused = lock_refusal(KEYS[1], KEYS[6], nil)
+if refused then
+  return refused
+end
 local head = prune()
 if redis.call('exists', KEYS[1]) == 0 then
   if (not head) or head == ARGV[2] then

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/lua"
 )
@@ -48,7 +49,7 @@ func (f *fairLock) do(cmd rueidis.Completed) rueidis.RedisResult {
 // returns true when the field holds the lock, else the PTTL replied.
 func (f *fairLock) acquire(field, join string) (bool, int64) {
 	f.t.Helper()
-	res := lua.FairAcquire.Exec(f.t.Context(), f.rdb, f.keys(),
+	res := lua.FairAcquire.Exec(f.t.Context(), f.rdb, append(f.keys(), layout.OtherKey(f.name)),
 		[]string{"10000", field, "750", join, "300000", "publish", "0"})
 	if rueidis.IsRedisNil(res.Error()) {
 		return true, 0

@@ -1,8 +1,11 @@
--- fenced_acquire.lua (after count_down.lua and wake.lua): take a fenced lock for an
--- owner that holds none of it as far as its client knows.
+-- fenced_acquire.lua (after refuse.lua, count_down.lua and wake.lua):
+-- take a fenced lock for an owner that holds none of it as far as its
+-- client knows.
 -- KEYS[1] lock hash
 -- KEYS[2] fencing counter redisson_lock_token:{name}
--- KEYS[3] with ARGV[3], the wake registry relock_wakers:{name}
+-- KEYS[3] the key of the name's other form, or KEYS[1] (see refuse.lua)
+-- KEYS[4] the fair lock queue redisson_lock_queue:{name}
+-- KEYS[5] with ARGV[3], the wake registry relock_wakers:{name}
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
 -- ARGV[3] missing or the client ID of a waiter that goes on waiting with
@@ -14,12 +17,17 @@
 -- there, a level of this owner whose reply was lost, is taken over at 1,
 -- and also gets a new token).
 -- Returns {0, pttl} when another field holds the lock (pttl -1 when the key
--- has no expiry).
+-- has no expiry). Refused, with nothing changed (no token taken), as
+-- lock_acquire.lua is.
+local refused = lock_refusal(KEYS[1], KEYS[3], KEYS[4])
+if refused then
+  return refused
+end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local token = redis.call('incr', KEYS[2])
   count_up(KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, token}
 end
-register(KEYS[3], ARGV[3], ARGV[4])
+register(KEYS[5], ARGV[3], ARGV[4])
 return {0, redis.call('pttl', KEYS[1])}

@@ -1,8 +1,10 @@
--- lock_acquire.lua (after count_down.lua and wake.lua): take a reentrant
--- lock for an owner that holds none of it as far as its client knows
--- (Redisson RLock layout).
+-- lock_acquire.lua (after refuse.lua, count_down.lua and wake.lua): take
+-- a reentrant lock for an owner that holds none of it as far as its
+-- client knows (Redisson RLock layout).
 -- KEYS[1] lock hash
--- KEYS[2] with ARGV[3], the wake registry relock_wakers:{name} (sorted
+-- KEYS[2] the key of the name's other form, or KEYS[1] (see refuse.lua)
+-- KEYS[3] the fair lock queue redisson_lock_queue:{name}
+-- KEYS[4] with ARGV[3], the wake registry relock_wakers:{name} (sorted
 --         set: client ID -> deadline in server ms)
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] hash field <clientID>:<owner>
@@ -17,6 +19,13 @@
 -- only be a level of this owner whose reply was lost (at 1: an earlier
 -- send of this request): it is taken over at 1, not stacked on, so sending
 -- the script twice has the effect of sending it once.
+-- Refused, with nothing changed (see refuse.lua): while the name's other
+-- form is in use, and when the name holds a read-write lock's hash or a
+-- fair lock's queue.
+local refused = lock_refusal(KEYS[1], KEYS[2], KEYS[3])
+if refused then
+  return refused
+end
 if redis.call('exists', KEYS[1]) == 0 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
@@ -27,5 +36,5 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
-register(KEYS[2], ARGV[3], ARGV[4])
+register(KEYS[4], ARGV[3], ARGV[4])
 return redis.call('pttl', KEYS[1])

@@ -8,9 +8,12 @@
 -- ARGV[3] the prefix of the clients' wake channels (relock_wake:{name}:)
 -- ARGV[4] the PUBSUB subcommand that counts a channel's subscribers
 -- ARGV[5] the client ID of the caller, which leaves the registry
--- ARGV[6] how many of KEYS[2]'s subscribers are the caller's ('0' or '1')
 -- Returns 1 when a wake-up was handed on (the lock is free), 0 when the
--- lock is taken (its release will wake someone).
+-- lock is taken (its release will wake someone). The wake-up goes to the
+-- next registered client on its wake channel, or, when none is left, on
+-- KEYS[2]. The waiters that are not registered need no hand-on: the
+-- release that sent the wake-up published the unlock message on KEYS[2]
+-- for them (see lock_unlock.lua).
 redis.call('zrem', KEYS[3], ARGV[5])
 if redis.call('exists', KEYS[1]) == 1 then
   return 0
@@ -18,10 +21,7 @@ end
 local first = next_waker(KEYS[3], ARGV[3], ARGV[4], nil)
 if first then
   redis.call(ARGV[2], ARGV[3] .. first, ARGV[1])
-  local subscribers = redis.call('pubsub', ARGV[4], KEYS[2])[2]
-  if subscribers <= redis.call('zcard', KEYS[3]) + tonumber(ARGV[6]) then
-    return 1
-  end
+  return 1
 end
 redis.call(ARGV[2], KEYS[2], ARGV[1])
 return 1

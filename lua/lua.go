@@ -29,6 +29,13 @@
 // the end of the lease its last attempt saw, and every script that makes
 // a lease shorter without freeing the lock publishes, so that no waiter
 // sleeps past the new end.
+//
+// Every script that creates or takes state under a name (the acquire and
+// re-enter scripts of every lock kind, the semaphore's scripts that read
+// its leases or write its count, a latch's set) starts with refuse.lua:
+// it refuses, before writing anything, a name whose other form ("a" for
+// "{a}", which derives the same keys) is in use, and a hash of another
+// kind, with the error replies NameConflict and WrongKind.
 package lua
 
 import (
@@ -37,6 +44,17 @@ import (
 	"encoding/hex"
 
 	"github.com/redis/rueidis"
+)
+
+// The error replies with which a script refuses a name (see refuse.lua):
+// the code, a space, and what was found.
+const (
+	// NameConflict: the name's other form is in use; what follows is
+	// the key under that form (its name).
+	NameConflict = "RELOCK_NAME_CONFLICT"
+	// WrongKind: the name holds another kind; what follows is the kind
+	// found, as internal/layout.Kind names it ("rwlock", "lock", "fair").
+	WrongKind = "RELOCK_WRONG_KIND"
 )
 
 // Script is a Lua script with its source and SHA1, for callers that
@@ -69,6 +87,8 @@ func readOnly(body string) *Script {
 }
 
 var (
+	//go:embed refuse.lua
+	refuse string
 	//go:embed lock_acquire.lua
 	lockAcquire string
 	//go:embed count_down.lua
@@ -143,6 +163,8 @@ var (
 	semAdd string
 	//go:embed sem_abandon.lua
 	semAbandon string
+	//go:embed sem_delete.lua
+	semDelete string
 
 	//go:embed latch_opened.lua
 	latchOpened string
@@ -155,7 +177,7 @@ var (
 var (
 	// LockAcquire takes a reentrant lock for an owner that holds none of it.
 	// Safe to resend (by relock).
-	LockAcquire = script(countDown+wake+lockAcquire, false)
+	LockAcquire = script(refuse+countDown+wake+lockAcquire, false)
 	// LockUnlock brings a hold down to a count. Resent by relock itself,
 	// not by rueidis (see the package documentation).
 	LockUnlock = script(countDown+lease+wake+lockUnlock, false)
@@ -167,14 +189,14 @@ var (
 	LockRenew = script(lockRenew, true)
 	// LockReenter adds a level to an existing hold of any lock kind, or
 	// reports it gone. Safe to resend (by relock).
-	LockReenter = script(countDown+lease+lockReenter, false)
+	LockReenter = script(refuse+countDown+lease+lockReenter, false)
 	// LockWake hands on a wake-up that reached a client with no waiter left
 	// (wake-one). Safe to resend: a second one only wakes one more client.
 	LockWake = script(wake+lockWake, true)
 	// FencedAcquire takes a fenced lock and returns its token. Safe to
 	// resend by relock (a resent request may skip a token; tokens only
 	// grow).
-	FencedAcquire = script(countDown+wake+fencedAcquire, false)
+	FencedAcquire = script(refuse+countDown+wake+fencedAcquire, false)
 	// FencedToken reads the token of the caller's current hold, as a
 	// read-only script (EVALSHA_RO, which a client that sends reads to
 	// replicas may send there).
@@ -188,7 +210,7 @@ var (
 
 	// FairAcquire takes a fair lock, or joins (refreshes a place in) its
 	// queue. Safe to resend (by relock).
-	FairAcquire = script(countDown+fairPrune+fairAcquire, false)
+	FairAcquire = script(refuse+countDown+fairPrune+fairAcquire, false)
 	// FairUnlock brings a hold of a fair lock down to a count and wakes the
 	// head of its queue when that frees it. Resent by relock itself.
 	FairUnlock = script(countDown+fairPrune+fairUnlock, false)
@@ -199,10 +221,10 @@ var (
 
 	// RWReadAcquire takes a read-write lock's read side for an owner that
 	// holds no read level of it. Safe to resend (by relock).
-	RWReadAcquire = script(countDown+rwReads+rwReadAcquire, false)
+	RWReadAcquire = script(refuse+countDown+rwReads+rwReadAcquire, false)
 	// RWReadReenter adds a level to an existing read hold, or reports it
 	// gone. Safe to resend (by relock).
-	RWReadReenter = script(countDown+rwReads+lease+rwReadReenter, false)
+	RWReadReenter = script(refuse+countDown+rwReads+lease+rwReadReenter, false)
 	// RWReadUnlock brings a read hold down to a count. Resent by relock
 	// itself.
 	RWReadUnlock = script(countDown+rwReads+lease+rwReadUnlock, false)
@@ -211,10 +233,10 @@ var (
 	RWReadRenew = script(rwReads+rwReadRenew, true)
 	// RWWriteAcquire takes a read-write lock's write side for an owner
 	// that holds no write level of it. Safe to resend (by relock).
-	RWWriteAcquire = script(countDown+rwReads+rwWriteAcquire, false)
+	RWWriteAcquire = script(refuse+countDown+rwReads+rwWriteAcquire, false)
 	// RWWriteReenter adds a level to an existing write hold, or reports it
 	// gone. Safe to resend (by relock).
-	RWWriteReenter = script(countDown+rwReads+lease+rwWriteReenter, false)
+	RWWriteReenter = script(refuse+countDown+rwReads+lease+rwWriteReenter, false)
 	// RWWriteUnlock brings a write hold down to a count. Resent by relock
 	// itself.
 	RWWriteUnlock = script(countDown+rwReads+lease+rwWriteUnlock, false)
@@ -230,29 +252,32 @@ var (
 	// SemAcquire takes a semaphore's permit, or keeps a waiter's place.
 	// Safe to resend (by relock): the permit ID is the same for every
 	// attempt of a call.
-	SemAcquire = script(semReclaim+semAcquire, false)
+	SemAcquire = script(refuse+semReclaim+semAcquire, false)
 	// SemRelease gives a permit back. Safe to resend in effect (a resent
 	// request finds the permit gone), but relock does not: it could not
 	// tell a resent release from a stale permit.
-	SemRelease = script(semReclaim+semRelease, false)
+	SemRelease = script(refuse+semReclaim+semRelease, false)
 	// SemRenew resets the lease of a permit still held. Safe to resend.
-	SemRenew = script(semReclaim+semRenew, true)
+	SemRenew = script(refuse+semReclaim+semRenew, true)
 	// SemAvailable reads a semaphore's available count, after giving back
 	// the permits whose lease ended. Safe to resend.
-	SemAvailable = script(semReclaim+semAvailable, true)
+	SemAvailable = script(refuse+semReclaim+semAvailable, true)
 	// SemSet sets a semaphore's permits if they were never set. Safe to
 	// resend in effect, but not resent: the second reply would say the
 	// count was already set.
-	SemSet = script(semSet, false)
+	SemSet = script(refuse+semSet, false)
 	// SemAdd adds (or takes away) permits. Never resent: it would add
 	// twice.
-	SemAdd = script(semAdd, false)
+	SemAdd = script(refuse+semAdd, false)
 	// SemAbandon takes a waiter out of a semaphore's queue. Idempotent.
 	SemAbandon = script(semAbandon, true)
+	// SemDelete deletes a semaphore's keys. Safe to resend in effect, but
+	// not resent: the second reply would say there was no count.
+	SemDelete = script(refuse+semDelete, false)
 
 	// LatchSet sets a count-down latch's count if it is not set. Not
 	// resent (the second reply would say it was already set).
-	LatchSet = script(latchOpened+latchSet, false)
+	LatchSet = script(refuse+latchOpened+latchSet, false)
 	// LatchCountDown counts a latch down by one. Never resent: it would
 	// count twice.
 	LatchCountDown = script(latchOpened+latchCountDown, false)

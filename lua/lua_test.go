@@ -27,7 +27,7 @@ func TestScriptsResentOnce(t *testing.T) {
 		return v
 	}
 	for range 2 {
-		if err := lua.LockAcquire.Exec(ctx, rdb, []string{key}, []string{"10000", "c:o"}).Error(); !rueidis.IsRedisNil(err) {
+		if err := lua.LockAcquire.Exec(ctx, rdb, lockKeys(key), []string{"10000", "c:o"}).Error(); !rueidis.IsRedisNil(err) {
 			t.Fatalf("acquire = %v, want nil reply", err)
 		}
 	}

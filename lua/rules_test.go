@@ -114,6 +114,23 @@ func fairKeys(name string) []string {
 	return []string{name, layout.Queue(name), layout.Timeouts(name), layout.Alive(name), layout.Channel(name)}
 }
 
+// fairAcquireKeys are the keys of fair_acquire.lua for name: fairKeys and
+// the name's other form.
+func fairAcquireKeys(name string) []string { return append(fairKeys(name), layout.OtherKey(name)) }
+
+// lockKeys are the keys of lock_acquire.lua for name, without a wake
+// registry: the hash, the name's other form, the fair queue.
+func lockKeys(name string) []string { return []string{name, layout.OtherKey(name), layout.Queue(name)} }
+
+// fencedKeys are the keys of fenced_acquire.lua for name, without a wake
+// registry.
+func fencedKeys(name string) []string {
+	return []string{name, layout.Token(name), layout.OtherKey(name), layout.Queue(name)}
+}
+
+// rwKeys are the keys of the read-write lock's acquire scripts for name.
+func rwKeys(name string) []string { return []string{name, layout.OtherKey(name)} }
+
 // listener collects the messages published on some channels, on a
 // connection of its own.
 type listener struct {
@@ -183,14 +200,14 @@ func TestAcquireExcludesOtherOwners(t *testing.T) {
 		name := r.name("lock")
 		r.holdHash(name, other, "1")
 		before := r.hash(name)
-		refused("acquire", r.exec(lua.LockAcquire, []string{name}, ruleLease, me))
+		refused("acquire", r.exec(lua.LockAcquire, lockKeys(name), ruleLease, me))
 		r.unchanged(name, before, "acquire")
 	})
 	t.Run("fenced", func(t *testing.T) {
 		name := r.name("fenced")
 		r.holdHash(name, other, "1")
 		before := r.hash(name)
-		got, err := r.exec(lua.FencedAcquire, []string{name, layout.Token(name)}, ruleLease, me).AsIntSlice()
+		got, err := r.exec(lua.FencedAcquire, fencedKeys(name), ruleLease, me).AsIntSlice()
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		assert.Equal(t, int64(0), got[0], "fenced acquire: refused")
@@ -202,7 +219,7 @@ func TestAcquireExcludesOtherOwners(t *testing.T) {
 		r.holdHash(name, other, "1")
 		before := r.hash(name)
 		for _, join := range []string{"0", "1"} {
-			refused("fair acquire with join "+join, r.exec(lua.FairAcquire, fairKeys(name),
+			refused("fair acquire with join "+join, r.exec(lua.FairAcquire, fairAcquireKeys(name),
 				ruleLease, me, "750", join, "300000", "publish", "0"))
 			r.unchanged(name, before, "fair acquire with join "+join)
 		}
@@ -215,7 +232,7 @@ func TestAcquireExcludesOtherOwners(t *testing.T) {
 				r.readLevel(name, holder, 1)
 			}
 			before := r.hash(name)
-			refused(step, r.exec(acquire, []string{name}, ruleLease, field, layout.Tagged(name)))
+			refused(step, r.exec(acquire, rwKeys(name), ruleLease, field, layout.Tagged(name)))
 			r.unchanged(name, before, step)
 		})
 	}
@@ -249,22 +266,22 @@ func TestAcquireSetsLease(t *testing.T) {
 		assert.LessOrEqual(t, ttl, int64(30000), what)
 	}
 	name := r.name("lock")
-	taken("lock acquire", name, r.exec(lua.LockAcquire, []string{name}, ruleLease, me))
+	taken("lock acquire", name, r.exec(lua.LockAcquire, lockKeys(name), ruleLease, me))
 	name = r.name("fenced")
-	got, err := r.exec(lua.FencedAcquire, []string{name, layout.Token(name)}, ruleLease, me).AsIntSlice()
+	got, err := r.exec(lua.FencedAcquire, fencedKeys(name), ruleLease, me).AsIntSlice()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), got[0], "fenced acquire: taken")
 	assert.Greater(t, r.pttl(name), int64(otherLease), "fenced acquire: the lease given")
 	name = r.name("fair")
-	taken("fair acquire", name, r.exec(lua.FairAcquire, fairKeys(name), ruleLease, me, "750", "1", "300000", "publish", "0"))
+	taken("fair acquire", name, r.exec(lua.FairAcquire, fairAcquireKeys(name), ruleLease, me, "750", "1", "300000", "publish", "0"))
 	name = r.name("read")
-	taken("read acquire", name, r.exec(lua.RWReadAcquire, []string{name}, ruleLease, me, layout.Tagged(name)))
+	taken("read acquire", name, r.exec(lua.RWReadAcquire, rwKeys(name), ruleLease, me, layout.Tagged(name)))
 	assert.Greater(t, r.pttl(layout.ReadLeaseKey(name, me, 1)), int64(otherLease), "the read hold's lease key")
 	name = r.name("write")
-	taken("write acquire", name, r.exec(lua.RWWriteAcquire, []string{name}, ruleLease, me+":write", layout.Tagged(name)))
+	taken("write acquire", name, r.exec(lua.RWWriteAcquire, rwKeys(name), ruleLease, me+":write", layout.Tagged(name)))
 	// A read hold taken under the owner's own write lock, on a shorter
 	// lease, never shortens the lock's.
-	res := r.exec(lua.RWReadAcquire, []string{name}, "1000", me, layout.Tagged(name))
+	res := r.exec(lua.RWReadAcquire, rwKeys(name), "1000", me, layout.Tagged(name))
 	require.True(t, rueidis.IsRedisNil(res.Error()), "the writer's read acquire replied %v, want nil (taken)", res.Error())
 	assert.Greater(t, r.pttl(name), int64(otherLease), "the write lock's lease after its owner's read acquisition")
 }
@@ -279,7 +296,7 @@ func TestPermitsSetOnceAddedAndBack(t *testing.T) {
 	l := listen(t, r.rdb, k.Channel)
 	set := func(n string) int64 {
 		t.Helper()
-		got, err := r.exec(lua.SemSet, []string{k.Available, k.Channel}, "publish", n).AsInt64()
+		got, err := r.exec(lua.SemSet, []string{k.Available, k.Channel, layout.OtherKey(name)}, "publish", n).AsInt64()
 		require.NoError(t, err)
 		return got
 	}
@@ -288,7 +305,7 @@ func TestPermitsSetOnceAddedAndBack(t *testing.T) {
 	assert.Equal(t, "1", r.get(k.Available), "a semaphore's count is set only when it has none")
 	assert.Equal(t, []string{k.Channel + " 1"}, l.take(t), "a new count")
 
-	n, err := r.exec(lua.SemAdd, []string{k.Available, k.Channel}, "publish", "2").AsInt64()
+	n, err := r.exec(lua.SemAdd, []string{k.Available, k.Channel, layout.OtherKey(name)}, "publish", "2").AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), n)
 	assert.Equal(t, []string{k.Channel + " 2"}, l.take(t), "permits added")
@@ -296,7 +313,7 @@ func TestPermitsSetOnceAddedAndBack(t *testing.T) {
 	// A permit whose lease ended comes back at the next call.
 	require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Leases).ScoreMember().
 		ScoreMember(float64(serverNow(t, r.rdb)-1), "expired").Build()).Error())
-	n, err = r.exec(lua.SemAvailable, []string{k.Available, k.Leases, k.Channel}, "publish").AsInt64()
+	n, err = r.exec(lua.SemAvailable, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish").AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), n, "the permits available after a lease ended")
 	assert.Equal(t, []string{k.Channel + " 4"}, l.take(t), "a permit back")
@@ -356,7 +373,7 @@ func TestRenewAfterLockPassedOn(t *testing.T) {
 			ScoreMember(float64(serverNow(t, r.rdb)+otherLease), "permit-of-next").Build()).Error())
 		before, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 		require.NoError(t, err)
-		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel}, "publish", "permit-of-old", ruleLease).AsInt64()
+		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "permit-of-old", ruleLease).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "renewal of a permit that is not held")
 		after, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
@@ -571,7 +588,7 @@ func TestReleasePublishes(t *testing.T) {
 		require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Leases).ScoreMember().
 			ScoreMember(float64(serverNow(t, r.rdb)+30000), "p1").Build()).Error())
 		release := func() int64 {
-			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel}, "publish", "p1").AsInt64()
+			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "p1").AsInt64()
 			require.NoError(t, err)
 			return n
 		}
@@ -586,7 +603,7 @@ func TestReleasePublishes(t *testing.T) {
 		name := r.name("latch")
 		ch, opened := layout.LatchChannel(name), layout.LatchOpened(name)
 		const life = "10000"
-		keys := []string{name, opened}
+		setKeys, downKeys := []string{name, layout.OtherKey(name), opened}, []string{name, opened}
 		l := listen(t, r.rdb, ch)
 		// The mark of the last opening: a new value each time, in
 		// microseconds of the server's clock, with its life.
@@ -603,18 +620,18 @@ func TestReleasePublishes(t *testing.T) {
 			t.Helper()
 			assert.Equal(t, strconv.FormatInt(marks[len(marks)-1], 10), r.get(opened), "the mark %s", what)
 		}
-		n, err := r.exec(lua.LatchSet, keys, "2", ch, "publish", life).AsInt64()
+		n, err := r.exec(lua.LatchSet, setKeys, "2", ch, "publish", life).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n)
 		assert.Equal(t, []string{ch + " 1"}, l.take(t), "a new count")
 		mark("after a count set where there was none")
-		n, err = r.exec(lua.LatchSet, keys, "5", ch, "publish", life).AsInt64()
+		n, err = r.exec(lua.LatchSet, setKeys, "5", ch, "publish", life).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "a count set twice")
 		assert.Equal(t, "2", r.get(name), "a latch's count is set only when it has none")
 		unchanged("after a count set where there was one")
 		for _, want := range []int64{1, 0} {
-			n, err := r.exec(lua.LatchCountDown, keys, ch, "publish", life).AsInt64()
+			n, err := r.exec(lua.LatchCountDown, downKeys, ch, "publish", life).AsInt64()
 			require.NoError(t, err)
 			assert.Equal(t, want, n)
 			if want > 0 {
@@ -624,7 +641,7 @@ func TestReleasePublishes(t *testing.T) {
 		assert.Equal(t, []string{ch + " 0"}, l.take(t), "the count down to 0 opens the latch")
 		assert.Equal(t, "", r.get(name), "an open latch has no key")
 		mark("after the opening")
-		n, err = r.exec(lua.LatchCountDown, keys, ch, "publish", life).AsInt64()
+		n, err = r.exec(lua.LatchCountDown, downKeys, ch, "publish", life).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "a count down of an open latch")
 		assert.Equal(t, "", r.get(name), "an open latch counted down has no key")
@@ -634,7 +651,7 @@ func TestReleasePublishes(t *testing.T) {
 		ahead := marks[len(marks)-1] + 3600*1000000
 		require.NoError(t, r.do(r.rdb.B().Set().Key(opened).Value(strconv.FormatInt(ahead, 10)).Build()).Error())
 		marks = append(marks, ahead)
-		n, err = r.exec(lua.LatchSet, keys, "1", ch, "publish", life).AsInt64()
+		n, err = r.exec(lua.LatchSet, setKeys, "1", ch, "publish", life).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n)
 		mark("after a count set where there was none, with a mark ahead of the clock")
@@ -644,14 +661,18 @@ func TestReleasePublishes(t *testing.T) {
 
 // TestWakeOne: with wake-one on, the release that frees a lock wakes the
 // live client registered longest ago on its own channel (a client that no
-// longer listens is dropped, not woken), and the lock's channel too only
-// when someone else listens there (Redisson's waiters); a client woken
-// with no waiter left hands the wake-up on.
+// longer listens is dropped, not woken), then publishes the mark and the
+// unlock message on the lock's channel, whoever listens there (the
+// waiters that are not registered: Redisson's), and the unlock message
+// alone when nobody is registered; a client woken with no waiter left
+// hands the wake-up on to the next registered client only (the release
+// told the others), or on the lock's channel when none is left.
 func TestWakeOne(t *testing.T) {
 	r := newRules(t)
 	const me = "c:me"
 	name := r.name("wake-one")
 	ch, wakers, prefix := layout.Channel(name), layout.Wakers(name), layout.WakeChannelPrefix(name)
+	mark := ch + " " + layout.RegistrantWokenMessage
 	register := func(ids ...string) {
 		t.Helper()
 		now := serverNow(t, r.rdb)
@@ -671,31 +692,39 @@ func TestWakeOne(t *testing.T) {
 	// registered and went away.
 	live := listen(t, r.rdb, prefix+"live", ch)
 	next := listen(t, r.rdb, prefix+"next", ch)
-	unlock := func() {
+	unlock := func(caller, waiting string) {
 		t.Helper()
 		r.holdHash(name, me, "1")
 		n, err := r.exec(lua.LockUnlock, []string{name, ch, wakers}, "0", ruleLease, me, "publish", "0",
-			prefix, "numsub", "0", "c", "0").AsInt64()
+			prefix, "numsub", layout.RegistrantWokenMessage, caller, waiting).AsInt64()
 		require.NoError(t, err)
 		require.Equal(t, int64(0), n)
 	}
 	register("dead", "live", "next")
-	unlock()
-	assert.Equal(t, []string{prefix + "live 0"}, live.take(t), "the live client registered first is woken, alone")
-	assert.Equal(t, []string{}, next.take(t), "the client registered after it")
+	unlock("c", "0")
+	assert.Equal(t, []string{prefix + "live 0", mark, ch + " 0"}, live.take(t),
+		"the live client registered first is woken, alone on its channel")
+	assert.Equal(t, []string{mark, ch + " 0"}, next.take(t), "the client registered after it")
 	assert.Equal(t, []string{"live", "next"}, registered(), "the client that no longer listens is dropped")
 
-	// Someone else (a Redisson waiter) listens on the lock's channel.
+	// Someone else (a Redisson waiter) listens on the lock's channel: the
+	// same messages, no count decides them.
 	foreign := listen(t, r.rdb, ch)
-	unlock()
-	assert.Equal(t, []string{prefix + "live 0", ch + " 0"}, live.take(t), "with a foreign listener")
-	assert.Equal(t, []string{ch + " 0"}, foreign.take(t), "the foreign listener is woken on the lock's channel")
-	assert.Equal(t, []string{ch + " 0"}, next.take(t), "every listener of the lock's channel hears it")
+	unlock("c", "0")
+	assert.Equal(t, []string{prefix + "live 0", mark, ch + " 0"}, live.take(t), "with a foreign listener")
+	assert.Equal(t, []string{mark, ch + " 0"}, foreign.take(t), "the foreign listener hears the unlock message")
+	assert.Equal(t, []string{mark, ch + " 0"}, next.take(t), "every listener of the lock's channel hears it")
+
+	// The caller is registered with no waiter left: it is not woken.
+	unlock("live", "0")
+	assert.Equal(t, []string{prefix + "next 0", mark, ch + " 0"}, next.take(t), "a release skips its caller without a waiter")
+	assert.Equal(t, []string{mark, ch + " 0"}, live.take(t), "the caller without a waiter")
+	assert.Equal(t, []string{mark, ch + " 0"}, foreign.take(t), "the foreign listener")
 
 	// "live" has no waiter left: it hands its wake-up on.
 	wake := func() int64 {
 		t.Helper()
-		n, err := r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "live", "1").AsInt64()
+		n, err := r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "live").AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -705,8 +734,23 @@ func TestWakeOne(t *testing.T) {
 	require.NoError(t, r.do(r.rdb.B().Del().Key(name).Build()).Error())
 	register("live")
 	assert.Equal(t, int64(1), wake())
-	assert.Equal(t, []string{prefix + "next 0", ch + " 0"}, next.take(t), "the hand-on wakes the next client")
+	assert.Equal(t, []string{prefix + "next 0"}, next.take(t), "the hand-on wakes the next client, alone")
+	assert.Equal(t, []string{}, foreign.take(t), "the hand-on to a registered client: the release told the others")
 	assert.Equal(t, []string{"next"}, registered(), "the client that handed on leaves the registry")
+	register("live")
+	n, err := r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "next").AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, []string{prefix + "live 0"}, live.take(t), "the hand-on from the last but one")
+	n, err = r.exec(lua.LockWake, []string{name, ch, wakers}, "0", "publish", prefix, "numsub", "live").AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, []string{ch + " 0"}, foreign.take(t), "the hand-on with nobody left registered: on the lock's channel")
+	assert.Equal(t, []string{}, registered(), "every client that handed on left the registry")
+
+	// Nobody registered: the release publishes the unlock message alone.
+	unlock("c", "0")
+	assert.Equal(t, []string{ch + " 0"}, foreign.take(t), "a release with nobody registered")
 }
 
 // TestSemaphoreQueueOrder: a permit that comes free goes to the waiters
@@ -718,7 +762,7 @@ func TestSemaphoreQueueOrder(t *testing.T) {
 	r := newRules(t)
 	name := r.name("sem")
 	k := layout.Semaphore(name)
-	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines}
+	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(name)}
 	acquire := func(id, join string) []int64 {
 		t.Helper()
 		got, err := r.exec(lua.SemAcquire, keys, "publish", id, ruleLease, join, "30000").AsIntSlice()

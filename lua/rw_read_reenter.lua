@@ -1,5 +1,5 @@
--- rw_read_reenter.lua (after count_down.lua, rw_reads.lua and lease.lua):
--- add a level to a read hold the caller has.
+-- rw_read_reenter.lua (after refuse.lua, count_down.lua, rw_reads.lua and
+-- lease.lua): add a level to a read hold the caller has.
 -- KEYS[1] lock hash <name>
 -- KEYS[2] channel redisson_rwlock:{name}
 -- ARGV[1] lease in ms (> 0)
@@ -18,10 +18,14 @@
 -- re-entry shortened the longest: the waiters are told, see lease.lua),
 -- in write mode (the owner is the writer too) it is only ever made
 -- longer. Returns nil when the field holds nothing: the hold was lost,
--- and nothing was changed.
+-- and nothing was changed. A field in a lock's hash without 'mode' (the
+-- owner's plain hold) is refused (see refuse.lua).
 local n = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 if not n then
   return nil
+end
+if redis.call('hexists', KEYS[1], 'mode') == 0 then
+  return wrong_kind('lock')
 end
 local target = tonumber(ARGV[4])
 local key = ARGV[3] .. ':' .. ARGV[2] .. ':rwlock_timeout:'

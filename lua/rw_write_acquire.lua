@@ -1,7 +1,8 @@
--- rw_write_acquire.lua (after count_down.lua and rw_reads.lua): take the
--- write lock of a read-write lock for an owner that holds no write level
--- of it as far as its client knows.
+-- rw_write_acquire.lua (after refuse.lua, count_down.lua and
+-- rw_reads.lua): take the write lock of a read-write lock for an owner
+-- that holds no write level of it as far as its client knows.
 -- KEYS[1] lock hash <name>
+-- KEYS[2] the key of the name's other form, or KEYS[1] (see refuse.lua)
 -- ARGV[1] lease in ms (> 0)
 -- ARGV[2] writer field <clientID>:<owner>:write
 -- ARGV[3] key prefix: {<name>}, or <name> when it has a hash tag
@@ -13,14 +14,23 @@
 -- out. A field that is already there can only be a level of this owner
 -- whose reply was lost (at 1: an earlier send of this request): it is
 -- taken over at 1, so sending the script twice has the effect of sending
--- it once.
+-- it once. Refused, with nothing changed (see refuse.lua): while the
+-- name's other form is in use, and when the name holds a lock's hash
+-- without 'mode' (plain, fenced or fair).
+if in_use(KEYS[1], KEYS[2]) then
+  return name_conflict(KEYS[2])
+end
 if redis.call('exists', KEYS[1]) == 0 then
   redis.call('hset', KEYS[1], 'mode', 'write')
   count_up(KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
-if redis.call('hget', KEYS[1], 'mode') == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  return wrong_kind('lock')
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   count_up(KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[1]), reads_left(KEYS[1], ARGV[3])))
   return nil

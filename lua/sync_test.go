@@ -29,7 +29,7 @@ func TestRWScriptsResentOnce(t *testing.T) {
 		return n == 1
 	}
 	for range 2 {
-		if err := lua.RWReadAcquire.Exec(ctx, rdb, []string{key}, []string{"10000", field, prefix}).Error(); !rueidis.IsRedisNil(err) {
+		if err := lua.RWReadAcquire.Exec(ctx, rdb, rwKeys(key), []string{"10000", field, prefix}).Error(); !rueidis.IsRedisNil(err) {
 			t.Fatalf("read acquire = %v, want nil reply", err)
 		}
 	}
@@ -74,7 +74,7 @@ func TestRWScriptsResentOnce(t *testing.T) {
 	// The write side.
 	wfield := field + ":write"
 	for range 2 {
-		if err := lua.RWWriteAcquire.Exec(ctx, rdb, []string{key}, []string{"10000", wfield, prefix}).Error(); !rueidis.IsRedisNil(err) {
+		if err := lua.RWWriteAcquire.Exec(ctx, rdb, rwKeys(key), []string{"10000", wfield, prefix}).Error(); !rueidis.IsRedisNil(err) {
 			t.Fatalf("write acquire = %v, want nil reply", err)
 		}
 	}
@@ -103,7 +103,7 @@ func TestSemAcquireOnePermitPerID(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	ctx := t.Context()
 	keys := []string{"lua-test:sem", "{lua-test:sem}:timeout", "redisson_sc:{lua-test:sem}",
-		"{lua-test:sem}:relock_queue", "{lua-test:sem}:relock_queue_timeout"}
+		"{lua-test:sem}:relock_queue", "{lua-test:sem}:relock_queue_timeout", "{lua-test:sem}"}
 	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(keys...).Build()) })
 	if err := rdb.Do(ctx, rdb.B().Set().Key(keys[0]).Value("2").Build()).Error(); err != nil {
 		t.Fatal(err)

@@ -98,7 +98,9 @@ func (m *MultiLock) LockLease(ctx context.Context, lease time.Duration) error {
 // The locks are taken one after the other in name order. wait is the total
 // wait for the whole set (0: one attempt on each lock): the MultiLock waits
 // for a busy lock while holding the ones before it, in that lock's own
-// queue, with what is left of wait. This is deadlock-free among MultiLocks,
+// queue, with what is left of wait. However short the wait, it makes the
+// attempts wait 0 makes, and a lock granted by a reply that comes after
+// the wait ended counts, as in the locks' own TryLock. This is deadlock-free among MultiLocks,
 // since all take their locks in the same order, and it does not starve: a
 // MultiLock keeps its place in the queue of the lock it waits for instead
 // of dropping everything and racing again. Code that takes some of the same

@@ -205,7 +205,8 @@ func (r *RedLock) LockLease(ctx context.Context, lease time.Duration) error {
 // (a reply may have been lost), except locks the owner held before this
 // call and that did not report success. Then, after a random pause
 // (WithRetryDelay), the next round starts, until wait (0: one round) or
-// ctx ends.
+// ctx ends. However short the wait, the first round is made, and a round
+// started within the wait is judged on its answers.
 //
 // It returns (true, nil) when the owner holds the RedLock; (false, nil)
 // when the wait ended without it while ctx is live, and so few locks failed

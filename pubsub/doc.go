@@ -14,8 +14,10 @@
 // non-blocking send into its one-slot channel ([Waiter.C]), so several
 // notifications that arrive before the waiter looks collapse into one.
 // Which waiters a message wakes is decided by [Options.Policy]: the oldest
-// waiter of the channel ([WakeOne]), all of them ([WakeAll]), or none
-// ([Ignore]). The hub itself knows nothing about what the messages mean.
+// waiter of the channel ([WakeOne]), all of them ([WakeAll]), none
+// ([Ignore]), or none, and none for the next message on the channel either
+// if it would wake one ([Mute]). The hub itself knows nothing about what
+// the messages mean.
 //
 // When the connection drops, every waiter is woken at once (a message may
 // have been lost), the hub reconnects with a short backoff, subscribes again

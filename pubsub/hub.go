@@ -24,6 +24,13 @@ const (
 	WakeAll
 	// Ignore wakes nobody.
 	Ignore
+	// Mute wakes nobody, and makes the next message on the channel wake
+	// nobody either when it would wake one waiter (WakeOne): for a
+	// publisher that sends two messages in a row (one script), the first
+	// telling some subscribers that the second is not for them. Listeners
+	// are called for both. A lost connection ends the mute (the hub wakes
+	// every waiter then anyway).
+	Mute
 )
 
 // ErrClosed is returned by [Hub.Subscribe] once the hub is closed.
@@ -52,8 +59,8 @@ type Options struct {
 	// Policy decides, for each message received, which waiters of its
 	// channel are woken. It runs on the connection's reader goroutine and
 	// must be quick and must not block. Nil wakes every waiter
-	// ([WakeAll]) for every message; a value other than WakeOne, WakeAll
-	// and Ignore is treated as Ignore. It must not panic.
+	// ([WakeAll]) for every message; a value other than WakeOne, WakeAll,
+	// Ignore and Mute is treated as Ignore. It must not panic.
 	Policy func(channel, payload string) Wake
 	// Sharded uses sharded pub/sub (SSUBSCRIBE, Redis 7): each channel is
 	// subscribed on the node that serves its slot, over the client's own
@@ -117,6 +124,7 @@ type topic struct {
 	solo     bool // a batch with it was refused: send it alone next time
 	idle     bool // in the idle (linger) list
 	resub    bool // wake every waiter once subscribed again
+	muted    bool // the next message wakes nobody if it would wake one (Mute)
 }
 
 // attempt is one effort to subscribe a channel; the Subscribe calls that
@@ -143,6 +151,9 @@ type Waiter struct {
 	wake       chan struct{}
 	left       bool
 	listen     func() // set for a listener
+	// missed, when set, is called instead of listen when a message may
+	// have been missed (see ListenMissed).
+	missed func()
 	// unconfirmed: a listener registered before its channel's
 	// subscription was confirmed.
 	unconfirmed bool
@@ -253,12 +264,22 @@ func (h *Hub) join(ctx context.Context, channel string, listen func()) (*Waiter,
 //
 // It fails with [ErrClosed] once the hub is closed.
 func (h *Hub) Listen(channel string, fn func()) (*Waiter, error) {
+	return h.ListenMissed(channel, fn, fn)
+}
+
+// ListenMissed is Listen with two functions: onMessage is called for
+// every message on channel, onMissed when a message may have been missed
+// (when the channel's subscription is confirmed, and after it was made
+// again), for a listener that tells a message heard from one that may
+// have been published unheard.
+func (h *Hub) ListenMissed(channel string, onMessage, onMissed func()) (*Waiter, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w := h.registerLocked(channel, fn)
+	w := h.registerLocked(channel, onMessage)
 	if w == nil {
 		return nil, ErrClosed
 	}
+	w.missed = onMissed
 	c := w.c
 	if !c.onServer || c.op != opNone {
 		// Not subscribed yet: fn is called once the server confirms, for
@@ -439,11 +460,19 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	c := h.chans[m.Channel]
 	var listeners []func()
 	if c != nil {
+		if c.muted {
+			c.muted = false
+			if wake == WakeOne {
+				wake = Ignore
+			}
+		}
 		switch wake {
 		case WakeOne:
 			c.wakeOne(true)
 		case WakeAll:
 			c.wakeAll(true)
+		case Mute:
+			c.muted = true
 		}
 		listeners = c.listeners()
 	}
@@ -451,6 +480,26 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	for _, fn := range listeners {
 		fn()
 	}
+}
+
+// missedListeners returns what c's listeners call when a message may
+// have been missed. h.mu is held.
+func (c *topic) missedListeners() []func() {
+	var fns []func()
+	for w := c.head; w != nil; w = w.next {
+		if w.listen != nil {
+			fns = append(fns, w.onMissed())
+		}
+	}
+	return fns
+}
+
+// onMissed is what listener w calls when a message may have been missed.
+func (w *Waiter) onMissed() func() {
+	if w.missed != nil {
+		return w.missed
+	}
+	return w.listen
 }
 
 // listeners returns the functions of c's listeners. h.mu is held.

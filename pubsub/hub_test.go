@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 const eventTimeout = 10 * time.Second
 
 // policy wakes by payload: "one" wakes the oldest waiter, "ignore" nobody,
-// anything else every waiter. Tests use "all" on a barrier channel to know
+// "mute" nobody, now or at the next "one", anything else every waiter. Tests use "all" on a barrier channel to know
 // that every earlier message has been handled: messages reach the hub in
 // the order they were published by one client.
 func policy(_, payload string) pubsub.Wake {
@@ -35,6 +35,8 @@ func policy(_, payload string) pubsub.Wake {
 		return pubsub.WakeOne
 	case "ignore":
 		return pubsub.Ignore
+	case "mute":
+		return pubsub.Mute
 	}
 	return pubsub.WakeAll
 }
@@ -262,6 +264,64 @@ func TestWakeOneOldestFirst(t *testing.T) {
 
 	publish(t, c, ch, "ignore")
 	check("ignored", false, false, false)
+}
+
+// TestMuteNext: a Mute message wakes nobody, nor does the WakeOne message
+// that follows it on its channel; only that one: the next wakes as
+// always, a WakeAll message after a Mute wakes every waiter, a Mute on
+// another channel changes nothing here, and a lost connection ends a
+// mute (the message it was for may be lost with it).
+func TestMuteNext(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	h := newHub(t, srv.Client(t), pubsub.Options{Policy: policy})
+	const ch = "mute"
+	a := subscribe(t, h, ch)
+	b := subscribe(t, h, ch)
+	other := subscribe(t, h, "mute:other")
+	defer a.Leave(false)
+	defer b.Leave(false)
+	defer other.Leave(false)
+	check := func(step string, wa, wb bool) {
+		t.Helper()
+		barrier(t, h, c)
+		got := []bool{pending(a), pending(b)}
+		require.Equal(t, []bool{wa, wb}, got, "%s: which of a, b were woken", step)
+	}
+
+	publish(t, c, ch, "mute")
+	check("the mute", false, false)
+	publish(t, c, ch, "one")
+	check("the message after the mute", false, false)
+	publish(t, c, ch, "one")
+	check("the message after that", true, false)
+
+	publish(t, c, ch, "mute")
+	publish(t, c, ch, "all")
+	check("wake-all after a mute", true, true)
+	publish(t, c, ch, "one")
+	check("wake-one after a mute and a wake-all", true, false)
+
+	publish(t, c, "mute:other", "mute")
+	publish(t, c, ch, "one")
+	check("a mute on another channel", true, false)
+	publish(t, c, "mute:other", "one")
+	barrier(t, h, c)
+	assert.False(t, pending(other), "the other channel's message after its mute")
+
+	// The connection is lost after a mute: the waiters are woken (and
+	// again once subscribed), and the mute is over.
+	publish(t, c, ch, "mute")
+	barrier(t, h, c)
+	require.NoError(t, do(t, c, "CLIENT", "KILL", "TYPE", "pubsub").Error())
+	relocktest.Eventually(t, eventTimeout, "resubscribed", func() bool {
+		return numsub(c, ch) == 1
+	})
+	barrier(t, h, c)
+	pending(a)
+	pending(b)
+	publish(t, c, ch, "one")
+	check("wake-one after a lost connection", true, false)
 }
 
 func TestWakeAll(t *testing.T) {
@@ -793,4 +853,27 @@ func TestListener(t *testing.T) {
 
 	l.Leave(false)
 	relocktest.Eventually(t, eventTimeout, "the channel to be unsubscribed after the linger", func() bool { return numsub(c, "listen") == 0 })
+}
+
+// TestListenMissed: a listener with two functions hears the confirmation
+// of its subscription, and a subscription made again after a lost
+// connection, on the one for messages that may have been missed, and the
+// messages on the other.
+func TestListenMissed(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	h := newHub(t, srv.Client(t), pubsub.Options{Policy: policy})
+	heard := make(chan struct{}, 16)
+	missed := make(chan struct{}, 16)
+	l, err := h.ListenMissed("listen", func() { heard <- struct{}{} }, func() { missed <- struct{}{} })
+	require.NoError(t, err)
+	relocktest.Receive(t, missed, eventTimeout, "the listener to be told that its subscription was confirmed")
+	publish(t, c, "listen", "one")
+	relocktest.Receive(t, heard, eventTimeout, "the listener to hear the message")
+	require.NoError(t, do(t, c, "CLIENT", "KILL", "TYPE", "pubsub").Error())
+	relocktest.Receive(t, missed, eventTimeout, "the listener to hear that messages may have been lost")
+	relocktest.Eventually(t, eventTimeout, "resubscribed", func() bool { return numsub(c, "listen") == 1 })
+	assert.Empty(t, heard, "a message heard that was not published")
+	assert.Empty(t, missed, "a message missed twice")
+	l.Leave(false)
 }

@@ -295,13 +295,13 @@ func (h *Hub) subscribeDone(subs []*topic, err error) (fatal bool) {
 				// not subscribed.
 				c.resub = false
 				c.wakeAll(false)
-				h.missed = append(h.missed, c.listeners()...)
+				h.missed = append(h.missed, c.missedListeners()...)
 			} else {
 				// Listeners that came before the subscription may have
 				// missed a message too.
 				for w := c.head; w != nil; w = w.next {
 					if w.unconfirmed {
-						h.missed = append(h.missed, w.listen)
+						h.missed = append(h.missed, w.onMissed())
 					}
 				}
 			}
@@ -351,6 +351,7 @@ func (h *Hub) unsubscribeDone(unsubs []*topic, err error) (fatal bool) {
 		}
 		if err == nil {
 			c.onServer = false
+			c.muted = false
 			h.subscribed--
 			if c.n > 0 || c.attempt != nil {
 				// Waiters arrived while UNSUBSCRIBE was in flight.
@@ -372,6 +373,7 @@ func (h *Hub) dropped() {
 	h.subscribed = 0
 	for _, c := range h.chans {
 		c.onServer = false
+		c.muted = false // the message it was for may be lost
 		if c.idle {
 			h.idleRemove(c)
 		}

@@ -12,7 +12,8 @@
 // WithLockNames is given (off by default: lock names are often unbounded,
 // one per order or per user, and each name makes new series).
 //
-//	relock.acquire.duration  histogram, s       time a Lock/TryLock call took, by relock.outcome:
+//	relock.acquire.duration  histogram, s       time an acquisition call took (see Spans for
+//	                                            which calls), by relock.outcome:
 //	                                            acquired, not_acquired (busy until the wait or the
 //	                                            context ended), error (Redis failed, Close...)
 //	relock.hold.duration     histogram, s       how long holds lasted, by relock.outcome:
@@ -27,8 +28,11 @@
 //
 // # Spans
 //
-// relock.acquire covers each Lock, LockLease, TryLock (and Do's
-// acquisition), relock.release each Unlock (and Do's release), with the
+// relock.acquire covers each acquisition call: Lock, LockLease, TryLock,
+// Acquire, TryAcquire, the acquisition of Do and TryDo, and a
+// semaphore's Acquire, TryAcquire and AcquirePermit; relock.release each
+// release: Unlock, Hold.Release, a permit's Release, the release of Do
+// and TryDo. Both come with the
 // attributes relock.lock.kind, relock.outcome and, with WithLockNames,
 // relock.lock.name. A span whose outcome is error records the error and
 // has status Error. The Redis calls an acquisition makes run in the

@@ -33,12 +33,14 @@ func WithWatchdogTimeout(d time.Duration) Option {
 }
 
 // WithLostHandler sets a function called when a hold is lost: a renewal
-// found it gone (expired, deleted, force-unlocked), no renewal succeeded
-// before the lease ran out, a call of its owner found it gone (a fixed
-// lease that ran out, among others), or ForceUnlock removed it. It runs on
-// the watchdog's goroutine or on the goroutine of the call that found the
-// loss, and must return quickly, without calling the Client's locks. The
-// default is none.
+// found it gone (deleted, force-unlocked), a message on the lock's channel
+// said it was force-unlocked, no renewal succeeded before the lease ran
+// out, the fixed lease of a watched hold ran out, a call of its owner
+// found it gone (a fixed lease that ran out, among others), or ForceUnlock
+// removed it; each loss once. The cause says which. It runs on the
+// watchdog's goroutine, a timer's, or the goroutine of the call that found
+// the loss, and must return quickly, without calling the Client's locks.
+// The default is none.
 func WithLostHandler(fn func(name, owner string, cause error)) Option {
 	return func(c *lockcore.Config) { c.OnLost = fn }
 }
@@ -109,11 +111,13 @@ func WithReplicaSync(replicas int, timeout time.Duration) Option {
 // WithWakeOne makes a release wake one waiting process instead of one in
 // each process that waits (the default, and Redisson's way, where N
 // waiting processes race for one grant). Waiters of other Clients and of
-// Redisson still hear every release as before. It applies to Lock and
-// FencedLock (a fair lock already wakes only the head of its queue); on
-// Redis Cluster it needs WithShardedPubSub. The package documentation
-// (Waking one process per release) says how it works and what a Client
-// that dies while it waits costs. The default is off.
+// Redisson still hear every release as before, at once. A waiter of a
+// Client with the option goes on within 2s of a release even when the
+// Client the release woke cannot act (its process stopped or dead). It
+// applies to Lock and FencedLock (a fair lock already wakes only the head
+// of its queue); on Redis Cluster it needs WithShardedPubSub. The package
+// documentation (Waking one process per release) says how it works. The
+// default is off.
 func WithWakeOne() Option {
 	return func(c *lockcore.Config) { c.WakeOne = true }
 }

@@ -57,6 +57,30 @@
 // the lock's hash slot. Scripts only use HSET, HDEL, PEXPIRE, PTTL and
 // PUBLISH on the hash, and leases are relative (PEXPIRE on the server).
 //
+// # One name, one key space; one hash, one kind
+//
+// Because a name with "{" is not wrapped, the names "a" and "{a}" derive
+// the same keys and channels (the unlock channel, a fenced lock's
+// counter, a fair lock's queue, a semaphore's permits) and differ only in
+// the key under the name itself. Every script that creates or takes state
+// under a name (an acquisition or re-entry of any lock kind, a
+// semaphore's set, add or acquire, a latch's set) looks at that key of
+// the other form, in the same slot, and refuses while it exists: the call
+// returns an error matching ErrNameConflict that names both names, having
+// changed nothing, and a waiting call ends at once with it. A name that is
+// itself another name's derived key ("redisson_lock_queue:{a}",
+// "{a}:timeout") is refused as ErrInvalidArgument.
+//
+// The hash of a reentrant lock (plain, fenced or fair) and of a read-write
+// lock look alike to HINCRBY. A plain, fenced or fair acquisition (or
+// re-entry) that finds a read-write lock's hash (its "mode" field), a
+// read-write lock's that finds a lock's hash without it, and a plain or
+// fenced acquisition that finds a fair lock's queue of waiters beside the
+// name, refuse as WRONGTYPE does across data types: the error matches
+// ErrWrongKind and names the kind found. Redisson's scripts make neither
+// check: a Java process that uses both forms of a name, or two kinds on
+// one name, is not refused.
+//
 // # Leases and the watchdog
 //
 // Lock, and TryLock with lease 0, hold on the watchdog lease (30s by
@@ -66,7 +90,13 @@
 // before the lease runs out, the hold is lost: Do's context is cancelled
 // with a cause matching ErrLockLost, the channel from Done closes, and the handler of
 // WithLostHandler runs. A fixed lease (LockLease, TryLock with lease > 0) is
-// never renewed. Close stops every renewal; locks still held then expire.
+// never renewed: a hold that someone watches (Done, HoldContext, a Hold's
+// Context) ends when its lease ends, by a timer of the Client (no call to
+// Redis), counted from when the acquisition, or the latest re-entry or
+// partial release (which reset the lease), was sent, so that it never
+// looks held after Redis may have let it go; it is reported lost like any
+// other loss. One nobody watches is found ended at its owner's next call.
+// Close stops every renewal; locks still held then expire.
 //
 // # Waiting
 //
@@ -80,15 +110,29 @@
 // waiter, so that none sleeps past the new end. Every kind of relock waits
 // through this same loop (fairlock, rwlock, semaphore and latch too).
 //
+// A wait (TryLock's, TryDo's, TryAcquire's, a semaphore's TryAcquire)
+// ends only the sleeping between attempts: an attempt that was sent
+// counts. However short the wait, the call makes the attempt wait 0
+// makes, and an attempt sent before the wait ended is not abandoned when
+// it ends: its reply decides, and a grant that comes back after the wait
+// ended is the caller's success (it asked for the lock). A wait shorter
+// than a round trip therefore takes a free lock as wait 0 does, and a
+// call may return up to a round trip after its wait (when Redis does not
+// answer, when the connection gives up: 10s by default). The context is
+// not a wait: when it ends, an attempt in flight is abandoned, and what
+// its reply won is given back; give it a deadline to bound a call.
+//
 // Liveness is promised like safety: when the lock becomes free, a waiter
 // goes on within a round trip of the release or ForceUnlock that freed it;
 // when its holder died, within a round trip of the end of the holder's
 // lease (the watchdog timeout, 30s by default, for a hold on the watchdog
-// lease). With WithWakeOne the same holds: a Client that closed left the
-// wake registry at once, and one that died is dropped by the next release
-// (its wake channel has no subscriber left); a registrant that lives but
-// cannot act (a stopped process) delays the other registered waiters by at
-// most 2s. The bounds of the other kinds are in their packages.
+// lease). With WithWakeOne the same holds for the waiters that are not
+// registered (the release tells them on the lock's channel, always); a
+// Client that closed left the wake registry at once, one whose waiters
+// all gave up too, and one that died is dropped by the next release (its
+// wake channel has no subscriber left); a registrant that lives but
+// cannot act (a stopped process) delays the other registered waiters by
+// at most 2s. The bounds of the other kinds are in their packages.
 //
 // # Waking one process per release
 //
@@ -98,17 +142,23 @@
 // wake channel (relock_wake:{name}:<clientID>). A release by a Client with
 // the option wakes the live Client that registered longest ago (each
 // attempt registers again, so the turn goes round), on its wake channel,
-// and publishes on the lock's channel only when that has other
-// subscribers (Redisson's waiters, Clients without the option). A Client
-// woken with no waiter left hands the wake-up on. A Client that closes
-// leaves every registry at once; one that died is dropped by the next
-// release, which finds no subscriber on its wake channel. One that lives
-// but cannot act (a stopped process) swallows the wake-ups meant for it
-// until its registration ends, 3s after its last attempt: registered
-// waiters therefore try again after 1s to 2s without a wake-up, so such a
-// lock is taken within 2s by a live waiter. On Redis Cluster the option
-// needs WithShardedPubSub: a channel's subscribers are counted right only
-// on the node that serves its slot.
+// then publishes "2" and the unlock message "0" on the lock's channel,
+// always: the "0" wakes the waiters that are not registered (Redisson's,
+// which ignore the "2", and those of Clients without the option), however
+// many subscribe, and a Client with registered waiters lets a "0" that
+// follows a "2" pass, so that only the Client woken on its own channel
+// tries. A Client woken with no waiter left hands the wake-up on. A Client
+// whose last waiter gives up leaves the registry at once, as does one
+// that closes; one that died is dropped by the next release, which finds
+// no subscriber on its wake channel. One that lives but cannot act (a
+// stopped process) swallows the wake-ups meant for it until its
+// registration ends, 3s after its last attempt: registered waiters
+// therefore try again after 1s to 2s without a wake-up, so such a lock is
+// taken within 2s of its release by a live waiter; a waiter that is not
+// registered is woken by the release itself. On Redis Cluster the option
+// needs WithShardedPubSub: a release learns whether a registered Client
+// still listens by counting its wake channel's subscribers, which is
+// right only on the node that serves the channel's slot.
 //
 // # Failures
 //

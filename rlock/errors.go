@@ -12,4 +12,6 @@ var (
 	ErrClosed          = relock.ErrClosed          // the Client is closed
 	ErrInvalidArgument = relock.ErrInvalidArgument // bad input; nothing was sent to Redis
 	ErrReplicaSync     = relock.ErrReplicaSync     // WithReplicaSync: too few replicas confirmed
+	ErrNameConflict    = relock.ErrNameConflict    // the name's other form ("a" for "{a}") is in use
+	ErrWrongKind       = relock.ErrWrongKind       // the name holds a lock of another kind
 )

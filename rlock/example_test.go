@@ -182,3 +182,17 @@ func ExampleLock_Unlock_anonymous() {
 	_ = c.GetLock("report").Unlock(ctx) // another handle, same Client and name: released
 	// README end
 }
+
+// A name and the same name in braces derive the same keys: the second is
+// refused while the first is in use.
+func ExampleErrNameConflict() {
+	var (
+		ctx = context.Background()
+		c   *rlock.Client
+	)
+	// README begin
+	_ = c.GetLock("orders:42").Lock(ctx)
+	err := c.GetLock("{orders:42}").Lock(ctx) // ErrNameConflict: "orders:42" is in use
+	// README end
+	_ = err
+}

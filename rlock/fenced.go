@@ -40,7 +40,8 @@ func (l *FencedLock) LockAndGetToken(ctx context.Context) (int64, error) {
 	return token, err
 }
 
-// TryLockAndGetToken is TryLock that returns the hold's token.
+// TryLockAndGetToken is TryLock that returns the hold's token. The wait
+// is TryLock's: an attempt sent within it counts.
 func (l *FencedLock) TryLockAndGetToken(ctx context.Context, wait, lease time.Duration) (token int64, ok bool, err error) {
 	return l.m.TryAcquire(ctx, wait, lease)
 }

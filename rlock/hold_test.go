@@ -119,7 +119,7 @@ func TestReleaseAfterLoss(t *testing.T) {
 			n, err := raw.Do(context.Background(), raw.B().Exists().Key(name).Build()).AsInt64()
 			return err == nil && n == 0
 		})
-		wantLoss(t, l.Unlock(ctx), "gone when its owner released it")
+		wantLoss(t, l.Unlock(ctx), "its release found it gone: its fixed lease of 50ms had run out")
 		waitLoss(t, "b")
 	})
 	t.Run("force-unlocked elsewhere, heard", func(t *testing.T) {

@@ -2,7 +2,9 @@ package rlock_test
 
 import (
 	"context"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,4 +218,162 @@ func TestWakeOneForeignWaiters(t *testing.T) {
 	// take the lock without a wake-up.
 	require.NoError(t, relocktest.Receive(t, got, 900*time.Millisecond, "a Redisson release to wake a wake-one waiter"))
 	_ = c.GetLock(name).Unlock(rlock.WithOwner(t.Context(), "w"))
+}
+
+// wakeChildEnv carries what TestWakeOneChild does: the server's address,
+// the lock's name, and "try" (TryLock for 300ms, then nothing) or "wait"
+// (Lock until the process ends), separated by \x1f.
+const wakeChildEnv = "RELOCK_WAKE_CHILD"
+
+// TestWakeOneChild is a child process of TestWakeOneStoppedRegistrant: a
+// Client with wake-one that waits for the lock.
+func TestWakeOneChild(t *testing.T) {
+	v := os.Getenv(wakeChildEnv)
+	if v == "" {
+		t.Skip("only in a child process of TestWakeOneStoppedRegistrant")
+	}
+	f := strings.Split(v, "\x1f")
+	if len(f) != 3 {
+		relocktest.ChildSay("error bad %s: %q", wakeChildEnv, v)
+		return
+	}
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{f[0]}, DisableCache: true}, rlock.WithWakeOne())
+	if err != nil {
+		relocktest.ChildSay("error %v", err)
+		return
+	}
+	defer c.Close()
+	relocktest.ChildSay("client %s", c.ID())
+	ctx := rlock.WithOwner(context.Background(), "w")
+	switch f[2] {
+	case "try":
+		ok, err := c.GetLock(f[1]).TryLock(ctx, 300*time.Millisecond, 0)
+		relocktest.ChildSay("gave up %v %v", ok, err)
+	case "wait":
+		go func() { _ = c.GetLock(f[1]).Lock(ctx) }() // ends at Close
+	}
+	relocktest.ChildWait()
+}
+
+// startWakeChild starts TestWakeOneChild doing act on name (on the shared
+// server) and returns it with its Client's ID. It is killed when t ends.
+func startWakeChild(t *testing.T, name, act string) (*relocktest.Child, string) {
+	t.Helper()
+	p, err := relocktest.StartChild("TestWakeOneChild",
+		wakeChildEnv+"="+strings.Join([]string{redistest.Shared(t).Addr, name, act}, "\x1f"))
+	require.NoError(t, err, "start a child")
+	t.Cleanup(p.Kill)
+	id, err := p.Expect("client ", 10*time.Second)
+	require.NoError(t, err, "the child's Client")
+	return p, id
+}
+
+// registered reports whether the Client id is in the wake registry of
+// name.
+func registered(t *testing.T, raw rueidis.Client, name, id string) bool {
+	t.Helper()
+	err := raw.Do(t.Context(), raw.B().Zscore().Key(layout.Wakers(name)).Member(id).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false
+	}
+	require.NoError(t, err, "ZSCORE")
+	return true
+}
+
+// TestWakeOneStoppedRegistrant (issue 32, item 2): a Client with wake-one
+// whose process is stopped (SIGSTOP) keeps its wake channel subscribed on
+// the server; a release that wakes it must still wake a waiter that is
+// not registered (a Client without wake-one, Redisson's) at once, not
+// when the holder's lease would have ended (30s). Two ways:
+//
+//   - "gave up": the issue's scenario. The stopped Client's TryLock gave
+//     up; it left the lock's channel (the hub's linger) but listens on its
+//     wake channel. It must have left the registry when it gave up; and a
+//     release that still woke it must publish on the lock's channel.
+//   - "waiting": the stopped Client still waits (it is registered and
+//     subscribes to both channels), and a dead Client registered after it
+//     (its registration left behind, its connections gone). The release
+//     wakes the stopped one; it must publish on the lock's channel
+//     whatever the count of its subscribers against the registry's.
+func TestWakeOneStoppedRegistrant(t *testing.T) {
+	for _, act := range []string{"try", "wait"} {
+		t.Run(map[string]string{"try": "gave up", "wait": "waiting"}[act], func(t *testing.T) {
+			raw := relocktest.Raw(t)
+			name := relocktest.Name(t)
+			ch := layout.Channel(name)
+			holder := relocktest.Client(t, rlock.WithWakeOne())
+			h := rlock.WithOwner(t.Context(), "h")
+			require.NoError(t, holder.GetLock(name).Lock(h))
+			// The waiter that is not registered sleeps (on the holder's
+			// 30s lease), alone on the lock's channel.
+			plain, attempts := countingClient(t, redistest.Shared(t).Client(t))
+			got := waitingOn(t, plain, attempts, name)
+			require.Equal(t, int64(1), numsub(raw, ch), "subscribers of the lock's channel")
+
+			w, id := startWakeChild(t, name, act)
+			subscribers := int64(1) // the plain waiter's, after the child left
+			if act == "try" {
+				_, err := w.Expect("gave up", 10*time.Second)
+				require.NoError(t, err, "the child's TryLock")
+			} else {
+				subscribers = 2 // and the child's
+				relocktest.Eventually(t, 5*time.Second, "the child's waiter to register", func() bool {
+					return registered(t, raw, name, id)
+				})
+				// A dead Client, registered after it until well past the
+				// release.
+				score, err := raw.Do(t.Context(), raw.B().Zscore().Key(layout.Wakers(name)).Member(id).Build()).AsFloat64()
+				require.NoError(t, err)
+				require.NoError(t, raw.Do(t.Context(), raw.B().Zadd().Key(layout.Wakers(name)).ScoreMember().
+					ScoreMember(score+15000, "dead-client").Build()).Error())
+			}
+			wake := layout.WakeChannel(name, id)
+			relocktest.Eventually(t, 5*time.Second, "the child to listen on its wake channel, and on the lock's as said", func() bool {
+				return numsub(raw, ch) == subscribers && numsub(raw, wake) == 1
+			})
+			w.Stop(t)
+			t.Logf("the stopped Client is registered at the release: %v", registered(t, raw, name, id))
+
+			start := time.Now()
+			require.NoError(t, holder.GetLock(name).Unlock(h))
+			// The holder's lease is 30s: 2s is the release's wake-up or
+			// nothing.
+			require.NoError(t, relocktest.Receive(t, got, 2*time.Second, "the plain waiter to take the lock at the release"))
+			t.Logf("the plain waiter took the lock %v after the release", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// TestWakeOneGiveUpLeavesRegistry: a Client with wake-one leaves the wake
+// registry when its last waiter of the lock gives up (a wait that ran
+// out, a context that ended), at once, so that no release wakes it for
+// nothing (or, when its process is stopped, for nobody); while another of
+// its waiters waits, it stays.
+func TestWakeOneGiveUpLeavesRegistry(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t)
+	h := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	c := relocktest.Client(t, rlock.WithWakeOne())
+	l := c.GetLock(name)
+
+	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "a"))
+	defer cancel()
+	got := make(chan error, 1)
+	go func() { got <- l.Lock(ctx) }()
+	relocktest.Eventually(t, 5*time.Second, "the waiter to register", func() bool { return registered(t, raw, name, c.ID()) })
+
+	ok, err := l.TryLock(rlock.WithOwner(t.Context(), "b"), 300*time.Millisecond, 0)
+	requireTry(t, false, ok, err, "a second waiter's TryLock")
+	assert.True(t, registered(t, raw, name, c.ID()), "registered while a waiter of the Client waits")
+
+	cancel()
+	assert.ErrorIs(t, relocktest.Receive(t, got, 5*time.Second, "Lock to end with its context"), context.Canceled)
+	assert.False(t, registered(t, raw, name, c.ID()), "registered after the last waiter gave up")
+
+	ok, err = l.TryLock(rlock.WithOwner(t.Context(), "b"), 300*time.Millisecond, 0)
+	requireTry(t, false, ok, err, "a waiter's TryLock")
+	assert.False(t, registered(t, raw, name, c.ID()), "registered after a TryLock gave up")
+	require.NoError(t, holder.GetLock(name).Unlock(h))
 }

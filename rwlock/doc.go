@@ -43,6 +43,15 @@
 // the lock works on Redis Cluster. An owner may not end with ":write" (its
 // read field would be another owner's write field).
 //
+// A hash holds one kind: an acquisition or re-entry of either side that
+// finds a lock's hash without "mode" (a plain, fenced or fair lock, which
+// the same owner could otherwise re-enter as a read hold) fails with an
+// error matching relock.ErrWrongKind, and a plain, fenced or fair lock
+// refuses this lock's hash in the same way. While the name's other form
+// ("a" for "{a}", which derives the same channel and lease keys) is in
+// use, an acquisition fails with relock.ErrNameConflict. Both change
+// nothing, and a waiting call ends at once with them.
+//
 // The hash lives as long as its longest hold: a write hold's lease, or the
 // longest lease among the read levels' keys. When a read hold is released
 // (or re-entered with a shorter lease) and other readers remain, the hash

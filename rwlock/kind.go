@@ -80,7 +80,7 @@ var (
 )
 
 func (readKind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
-	return acquired(r.Core.RunAcquire(ctx, lua.RWReadAcquire, []string{r.Name},
+	return acquired(r.Core.RunAcquire(ctx, lua.RWReadAcquire, []string{r.Name, layout.OtherKey(r.Name)},
 		[]string{ms(r.LeaseMs), r.Field, keyPrefix(r.Name)}))
 }
 
@@ -133,7 +133,7 @@ var (
 )
 
 func (writeKind) Acquire(ctx context.Context, r lockcore.Request) (lockcore.Attempt, error) {
-	return acquired(r.Core.RunAcquire(ctx, lua.RWWriteAcquire, []string{r.Name},
+	return acquired(r.Core.RunAcquire(ctx, lua.RWWriteAcquire, []string{r.Name, layout.OtherKey(r.Name)},
 		[]string{ms(r.LeaseMs), r.Field, keyPrefix(r.Name)}))
 }
 

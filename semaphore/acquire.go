@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/observe"
@@ -58,8 +59,9 @@ func (a *acquisition) WaitChannel() string { return KeysOf(a.s.name).Channel }
 // Attempt runs the acquire script once. A permit taken on the watchdog
 // lease is recorded as a hold of the Client (renewed, watched for loss)
 // before the call returns. The script runs on a detached, bounded context
-// (see scriptContext): if the call's context ends meanwhile and the
-// permit was taken, it is given back.
+// (see scriptContext): if the caller's context ends meanwhile and the
+// permit was taken, it is given back. The end of the wait does not undo
+// an attempt that was sent: a permit it took is the call's.
 //
 // After a refusal the sleep is bounded by the earliest lease end and, for
 // a queued waiter, a queued waiter's deadline (both returned by the
@@ -81,7 +83,7 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	sctx, cancel := a.scriptContext(w.Ctx)
 	a.sent = time.Now()
 	res, unsynced := a.s.core.RunAcquire(sctx, lua.SemAcquire,
-		[]string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines},
+		[]string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(a.s.name)},
 		[]string{a.s.core.PublishCommand(), a.raw, strconv.FormatInt(lockcore.Millis(a.lease), 10), flag,
 			strconv.FormatInt(timing.waiterTimeout.Milliseconds(), 10)})
 	cancel()
@@ -99,7 +101,7 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if vals[0] != 1 {
 		return lockcore.Outcome{Retry: a.bound(vals[1]), PassOn: vals[2] > 0}, nil
 	}
-	if err := w.Over(); err != nil {
+	if err := w.Cancelled(); err != nil {
 		a.giveBack(w.Ctx)
 		return lockcore.Outcome{}, err
 	}
@@ -182,6 +184,6 @@ type renewer struct{}
 // RenewCall resets the permit's lease while it is held.
 func (renewer) RenewCall(r lockcore.Request) lockcore.Call {
 	k := KeysOf(r.Name)
-	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel},
+	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel, layout.OtherKey(r.Name)},
 		Args: []string{r.Core.PublishCommand(), r.Field, strconv.FormatInt(r.LeaseMs, 10)}}
 }

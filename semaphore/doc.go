@@ -26,6 +26,15 @@
 // again ("<name>:timeout", "redisson_sc:<name>"), so every key shares the
 // name's hash slot and the semaphore works on Redis Cluster.
 //
+// So the semaphores "a" and "{a}" would share their leases and their
+// queue (a permit of one whose lease ended would come back to the
+// other's count). While one of them has its count, every call of the
+// other that reads the leases or writes a count (TrySetPermits,
+// AddPermits, Acquire and its forms, Release, AvailablePermits, Delete,
+// the renewals) fails with an error matching relock.ErrNameConflict that
+// names both names, and changes nothing; the same holds against a lock or
+// a latch under the other form. A waiting Acquire ends at once with it.
+//
 // A permit ID is 16 random bytes, given to callers as 32 lowercase hex
 // characters, and kept in Redis as the raw bytes (as current Redisson
 // does). A permit belongs to nobody in particular: any Client, or a

@@ -36,7 +36,8 @@ func (s *Semaphore) AcquirePermit(ctx context.Context, lease time.Duration) (*Pe
 }
 
 // TryAcquirePermit is TryAcquire that returns the permit as a Permit: nil
-// and no error when the wait ended without one while ctx is live.
+// and no error when the wait ended without one while ctx is live. The wait
+// is TryAcquire's: an attempt sent within it counts.
 func (s *Semaphore) TryAcquirePermit(ctx context.Context, wait, lease time.Duration) (*Permit, error) {
 	if err := lockcore.CheckWait(wait); err != nil {
 		return nil, err

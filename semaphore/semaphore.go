@@ -132,10 +132,11 @@ func (s *Semaphore) watchdogTimeout() time.Duration {
 	return s.core.WatchdogTimeout
 }
 
-// fail wraps a Redis error with what was being done; after Close it also
-// matches ErrClosed.
+// fail wraps a Redis error with what was being done (a script's refusal
+// of the name becomes ErrNameConflict); after Close it also matches
+// ErrClosed.
 func (s *Semaphore) fail(op string, err error) error {
-	err = fmt.Errorf("relock: %s %q: %w", op, s.name, err)
+	err = lockcore.ScriptError(layout.KindSemaphore, op, s.name, err)
 	if s.core.CheckOpen() != nil {
 		err = lockcore.Join(err, ErrClosed)
 	}
@@ -152,7 +153,7 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, permits int) (bool, error
 		return false, fmt.Errorf("%w: negative permits %d", ErrInvalidArgument, permits)
 	}
 	k := KeysOf(s.name)
-	n, err := lua.SemSet.Exec(ctx, s.core.RDB, []string{k.Available, k.Channel},
+	n, err := lua.SemSet.Exec(ctx, s.core.RDB, []string{k.Available, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), strconv.Itoa(permits)}).AsInt64()
 	if err != nil {
 		return false, s.fail("set permits", err)
@@ -173,7 +174,7 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
 		return nil
 	}
 	k := KeysOf(s.name)
-	err := lua.SemAdd.Exec(ctx, s.core.RDB, []string{k.Available, k.Channel},
+	err := lua.SemAdd.Exec(ctx, s.core.RDB, []string{k.Available, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), strconv.Itoa(n)}).Error()
 	if err != nil {
 		return s.fail("add permits", err)
@@ -188,7 +189,7 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	k := KeysOf(s.name)
-	n, err := lua.SemAvailable.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel},
+	n, err := lua.SemAvailable.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand()}).AsInt64()
 	if err != nil {
 		return 0, s.fail("available permits", err)
@@ -197,7 +198,9 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int, error) {
 }
 
 // Delete deletes the semaphore: its count, its permits' leases and its
-// queue. It reports whether there was a count. Permits held are gone with
+// queue. It reports whether there was a count. While the name's other
+// form is in use it deletes nothing and returns an error matching
+// relock.ErrNameConflict (the leases and the queue are that form's too). Permits held are gone with
 // it (Release then returns ErrNotHeld, and renewals report them lost);
 // waiters go on waiting until the permits are set again.
 func (s *Semaphore) Delete(ctx context.Context) (bool, error) {
@@ -205,14 +208,8 @@ func (s *Semaphore) Delete(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	k := KeysOf(s.name)
-	b := s.core.RDB.B()
-	res := s.core.RDB.DoMulti(ctx,
-		b.Exists().Key(k.Available).Build(),
-		b.Del().Key(k.Available, k.Leases, k.Queue, k.QueueDeadlines).Build())
-	n, err := res[0].AsInt64()
-	if err == nil {
-		err = res[1].Error()
-	}
+	n, err := lua.SemDelete.Exec(ctx, s.core.RDB,
+		[]string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, layout.OtherKey(s.name)}, nil).AsInt64()
 	if err != nil {
 		return false, s.fail("delete", err)
 	}
@@ -243,6 +240,14 @@ func (s *Semaphore) Acquire(ctx context.Context, lease time.Duration) (permitID 
 // makes one attempt. It returns ("", false, nil) when the wait ended
 // without a permit while ctx is live, and ("", false, err) for errors, a
 // context that ended among them.
+//
+// An attempt that was sent counts. The wait ends only the sleeping
+// between attempts: however short it is, TryAcquire makes the attempt
+// wait 0 makes, and the reply of an attempt sent before the wait ended
+// decides: a permit it took is the caller's, even when the reply comes
+// after the wait (so TryAcquire may return up to a round trip after
+// wait). ctx still ends an attempt: a permit taken by a reply that comes
+// after ctx ended is given back.
 func (s *Semaphore) TryAcquire(ctx context.Context, wait, lease time.Duration) (permitID string, ok bool, err error) {
 	if err := lockcore.CheckWait(wait); err != nil {
 		return "", false, err
@@ -293,7 +298,7 @@ func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 
 func (s *Semaphore) release(ctx context.Context, raw string) (int64, error) {
 	k := KeysOf(s.name)
-	return lua.SemRelease.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel},
+	return lua.SemRelease.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), raw}).AsInt64()
 }
 

@@ -24,3 +24,11 @@ func human(d time.Duration) string {
 	}
 	return d.Round(time.Second).String()
 }
+
+// plural is "1 permit", "2 permits", "0 permits".
+func plural(n int64, noun string) string {
+	if n == 1 || n == -1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

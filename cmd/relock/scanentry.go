@@ -43,8 +43,12 @@ type scanHolder struct {
 	HoldCount int64  `json:"hold_count"`
 	// Role is read or write in a read-write lock.
 	Role string `json:"role,omitempty"`
-	// LeaseMs is a semaphore permit's remaining lease (-1: none).
+	// LeaseMs is a semaphore permit's remaining lease (-1: none; 0: it
+	// has ended, see LeaseEndedMsAgo).
 	LeaseMs *int64 `json:"lease_ms,omitempty"`
+	// LeaseEndedMsAgo is how long ago a semaphore permit's lease ended:
+	// the permit is no leak, the next call on the semaphore takes it back.
+	LeaseEndedMsAgo *int64 `json:"lease_ended_ms_ago,omitempty"`
 }
 
 // scanWaiter is a fair lock's waiter.
@@ -141,6 +145,11 @@ func permitsOf(s *snapshot) []scanHolder {
 		lease := int64(-1)
 		if end, ok := leaseEnd(z.Score); ok {
 			lease = end - s.now
+			if lease <= 0 {
+				ago := -lease
+				h.LeaseEndedMsAgo = &ago
+				lease = 0
+			}
 		}
 		h.LeaseMs = &lease
 		hs = append(hs, h)

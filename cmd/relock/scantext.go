@@ -25,7 +25,7 @@ func writeScan(w io.Writer, res *scanResult) {
 			b.WriteString("  free")
 		}
 		if e.Permits != nil {
-			fmt.Fprintf(&b, "  %d permit(s) available", *e.Permits)
+			fmt.Fprintf(&b, "  %s available", plural(*e.Permits, "permit"))
 		}
 		if e.Count != nil {
 			fmt.Fprintf(&b, "  count %d", *e.Count)
@@ -43,9 +43,12 @@ func writeScan(w io.Writer, res *scanResult) {
 				fmt.Fprintf(&b, " (%s)", h.Role)
 			}
 			if h.LeaseMs != nil {
-				if *h.LeaseMs < 0 {
+				switch {
+				case h.LeaseEndedMsAgo != nil:
+					fmt.Fprintf(&b, "  lease ended %s ago (back at the next call)", ms(*h.LeaseEndedMsAgo))
+				case *h.LeaseMs < 0:
 					b.WriteString("  no lease")
-				} else {
+				default:
 					fmt.Fprintf(&b, "  lease %s left", ms(*h.LeaseMs))
 				}
 			} else {

@@ -89,7 +89,7 @@ func writeRW(w io.Writer, st *rwState) {
 func writeSem(w io.Writer, st *semState) {
 	var b strings.Builder
 	if st.Set {
-		fmt.Fprintf(&b, "semaphore %q: %d permits available, %d held\n", st.Name, st.Available, len(st.Held))
+		fmt.Fprintf(&b, "semaphore %q: %s available, %d held\n", st.Name, plural(st.Available, "permit"), len(st.Held))
 	} else {
 		fmt.Fprintf(&b, "semaphore %q: permits never set, %d held\n", st.Name, len(st.Held))
 	}
@@ -117,8 +117,8 @@ func writeSem(w io.Writer, st *semState) {
 func writeLatch(w io.Writer, st *latchState) {
 	switch {
 	case st.Value != nil:
-		fmt.Fprintf(w, "%q holds the count %d: a semaphore with %d permits available and none held, or a count-down latch at %d (say which with --kind)\n",
-			st.Name, *st.Value, *st.Value, *st.Value)
+		fmt.Fprintf(w, "%q holds the count %d: a semaphore with %s available and none held, or a count-down latch at %d (say which with --kind)\n",
+			st.Name, *st.Value, plural(*st.Value, "permit"), *st.Value)
 	case *st.Open:
 		fmt.Fprintf(w, "count-down latch %q: open (count 0)\n", st.Name)
 	default:

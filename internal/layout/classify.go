@@ -81,6 +81,22 @@ func Classify(key, typ string) (m Match, ok bool) {
 	return Match{}, false
 }
 
+// DerivedKey reports whether key is a key that relock derives from a lock
+// name (Classify reads it, as a list, a sorted set or a string, as such a
+// key: a fair lock's queue, a fenced lock's token counter, a semaphore's
+// leases, a read hold's lease...), and of which lock. A name that is one
+// would share that key with the lock it belongs to, so relock refuses it
+// as a lock name. A hash is never one (every hash reads as a lock's own),
+// nor is a name without '{' (every derived key has one).
+func DerivedKey(key string) (Match, bool) {
+	for _, typ := range []string{TypeList, TypeZSet, TypeString} {
+		if m, ok := Classify(key, typ); ok {
+			return m, true
+		}
+	}
+	return Match{}, false
+}
+
 // ClassifyChannel says what a pub/sub channel is to which lock; ok is
 // false for a channel of no lock.
 func ClassifyChannel(ch string) (m Match, ok bool) {
@@ -125,7 +141,8 @@ func match(r Role, tagged, detail string) (Match, bool) {
 }
 
 // untag reverses Tagged: "{name}" for a name without '{' (also the name
-// "{name}" itself: the alternative), a name with a '{' as it is.
+// "{name}" itself: the alternative, its OtherForm), a name with a '{' as
+// it is.
 func untag(s string) (name, alt string, ok bool) {
 	if len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' && !strings.Contains(s[1:len(s)-1], "{") {
 		return s[1 : len(s)-1], s, true

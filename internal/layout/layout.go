@@ -81,6 +81,12 @@ const (
 	UnlockMessage = "0"
 	// WakeAllMessage wakes every waiter (Redisson's read-lock release).
 	WakeAllMessage = "1"
+	// RegistrantWokenMessage (relock's own) comes just before the
+	// UnlockMessage of a wake-one release that woke a registered Client on
+	// its wake channel: a Client with registered waiters lets that
+	// UnlockMessage pass, which is for the waiters that are not
+	// registered. Redisson's waiters ignore it (neither 0 nor 1).
+	RegistrantWokenMessage = "2"
 )
 
 // Hash fields and values of a read-write lock.
@@ -110,6 +116,43 @@ func Tagged(name string) string {
 		return name
 	}
 	return "{" + name + "}"
+}
+
+// OtherForm is the other name that derives the same keys as name, and
+// false when there is none. Because Tagged leaves a name with a '{' as it
+// is, a name x without braces and the name "{x}" derive the same keys and
+// channels ("prefix:{x}", "{x}:suffix"), in one hash slot; they differ
+// only in the key under the name itself. So OtherForm("x") is "{x}" and
+// OtherForm("{x}") is "x". A name with braces of another shape ("a{b}",
+// "{a}b", "{a}{b}") has none, and so has a name with a '}' but no '{'
+// ("a}b" and "{a}b}" derive the same keys too, but "a}b" hashes to
+// another slot, where no script of "{a}b}" can look; relock refuses such
+// names, see SharesSlot). The scripts refuse a name whose other form is
+// in use (see OtherKey).
+func OtherForm(name string) (string, bool) {
+	if name == "" {
+		return "", false
+	}
+	if !strings.ContainsAny(name, "{}") {
+		return "{" + name + "}", true
+	}
+	if inner, ok := strings.CutPrefix(name, "{"); ok {
+		if inner, ok = strings.CutSuffix(inner, "}"); ok && inner != "" && !strings.ContainsAny(inner, "{}") {
+			return inner, true
+		}
+	}
+	return "", false
+}
+
+// OtherKey is the key the scripts that create or take state under name
+// are given as its other form's: the key under OtherForm(name), in name's
+// slot, or name itself when it has no other form (the scripts then look
+// no further). A script refuses when that key exists and is not name.
+func OtherKey(name string) string {
+	if other, ok := OtherForm(name); ok {
+		return other
+	}
+	return name
 }
 
 // Derived is the key or channel prefix derives from name: "prefix:{name}",

@@ -226,3 +226,45 @@ func TestKeysOf(t *testing.T) {
 	_, ok = layout.SpecOf("queue")
 	assert.False(t, ok)
 }
+
+// TestOtherForm: a name without braces and the same name in braces are
+// each other's other form (they derive the same keys); names with braces
+// of another shape have none, and OtherKey is then the name itself.
+func TestOtherForm(t *testing.T) {
+	for name, want := range map[string]string{
+		"a": "{a}", "{a}": "a", "orders:42": "{orders:42}", "{orders:42}": "orders:42",
+		"x{t}y": "", "{t}rest": "", "jobs:{eu}": "", "{a}{b}": "", "{}": "", "{{a}}": "", "{a}b}": "", "a}b": "", "": "",
+	} {
+		got, ok := layout.OtherForm(name)
+		assert.Equal(t, want, got, "OtherForm(%q)", name)
+		assert.Equal(t, want != "", ok, "OtherForm(%q) ok", name)
+		if want == "" {
+			assert.Equal(t, name, layout.OtherKey(name), "OtherKey(%q)", name)
+			continue
+		}
+		assert.Equal(t, want, layout.OtherKey(name), "OtherKey(%q)", name)
+		assert.Equal(t, layout.Channel(name), layout.Channel(want), "the forms %q and %q share their channel", name, want)
+		assert.Equal(t, layout.Semaphore(name).Leases, layout.Semaphore(want).Leases, "and their leases")
+	}
+}
+
+// TestDerivedKey: a key relock derives from a name reads back as one, with
+// the name it belongs to; a name's own key, or a text of another shape,
+// does not.
+func TestDerivedKey(t *testing.T) {
+	for _, name := range names {
+		for _, k := range layout.KeysOf(name) {
+			m, ok := layout.DerivedKey(k.Name)
+			if k.Name == name {
+				continue // the key under the name: a lock's hash or a count
+			}
+			if assert.True(t, ok, "DerivedKey(%q), the %s key of %q", k.Name, k.Role, name) {
+				assert.Contains(t, []string{m.Name, m.Alt}, name, "DerivedKey(%q): whose", k.Name)
+			}
+		}
+	}
+	for _, key := range []string{"a", "{a}", "redisson_lock_queue:a", "a:timeout", "{a}:timeouts", "orders:{eu}"} {
+		_, ok := layout.DerivedKey(key)
+		assert.False(t, ok, "DerivedKey(%q)", key)
+	}
+}

@@ -108,7 +108,7 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 	}
 	a.token = at.Token
 	o := Outcome{Done: at.Acquired, Retry: at.Retry}
-	if a.joined {
+	if a.joined || a.mutable() {
 		o.Retry = wakeRetry(o.Retry)
 	}
 	return o, nil
@@ -118,14 +118,24 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 // level: the call then re-enters at once.
 func (a *acquisition) granted() <-chan struct{} { return a.h.grantedChan() }
 
+// mutable reports whether the call's Client may let an unlock message on
+// the lock's channel pass (wake-one, see wake.go): a waiter that did not
+// join (its Client's wake channel could not be subscribed) then tries
+// again as often as a registered one.
+func (a *acquisition) mutable() bool {
+	_, ok := a.m.kind.(wakeOner)
+	return ok && a.m.core.wakeOne
+}
+
 // join registers the Client for the lock's wake-ups, with wake-one on,
 // before the call subscribes to the lock's channel: the Client's wake
-// channel first, so that it is subscribed before an attempt registers the
-// Client, then the lock's channel, so that the Client is counted among
-// that channel's subscribers only a moment before it is registered. From
-// then on the call's attempts register the Client.
+// channel is subscribed before an attempt registers the Client, so that
+// no wake-up sent to it is lost. From then on the call's attempts
+// register the Client, and the Client lets the unlock messages of
+// wake-one releases that woke another registered Client pass (see
+// wake.go).
 func (a *acquisition) join(ctx context.Context) {
-	if _, ok := a.m.kind.(wakeOner); ok && a.m.core.wakeOne && !a.joined && a.m.core.subscribeHook == nil {
+	if a.mutable() && !a.joined && a.m.core.subscribeHook == nil {
 		if a.m.joinWake(ctx) {
 			a.joined, a.r.Join = true, true
 		}
@@ -145,20 +155,21 @@ func (a *acquisition) End(w *Wait, done bool) {
 		}
 	}
 	if a.joined {
-		a.m.leaveWake()
+		a.m.leaveWake(w.Ctx, !done)
 	}
 }
 
 // attempt makes one attempt, its Redis calls serialized with the owner's
 // other calls on the lock: a re-entry when the owner holds levels, else a
 // first acquisition (also after a re-entry finds the hold gone). The script
-// runs on the call's script context (Wait.ScriptContext): if the call's
-// context ends while the script is in flight, its reply is still awaited
-// for a moment, and a level it won is given back at once, after it, as if
-// the attempt had not been made; when no reply comes, the outcome is
-// unknown and the call's end settles it.
+// runs on the call's script context (Wait.ScriptContext), which the wait
+// limit does not end: a level won after the wait ran out is kept, and the
+// call succeeds. If the caller's context ends while the script is in
+// flight, its reply is still awaited for a moment, and a level it won is
+// given back at once, after it, as if the attempt had not been made; when
+// no reply comes, the outcome is unknown and the call's end settles it.
 func (a *acquisition) attempt(w *Wait) (Attempt, error) {
-	if err := a.h.acquire(w.Call); err != nil {
+	if err := a.h.acquire(w.Turn()); err != nil {
 		return Attempt{}, w.Over()
 	}
 	defer a.h.release()
@@ -174,6 +185,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		paused := from > 0 && !a.renew && a.h.stopRenewal()
 		var at Attempt
 		var err error
+		sent := time.Now()
 		if from > 0 {
 			r.Target = from + 1
 			at, err = a.m.kind.Reenter(w.ScriptContext(), r)
@@ -187,23 +199,26 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		if err != nil {
 			if outcomeUnknown(err) {
 				a.unknown = true
+				if from > 0 {
+					a.h.leaseMayBeSet(gen, a.lease) // the re-entry may have run
+				}
 			}
-			if over := w.Over(); over != nil {
+			if over := w.Cancelled(); over != nil {
 				return Attempt{}, over
 			}
-			return Attempt{}, a.m.core.closedOr(redisError("acquire", a.m.name, err))
+			return Attempt{}, a.m.core.closedOr(ScriptError(a.m.layoutKind(), "acquire", a.m.name, err))
 		}
 		a.unknown = false // the script answered: Redis is as it says
 		if !at.Acquired {
 			if from > 0 {
 				// A re-entry found the hold gone: it was lost. Report it,
 				// and acquire anew.
-				a.h.lose(gen, a.h.loss(whyReentry, nil))
+				a.h.lose(gen, a.h.loss(a.h.goneWhy("re-entry"), nil))
 				continue
 			}
 			return at, nil
 		}
-		if over := w.Over(); over != nil {
+		if over := w.Cancelled(); over != nil {
 			a.giveBack(w.Ctx, from)
 			return Attempt{}, over
 		}
@@ -215,7 +230,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		if from > 0 {
 			anon = ""
 		}
-		switch err := a.h.grant(from, gen, a.lease, r.LeaseArg, a.renew, anon); {
+		switch err := a.h.grant(from, gen, a.lease, r.LeaseArg, a.renew, anon, sent); {
 		case errors.Is(err, errHoldChanged):
 			continue // lost while re-entered: the next round acquires anew
 		case err != nil:
@@ -276,11 +291,15 @@ func (m *Mutex) settleOnce(ctx context.Context, h *hold, r Request, ended uint64
 		return nil
 	}
 	r.Target = h.want
+	gen, lease := h.gen, h.lease
 	if h.want > 0 {
 		r.LeaseMs, r.LeaseArg = Millis(h.lease), h.leaseArg
 	}
 	h.core.mu.Unlock()
 	_, err := m.release(ctx, h, r, true)
+	if r.Target > 0 {
+		h.leaseMayBeSet(gen, lease) // a release that leaves levels resets the lease
+	}
 	return err
 }
 
@@ -357,9 +376,12 @@ type settleReservation struct {
 // its owner reads). The owner's count is 0 as far as the Client knows,
 // so the settling removes the field, waking the waiters if that frees the
 // lock, as soon as Redis answers, and stops once a newer hold of the
-// owner began (see settleOnce). It gives up after lease (at most the
-// watchdog timeout), or at Close.
-func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, lease time.Duration) {
+// owner began (see settleOnce). It goes on until until, the latest the
+// hold may last in Redis (see settleUntilLocked: its lease, as the Client
+// last set it, or a lease from its last renewal), or until Close,
+// whichever comes first, and gives up at once on an error reply that a
+// resend cannot cure.
+func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, until time.Time) {
 	if !ended {
 		c.background.Done()
 		c.leave(h)
@@ -367,7 +389,7 @@ func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, lease ti
 	}
 	r := Request{Core: c, Name: s.m.name, Field: h.field, LeaseMs: Millis(c.WatchdogTimeout),
 		LeaseArg: c.watchdogArg, Chan: s.m.channel, Wakers: s.m.wakers}
-	go c.settling(s.m, h, r, time.Now().Add(min(lease, c.WatchdogTimeout)), s.gen)
+	go c.settling(s.m, h, r, until, s.gen)
 }
 
 // abandon tells the kind that a waiting acquisition gave up. It is not

@@ -151,8 +151,9 @@ type Core struct {
 	// closers run at Close (see OnClose).
 	closers []func()
 	// wakers are this Client's registrations for wake-ups, per lock name
-	// (see wake.go).
-	wakers map[string]*waker
+	// (see wake.go); wakeChans counts their waiters per lock channel.
+	wakers    map[string]*waker
+	wakeChans map[string]int
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -193,6 +194,7 @@ func NewCore(cfg Config) (*Core, error) {
 		wakeOne:         cfg.WakeOne,
 		numsub:          "numsub",
 		wakers:          make(map[string]*waker),
+		wakeChans:       make(map[string]int),
 	}
 	c.FairLockWaitTimeout = cfg.FairLockWaitTimeout
 	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
@@ -202,7 +204,7 @@ func NewCore(cfg Config) (*Core, error) {
 	if cfg.ShardedPubSub {
 		c.publish, c.numsub = "spublish", "shardnumsub"
 	}
-	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: wakePolicy, Sharded: cfg.ShardedPubSub})
+	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: c.wakePolicy, Sharded: cfg.ShardedPubSub})
 	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.obs.renewFunc(c.renew)})
 	return c, nil
 }
@@ -276,6 +278,7 @@ func (c *Core) Close() error {
 		c.mu.Lock()
 		close(c.closed)
 		closing := c.obs.closingLocked(c)
+		c.stopExpiriesLocked()
 		c.mu.Unlock()
 		c.closeRoot(relock.ErrClosed)
 		c.obs.closed(closing)
@@ -318,13 +321,15 @@ func (c *Core) subscribe(ctx context.Context, channel string) (waiter, error) {
 	return w, nil
 }
 
-// listen registers fn for every message on channel through the hub (or
-// the stand-in a test put in listenHook).
-func (c *Core) listen(channel string, fn func()) (waiter, error) {
+// listen registers onMessage for every message on channel through the
+// hub, and onMissed for when a message may have been missed (the
+// subscription made, or made again); a test's stand-in in listenHook
+// gets onMessage only.
+func (c *Core) listen(channel string, onMessage, onMissed func()) (waiter, error) {
 	if c.listenHook != nil {
-		return c.listenHook(channel, fn)
+		return c.listenHook(channel, onMessage)
 	}
-	l, err := c.Hub.Listen(channel, fn)
+	l, err := c.Hub.ListenMissed(channel, onMessage, onMissed)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,8 @@ import (
 // holds nothing this Client knows of, it has already ended with a cause
 // matching relock.ErrNotHeld. It carries no values and no deadline. From the
 // first call on, a hold on the watchdog lease hears of a force-unlock
-// within a round trip (see Core.watch).
+// within a round trip (see Core.watch), and one on a fixed lease ends when
+// that lease ends (see hold.armExpiryLocked).
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
 	owner, _, err := m.holder(ctx)
 	if err == nil && owner != "" {
@@ -75,7 +76,8 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 }
 
 // TryDo is Do that waits for the lock no longer than wait (0: one
-// attempt), and reports whether fn ran.
+// attempt; an attempt sent within the wait counts), and reports whether
+// fn ran.
 func (m *Mutex) TryDo(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (bool, error) {
 	if err := CheckWait(wait); err != nil {
 		return false, err

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 )
 
 // invalid returns an relock.ErrInvalidArgument with detail.
@@ -21,6 +24,68 @@ func invalid(format string, args ...any) error {
 // redisError wraps an error from Redis with what was being done.
 func redisError(op, name string, err error) error {
 	return fmt.Errorf("relock: %s %q: %w", op, name, err)
+}
+
+// ScriptError is the error of op on name, a lock, semaphore or latch of
+// kind k, from a script's failure err: a refusal of the name (see Refusal)
+// as the error it stands for, any other failure wrapped with op and name.
+func ScriptError(k layout.Kind, op, name string, err error) error {
+	if refused := Refusal(k, name, err); refused != nil {
+		return refused
+	}
+	return redisError(op, name, err)
+}
+
+// Refusal turns a script's refusal of name, of kind k (see lua.NameConflict
+// and lua.WrongKind), into the error a caller matches: one that wraps
+// relock.ErrNameConflict and names both names, or relock.ErrWrongKind and
+// names the kind found. It returns nil when err is no refusal.
+func Refusal(k layout.Kind, name string, err error) error {
+	re, ok := replyOf(err)
+	if !ok {
+		return nil
+	}
+	code, detail, _ := strings.Cut(re.Error(), " ")
+	noun := string(k)
+	if spec, ok := layout.SpecOf(k); ok {
+		noun = spec.Noun
+	}
+	switch code {
+	case lua.NameConflict:
+		other := detail
+		if other == "" {
+			other, _ = layout.OtherForm(name)
+		}
+		return fmt.Errorf("%w: %s %q and %q derive the same Redis keys (a name is wrapped in braces for its other keys unless it has a '{'), and %q is in use",
+			relock.ErrNameConflict, noun, name, other, other)
+	case lua.WrongKind:
+		var found string
+		switch layout.Kind(detail) {
+		case layout.KindRWLock:
+			found = "holds a read-write lock (a hash with its mode field)"
+		case layout.KindFair:
+			found = "has a fair lock's queue of waiters"
+		case layout.KindLock:
+			found = "holds a plain, fenced or fair lock (a hash without a read-write lock's mode field)"
+		default:
+			found = "holds a " + detail
+		}
+		return fmt.Errorf("%w: %s %q: the name %s", relock.ErrWrongKind, noun, name, found)
+	}
+	return nil
+}
+
+// layoutKind is the kind of lock m is, as package layout names it.
+func (m *Mutex) layoutKind() layout.Kind {
+	switch label(m.kind) {
+	case observe.KindFenced:
+		return layout.KindFenced
+	case observe.KindFair:
+		return layout.KindFair
+	case observe.KindRead, observe.KindWrite:
+		return layout.KindRWLock
+	}
+	return layout.KindLock
 }
 
 // errUnexpected reports a reply of a shape the scripts never return.

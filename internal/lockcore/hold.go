@@ -8,6 +8,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/relock-go/relock/lua"
@@ -26,7 +27,8 @@ type holdKey struct{ name, suffix, owner string }
 //	free --grant--> held (want >= 1) --release to 0--> free (ends, cause nil)
 //	                  |   ^ grant, partial release
 //	                  +--loss (a renewal, re-entry or unlock found it
-//	                  |        gone; ForceUnlock)--> free (ends, relock.ErrLockLost)
+//	                  |        gone; ForceUnlock; the fixed lease of a
+//	                  |        watched hold ran out)--> free (ends, relock.ErrLockLost)
 //	                  +--Close--> ended (ends, relock.ErrClosed)
 //
 // want is the number of levels the owner was granted and has not
@@ -46,7 +48,8 @@ type holdKey struct{ name, suffix, owner string }
 // life is a context that lives from the first level to the end of the
 // hold; context.Cause tells how it ended. It is made when someone asks
 // for it (HoldContext, Done, Do, MultiLock), so a hold nobody watches
-// costs no context. Done channels, Do's function context and MultiLock's
+// costs no context (and, on a fixed lease, no timer: see
+// armExpiryLocked). Done channels, Do's function context and MultiLock's
 // watch hang on it with context.AfterFunc: watching costs no goroutine.
 //
 // renewal is the hold's registration with the watchdog while it is on the
@@ -88,10 +91,28 @@ type hold struct {
 	listener  waiter // hears force-unlocks while the hold is watched (see watch)
 	listening bool   // set from the moment a listener is being made
 	users     int    // calls using the record
-	// forced is set when a message on the lock's channel (a
-	// force-unlock) brought the hold's renewal forward: a loss that
-	// renewal finds was a force-unlock.
-	forced bool
+	// heard is set when a message heard on the lock's channel (where a
+	// force-unlock is published) brought the hold's renewal forward, and
+	// cleared by the next renewal sent (see Core.renew): a loss that
+	// renewal finds was heard of. A renewal that finds the hold there
+	// clears it, so that a message that was no force-unlock (a re-entry
+	// that shortened the lease publishes one) does not mark a later loss.
+	// A renewal brought forward because a message may have been missed
+	// (the channel's subscription made) does not set it.
+	heard atomic.Bool
+	// fixed: the latest acquisition took a fixed lease (the hold is not
+	// on the watchdog). leaseAt is when that lease was last set, as the
+	// Client knows it: the send of the acquisition, re-entry or partial
+	// release that set it and answered (Redis counts the lease from a
+	// moment after). leaseMax is the latest the hold may last in Redis:
+	// the latest end that any script of the hold sent may have set,
+	// answered or not (see settleUntilLocked).
+	fixed    bool
+	leaseAt  time.Time
+	leaseMax time.Time
+	// expiry ends the hold at leaseAt + lease while it is watched (its
+	// life was made) on a fixed lease: see armExpiryLocked.
+	expiry *time.Timer
 	// lost is the cause of the record's last hold's end by loss, kept
 	// until a release of the owner learns of it (takeLoss) or a new hold
 	// begins.
@@ -247,9 +268,13 @@ func (c *Core) leave(h *hold) {
 // tidyLocked forgets h if it is idle and the record of an anonymous owner
 // or of a permit, which never come back (see leave). c.mu is held.
 func (c *Core) tidyLocked(h *hold) {
-	// A permit's record stays while its loss is untold (see takeLoss); a
-	// sweep forgets it all the same.
-	if h.idle() && (reservedOwner(h.key.owner) || h.key.suffix == permitSuffix && h.lost == nil) {
+	// The record of a permit, or of an owner that relock made up (a
+	// Hold's without an owner in its context, Do's), stays while its loss
+	// is untold (see takeLoss), so that the release says it was lost as
+	// it does for an owner given with WithOwner; a sweep forgets it all
+	// the same. An ownerless Lock's record tells its loss through
+	// Core.anonLost instead.
+	if h.idle() && (h.anonymous || (reservedOwner(h.key.owner) || h.key.suffix == permitSuffix) && h.lost == nil) {
 		c.forgetLocked(h)
 	}
 }
@@ -269,7 +294,8 @@ func (c *Core) forgetLocked(h *hold) {
 	if h.anonymous && len(c.anonFree) < maxAnonFree {
 		// Reused by the next ownerless acquisition, with its spare
 		// registration (see enterAnon).
-		h.granted, h.lost, h.forced = nil, nil, false
+		h.granted, h.lost = nil, nil
+		h.heard.Store(false)
 		c.anonFree = append(c.anonFree, h)
 		return
 	}
@@ -336,12 +362,15 @@ func (h *hold) grantedChan() <-chan struct{} {
 var errHoldChanged = errors.New("relock: the hold ended while it was re-entered")
 
 // grant records one more level, won by a script that found the owner at
-// from levels of hold gen. lease is the acquisition's lease (leaseArg in
-// whole ms); renew puts the hold on the watchdog, a fixed lease takes it
-// off. anonKey, if set, makes the hold the Client's latest anonymous hold
-// of its lock. It fails with relock.ErrClosed after Close, and with errHoldChanged when
-// the hold was lost meanwhile (the caller then acquires anew).
-func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string, renew bool, anonKey string) error {
+// from levels of hold gen, sent at sent. lease is the acquisition's lease
+// (leaseArg in whole ms), counted from sent; renew puts the hold on the
+// watchdog, a fixed lease takes it off (and a watched hold then ends at
+// its lease's end, see armExpiryLocked). anonKey, if set, makes the hold
+// the Client's latest anonymous hold of its lock. It fails with
+// relock.ErrClosed after Close, and with errHoldChanged when the hold was
+// lost meanwhile (the caller then acquires anew).
+func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string, renew bool, anonKey string,
+	sent time.Time) error {
 	c := h.core
 	c.mu.Lock()
 	if c.CheckOpen() != nil {
@@ -355,11 +384,14 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	var start observe.Hold
 	if from == 0 {
 		h.gen++
-		h.forced, h.lost = false, nil
+		h.lost = nil
+		h.heard.Store(false)
+		h.leaseMax = time.Time{}
 		start = c.obs.holdStartLocked(h)
 	}
 	h.want++
-	h.lease, h.leaseArg = lease, leaseArg
+	h.lease, h.leaseArg, h.fixed = lease, leaseArg, !renew
+	h.leaseSetLocked(sent)
 	var replaced *hold
 	var replacedGen uint64
 	var replacedLoss error
@@ -392,6 +424,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	case !renew && h.renewal != nil:
 		stop, h.renewal = h.renewal, nil
 	}
+	h.armExpiryLocked()
 	c.mu.Unlock()
 	if stop != nil {
 		h.stopped(stop)
@@ -536,8 +569,9 @@ func (h *hold) released(gen uint64, remaining int) (ended bool) {
 // releasedLeave is released, with spare (a registration the caller took
 // off h and stopped, or nil) kept for the next hold, and the end of the
 // caller's use of h (leave), in one critical section: the way out of an
-// Unlock that Redis confirmed.
-func (h *hold) releasedLeave(gen uint64, remaining int, spare *renewal) {
+// Unlock that Redis confirmed. The release was sent at sent: when levels
+// remain, it reset the hold's lease.
+func (h *hold) releasedLeave(gen uint64, remaining int, spare *renewal, sent time.Time) {
 	c := h.core
 	c.mu.Lock()
 	if spare != nil && h.spare == nil {
@@ -547,6 +581,8 @@ func (h *hold) releasedLeave(gen uint64, remaining int, spare *renewal) {
 	if h.gen != gen || h.want == 0 || remaining > 0 {
 		if h.gen == gen && h.want > 0 {
 			h.want = remaining
+			h.leaseSetLocked(sent)
+			h.armExpiryLocked()
 		}
 		lostGen, lost := h.leftLocked()
 		c.tidyLocked(h)
@@ -579,6 +615,13 @@ func (h *hold) lose(gen uint64, cause error) bool {
 	if !h.lockCurrent(gen) {
 		return false
 	}
+	h.loseLocked(cause)
+	return true
+}
+
+// loseLocked is lose for h's current hold, with c.mu held (it unlocks
+// it).
+func (h *hold) loseLocked(cause error) {
 	c := h.core
 	name, owner := h.key.name, h.key.owner // the record may be reused once tidied
 	h.endLocked(observe.OutcomeLost, cause, false)
@@ -588,7 +631,6 @@ func (h *hold) lose(gen uint64, cause error) bool {
 	if c.onLost != nil && c.CheckOpen() == nil {
 		c.onLost(name, owner, cause)
 	}
-	return true
 }
 
 // takeLoss returns the cause of the loss of the record's last hold, once:
@@ -694,6 +736,9 @@ func (h *hold) finishLocked() ending {
 	e := ending{h: h, end: h.end, renewal: h.renewal, listener: h.listener}
 	h.want, h.life, h.end, h.renewal, h.replaced = 0, nil, nil, nil, 0
 	h.listener, h.listening = nil, false
+	if h.expiry != nil {
+		h.expiry.Stop() // a run in progress finds the hold ended
+	}
 	if h.anonKey != "" {
 		c.dropAnon(h.anonKey, h.key.owner)
 		h.anonKey = ""
@@ -728,7 +773,11 @@ func (r *renewal) lost(cause error) {
 	h.renewal = nil // already out of the wheel
 	// What the report names is read now: once c.mu is let go, a release
 	// may end the hold and the record be reused (lose then ignores it).
-	gen, forced, what, seen := h.gen, h.forced, h.describe(), c.obs.seenLocked(h)
+	// A message heard while the renewal that found the hold gone was in
+	// flight counts too (its own renewal has not run yet): the Client
+	// heard a message and found the hold gone.
+	heard := errors.Is(cause, errHeardGone) || errors.Is(cause, watchdog.ErrNotHeld) && h.heard.Swap(false)
+	gen, what, seen := h.gen, h.describe(), c.obs.seenLocked(h)
 	// No renewal answered in time: the field may still be in Redis, and
 	// is settled once the hold is ended (the record is kept for it).
 	var settle settleReservation
@@ -737,13 +786,15 @@ func (r *renewal) lost(cause error) {
 		settle, reserved = c.reserveSettleLocked(h, nil)
 	}
 	c.mu.Unlock()
-	lost := renewalLoss(what, cause, fmt.Sprint(r.lease.Duration()), forced)
+	lost := renewalLoss(what, cause, fmt.Sprint(r.lease.Duration()), heard)
 	if c.CheckOpen() == nil {
 		c.obs.renewalLost(seen, lost)
 	}
 	ended := h.lose(gen, lost)
 	if reserved {
-		c.settleReserved(h, settle, ended, c.WatchdogTimeout)
+		// A renewal may have reached Redis until now: the hold may be
+		// there for a lease from now.
+		c.settleReserved(h, settle, ended, time.Now().Add(c.WatchdogTimeout))
 	}
 	c.mu.Lock()
 	if h.spare == nil {
@@ -770,6 +821,7 @@ func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 	}
 	if h.life == nil {
 		h.life, h.end = context.WithCancelCause(c.root)
+		h.armExpiryLocked()
 	}
 	life, gen := h.life, h.gen
 	start := channel != "" && h.renewal != nil && !h.listening && (c.subscribeHook == nil || c.listenHook != nil)
@@ -781,7 +833,7 @@ func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 	if !start {
 		return life
 	}
-	l, err := c.listen(channel, h.checkNow)
+	l, err := c.listen(channel, h.heardNow, h.checkNow)
 	c.mu.Lock()
 	if err == nil && h.gen == gen && h.want > 0 {
 		h.listener, l = l, nil
@@ -800,14 +852,24 @@ func (c *Core) watch(name, suffix, owner, channel string) context.Context {
 	return life
 }
 
-// checkNow brings h's renewal forward: a message says the hold may be
-// gone. It runs on the pub/sub reader goroutine and does not block.
-func (h *hold) checkNow() {
+// heardNow is checkNow for a message heard on the lock's channel: the
+// renewal it brings forward tells, if it finds the hold gone, that a
+// message was heard (see hold.heard).
+func (h *hold) heardNow() { h.renewNow(true) }
+
+// checkNow brings h's renewal forward: a message may have been published
+// on the lock's channel unheard (the channel's subscription was made, or
+// made again), and the hold may be gone.
+func (h *hold) checkNow() { h.renewNow(false) }
+
+// renewNow brings h's renewal forward (heard: for a message heard). It
+// runs on a pub/sub goroutine and does not block.
+func (h *hold) renewNow(heard bool) {
 	c := h.core
 	c.mu.Lock()
 	r := h.renewal
-	if r != nil {
-		h.forced = true
+	if r != nil && heard {
+		h.heard.Store(true)
 	}
 	c.mu.Unlock()
 	if r != nil {

@@ -98,7 +98,8 @@ var _ Kind = Reentrant{}
 // Acquire runs lock_acquire.lua.
 func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
-		append(make([]string, 0, 2), r.Name), append(make([]string, 0, 4), r.LeaseArg, r.Field))
+		append(make([]string, 0, 4), r.Name, layout.OtherKey(r.Name), layout.Queue(r.Name)),
+		append(make([]string, 0, 4), r.LeaseArg, r.Field))
 	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, keys, args)
 	ttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
@@ -153,7 +154,7 @@ type Fenced struct{ Reentrant }
 // Acquire runs fenced_acquire.lua.
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
-		append(make([]string, 0, 3), r.Name, layout.Token(r.Name)),
+		append(make([]string, 0, 5), r.Name, layout.Token(r.Name), layout.OtherKey(r.Name), layout.Queue(r.Name)),
 		append(make([]string, 0, 4), r.LeaseArg, r.Field))
 	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire, keys, args)
 	vals, err := res.AsIntSlice()

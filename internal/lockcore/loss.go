@@ -12,8 +12,6 @@ import (
 // Why a hold was lost, as its cause says it: one "relock:" prefix, what
 // was held, and how the loss was found, where the library can tell.
 const (
-	whyReentry  = "it was gone when its owner re-entered it (its lease ran out, or it was deleted)"
-	whyRelease  = "it was gone when its owner released it (its lease ran out, or it was deleted)"
 	whyForced   = "this Client force-unlocked it"
 	whyReplaced = "its lease ran out, and a later hold without an owner of this Client took it"
 	whyPermit   = "it was gone when it was released (its lease ran out, or it was removed)"
@@ -57,19 +55,29 @@ func (h *hold) describe() string {
 	return fmt.Sprintf("lock %q", h.key.name)
 }
 
+// errHeardGone is a renewal's answer that the hold is gone, for a
+// renewal sent after a message on the lock's channel (where a
+// force-unlock is published) brought it forward (see Core.renew). It
+// matches watchdog.ErrNotHeld.
+var errHeardGone = fmt.Errorf("%w, after a message on the lock's channel", watchdog.ErrNotHeld)
+
 // renewalLoss is the cause of a loss of what (see describe) the watchdog
-// found: a renewal that found the hold gone (forced: one a message on the
-// lock's channel, a force-unlock, brought forward), or no renewal in time.
-func renewalLoss(what string, found error, lease string, forced bool) error {
-	why := "its renewal found it gone (deleted, force-unlocked, or expired while Redis did not answer)"
+// found: a renewal that found the hold gone (heard: a renewal that a
+// message on the lock's channel, such as a force-unlock's, brought
+// forward), or no renewal in time. It says what the Client saw, no more:
+// a hold deleted without a message (a DEL), or force-unlocked while
+// nobody watched it (its Client listens on the channel only for a
+// watched hold), is found by its next renewal.
+func renewalLoss(what string, found error, lease string, heard bool) error {
+	why := "its renewal found it gone (deleted or force-unlocked; no message on its channel was heard)"
 	switch {
 	case errors.Is(found, watchdog.ErrExpired):
 		why = "no renewal succeeded before its lease of " + lease + " ran out"
 		if last := strings.TrimPrefix(found.Error(), watchdog.ErrExpired.Error()); last != "" {
 			why += " (" + strings.TrimPrefix(last, ": ") + ")"
 		}
-	case forced:
-		why = "it was force-unlocked (heard on its channel)"
+	case heard:
+		why = "it was force-unlocked: a message on its channel was heard, and the renewal it brought forward found it gone"
 	}
 	return &lossError{what: what, why: why, found: found}
 }

@@ -117,7 +117,8 @@ func (m *Mutex) LockLease(ctx context.Context, lease time.Duration) error {
 	return err
 }
 
-// TryLock tries once (wait 0) or waits up to wait.
+// TryLock tries once (wait 0) or waits up to wait: the wait ends the
+// sleeping between attempts, never an attempt (see Wait).
 func (m *Mutex) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	_, ok, err := m.TryAcquire(ctx, wait, lease)
 	return ok, err

@@ -166,9 +166,11 @@ func CheckOwner(owner string) error {
 }
 
 // CheckName reports whether name is a valid lock name: non-empty, at most
-// MaxNameLen bytes, valid UTF-8, no control characters, and either no
-// braces or a proper hash tag ("orders:{user:7}"), so that all of the
-// lock's keys share one cluster slot.
+// MaxNameLen bytes, valid UTF-8, no control characters, either no braces
+// or a proper hash tag ("orders:{user:7}"), so that all of the lock's keys
+// share one cluster slot, and not itself a key that relock derives from
+// another name ("redisson_lock_queue:{a}", "{a}:timeout": see
+// layout.DerivedKey), which it would share with that lock.
 func CheckName(name string) error {
 	if name == "" {
 		return invalid("empty lock name")
@@ -181,6 +183,10 @@ func CheckName(name string) error {
 	}
 	if !layout.SharesSlot(name) {
 		return invalid("lock name %q: braces that do not form a hash tag ({tag} with a non-empty tag) would put its keys in different cluster slots", name)
+	}
+	if m, ok := layout.DerivedKey(name); ok {
+		spec, _ := layout.SpecOf(m.Kind)
+		return invalid("lock name %q: it is the %s key of the %s %q, which the two would share", name, m.Role, spec.Noun, m.Name)
 	}
 	return nil
 }

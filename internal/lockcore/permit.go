@@ -38,7 +38,7 @@ func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Dur
 		c.mu.Unlock()
 	}
 	_, gen := h.state()
-	if err := h.grant(0, gen, lease, strconv.FormatInt(Millis(lease), 10), true, ""); err != nil {
+	if err := h.grant(0, gen, lease, strconv.FormatInt(Millis(lease), 10), true, "", time.Now()); err != nil {
 		return nil, err
 	}
 	if life := c.watch(name, permitSuffix, id, ""); life != nil {

@@ -9,10 +9,11 @@ import (
 )
 
 // Which local waiters a message wakes. On a lock's channel (every lock
-// kind), "0" (an unlock) wakes one local waiter and any other message
-// (Redisson's read release, "1": a lease made shorter) wakes all of them.
-// A kind whose channel carries other messages registers its own policy,
-// for the channels that start with its prefix, in its init.
+// kind), "0" (an unlock) wakes one local waiter, "2" (the mark of a
+// wake-one release, see wake.go) none, and any other message (Redisson's
+// read release, "1": a lease made shorter) all of them. A kind whose
+// channel carries other messages registers its own policy, for the
+// channels that start with its prefix, in its init.
 
 var policies struct {
 	sync.RWMutex
@@ -43,8 +44,11 @@ func wakePolicy(channel, payload string) pubsub.Wake {
 		}
 	}
 	policies.RUnlock()
-	if payload == layout.UnlockMessage {
+	switch payload {
+	case layout.UnlockMessage:
 		return pubsub.WakeOne
+	case layout.RegistrantWokenMessage:
+		return pubsub.Ignore
 	}
 	return pubsub.WakeAll
 }

@@ -102,6 +102,7 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	}
 	r := Request{Core: m.core, Name: m.name, Field: h.field, LeaseMs: Millis(lease), LeaseArg: leaseArg,
 		Chan: m.channel, Wakers: m.wakers, Target: want - 1}
+	sent := time.Now()
 	remaining, err := m.release(rctx, h, r, false)
 	if err != nil && rctx == ctx && ctx.Err() != nil {
 		// ctx ended while the release was in flight: finish it.
@@ -122,21 +123,26 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 		if want == 1 {
 			m.core.mu.Lock()
 			settle, reserved := m.core.reserveSettleLocked(h, m)
+			until := h.settleUntilLocked(stop != nil)
 			m.core.mu.Unlock()
 			ended := h.released(gen, 0)
 			if reserved {
-				m.core.settleReserved(h, settle, ended, lease)
+				m.core.settleReserved(h, settle, ended, until)
 			}
 		} else {
+			h.leaseMayBeSet(gen, lease) // the release may have run, and reset the lease
 			h.released(gen, want-1)
 		}
 		return false, m.core.closedOr(redisError("unlock", m.name, err))
 	case remaining < 0:
 		h.keepSpare(stop)
-		lost := h.loss(whyRelease, nil)
+		lost := h.loss(h.goneWhy("release"), nil)
 		h.lose(gen, lost)
 		h.forgetLoss()
 		return false, Join(relock.ErrNotHeld, lost)
+	}
+	if remaining > 0 {
+		m.settleKept(h, gen, lease)
 	}
 	// The common way out, in one critical section: the level released,
 	// the registration kept for the next hold, the use of h ended. The
@@ -144,7 +150,7 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	// this release left (the record may already be another's then: the
 	// slot is all it could wait for, and only for a moment).
 	left = true
-	h.releasedLeave(gen, int(remaining), stop)
+	h.releasedLeave(gen, int(remaining), stop, sent)
 	return false, nil
 }
 
@@ -224,5 +230,24 @@ func (c *Core) loseAll(ctx context.Context, name string) {
 			h.release()
 		}
 		c.leave(h)
+	}
+}
+
+// settleKept takes back the levels that a partial release of hold gen
+// kept in Redis, when that hold ended while the release was on its way
+// (a watched hold's fixed lease ran out): the release reset their lease,
+// and nobody would release them. The caller holds h's call slot, so no
+// newer hold of the owner can have begun.
+func (m *Mutex) settleKept(h *hold, gen uint64, lease time.Duration) {
+	c := m.core
+	c.mu.Lock()
+	if h.gen != gen || h.want > 0 {
+		c.mu.Unlock()
+		return
+	}
+	settle, reserved := c.reserveSettleLocked(h, m)
+	c.mu.Unlock()
+	if reserved {
+		c.settleReserved(h, settle, true, time.Now().Add(lease))
 	}
 }

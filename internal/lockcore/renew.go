@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -30,9 +31,30 @@ type Renewable interface {
 // would send SCRIPT LOAD first every time); a server that lost its
 // scripts gets them loaded once per script, through ExecMulti.
 func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
-	if c.renewHook != nil {
-		return c.renewHook(ctx, leases)
+	// The renewals that a message on their lock's channel brought forward
+	// (see hold.heard): they answer it now.
+	var heard []int
+	for i, l := range leases {
+		if r, ok := l.Value().(*renewal); ok && r.h.heard.Swap(false) {
+			heard = append(heard, i)
+		}
 	}
+	var errs []error
+	if c.renewHook != nil {
+		errs = c.renewHook(ctx, leases)
+	} else {
+		errs = c.renewRedis(ctx, leases)
+	}
+	for _, i := range heard {
+		if i < len(errs) && errors.Is(errs[i], watchdog.ErrNotHeld) {
+			errs[i] = errHeardGone
+		}
+	}
+	return errs
+}
+
+// renewRedis is renew's calls to Redis.
+func (c *Core) renewRedis(ctx context.Context, leases []*watchdog.Lease) []error {
 	calls := make([]Call, len(leases))
 	cmds := make(rueidis.Commands, len(leases))
 	for i, l := range leases {

@@ -34,6 +34,14 @@ import (
 // permit held back for a queued waiter ahead of it), and one that took
 // what it waited for and saw more of it left.
 //
+// A wait limit ends only the sleeps between attempts (and a subscription
+// in progress), never an attempt: a call with a limit makes, however short
+// the limit, at least the attempt a call with limit 0 makes, and an
+// attempt sent before the limit ran out is answered, its reply deciding. A
+// grant that arrives after the limit ran out is the call's success: the
+// caller asked for what it got. The caller's context still ends an
+// attempt, and a grant that arrives after it ended is given back.
+//
 // A waiting call rides out transient failures (a dropped connection, a
 // failover, LOADING, READONLY, BUSY, OOM): it retries every RetryBackoff
 // until the wait ends, and the error it then returns includes the last
@@ -56,9 +64,10 @@ type Outcome struct {
 
 // Waiter is one waiting call of a kind, as the wait loop sees it.
 type Waiter interface {
-	// Attempt makes one attempt. Its Redis calls are bounded by w.Call,
-	// which ends with the wait limit (cause errWaitOver) or the caller's
-	// context; an attempt that finds it ended returns w.Over().
+	// Attempt makes one attempt. It returns w.Over() when that is not nil
+	// before it sends anything, and w.Cancelled() when that is not nil
+	// once it has been answered (after giving back what it won). Its
+	// Redis calls run on w.Call, which the wait limit does not end.
 	Attempt(w *Wait) (Outcome, error)
 	// WaitChannel is the pub/sub channel on which the kind's wake-ups
 	// arrive.
@@ -91,12 +100,14 @@ type Wait struct {
 	// wait (a latch's opening: the count may have been set again since).
 	OnMessage bool
 
-	// Call is the context of the calls to Redis: Ctx, or, when the wait
-	// is limited, one that ends with it (cause errWaitOver).
+	// Call is the context of an attempt's calls to Redis: Ctx. The wait
+	// limit does not end it: an attempt that was sent is answered.
 	Call context.Context
 
 	core     *Core
 	k        Waiter
+	until    context.Context // Ctx, or, when the wait is limited, one that ends with it (cause errWaitOver)
+	tried    bool            // an attempt was made
 	script   context.Context // see ScriptContext; nil until asked for
 	unscript func()          // ends script
 	sub      waiter
@@ -122,16 +133,18 @@ type joiner interface{ join(ctx context.Context) }
 // what it waited for, (false, nil) when the wait limit ended the call
 // while w.Ctx is live, and an error otherwise: one that matches
 // relock.ErrNotAcquired and the context's error when w.Ctx ended, relock.ErrNotAcquired
-// and relock.ErrClosed when Close did.
+// and relock.ErrClosed when Close did. The limit ends only the sleeps
+// between attempts: the first attempt is made however short the limit,
+// and the reply of an attempt that was sent decides.
 func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
 	w.core, w.k = c, k
 	if c.obs != nil {
 		c.obs.waitStart(w)
 	}
-	w.Call = w.Ctx
+	w.Call, w.until = w.Ctx, w.Ctx
 	if w.Limit > 0 {
 		var cancel context.CancelFunc
-		w.Call, cancel = context.WithTimeoutCause(w.Ctx, w.Limit, errWaitOver)
+		w.until, cancel = context.WithTimeoutCause(w.Ctx, w.Limit, errWaitOver)
 		defer cancel()
 	}
 	done, err := w.run()
@@ -158,6 +171,7 @@ func (w *Wait) run() (bool, error) {
 	}
 	for {
 		o, err := w.k.Attempt(w)
+		w.tried = true
 		switch {
 		case err == nil:
 			w.answered()
@@ -223,7 +237,7 @@ func (w *Wait) run() (bool, error) {
 			w.woken = true
 		case <-granted:
 		case <-retryC:
-		case <-w.Call.Done():
+		case <-w.until.Done():
 			if w.Ctx.Err() == nil {
 				return w.limit()
 			}
@@ -259,18 +273,18 @@ func (w *Wait) limit() (bool, error) {
 	return w.finish(false, false, nil)
 }
 
-// scriptGrace is how long a script in flight when its call ends (its wait
-// limit, the caller's context) may still take to answer.
+// scriptGrace is how long a script in flight when the caller's context
+// ends may still take to answer.
 const scriptGrace = 100 * time.Millisecond
 
 // ScriptContext returns the context of the call's scripts. On a rueidis
-// client with several connections, a script in flight when the call ends
-// must still be answered before anything is sent to undo it: a give-back
-// sent at once, on another connection, might reach the server before the
-// script it undoes, and leave the level it won behind. There the scripts
-// run on a context that carries the call's values and ends scriptGrace
-// after the call's context, so that what a script won is given back after
-// it, in order (when no reply comes in that time, the outcome is unknown,
+// client with several connections, a script in flight when the caller's
+// context ends must still be answered before anything is sent to undo
+// it: a give-back sent at once, on another connection, might reach the
+// server before the script it undoes, and leave the level it won behind.
+// There the scripts run on a context that carries the call's values and
+// ends scriptGrace after the caller's context, so that what a script won
+// is given back after it, in order (when no reply comes in that time, the outcome is unknown,
 // and the call's end settles it). On a client with one connection (as
 // NewClient makes), and for a call whose context cannot end, the call's
 // own context serves: commands reach the server in the order they were
@@ -288,16 +302,43 @@ func (w *Wait) ScriptContext() context.Context {
 	return w.script
 }
 
-// Over returns nil while the call may go on, errWaitOver when its wait ran
-// out, and the error of a call whose context ended.
+// Over is asked before an attempt is sent: it returns nil while the call
+// may send one, errWaitOver when its wait ran out, and the error of a
+// call whose context ended. The call's first attempt may always be sent
+// while the context is live, however short the wait: a wait > 0 makes at
+// least the attempt wait 0 makes.
 func (w *Wait) Over() error {
-	if w.Call.Err() == nil {
-		return nil
+	if err := w.Cancelled(); err != nil {
+		return err
 	}
+	if w.tried && w.until.Err() != nil {
+		return errWaitOver
+	}
+	return nil
+}
+
+// Cancelled is asked once an attempt has been answered: it returns the
+// error of a call whose context ended, and nil while the context is live,
+// whether or not the wait ran out meanwhile. An attempt sent before the
+// wait ended is not undone by its end: a grant it brings back is kept, and
+// the call succeeds. One that crosses the end of the context is given
+// back.
+func (w *Wait) Cancelled() error {
 	if err := w.Ctx.Err(); err != nil {
 		return notAcquired(err)
 	}
-	return errWaitOver
+	return nil
+}
+
+// Turn is the context an attempt waits on for its turn to be sent (the
+// owner's other calls on the lock go first): Ctx for the call's first
+// attempt, which is made however short the wait; one that also ends with
+// the wait for the next ones.
+func (w *Wait) Turn() context.Context {
+	if w.tried {
+		return w.until
+	}
+	return w.Ctx
 }
 
 // failure is the error a call returns for err, an attempt's failure: when
@@ -327,7 +368,7 @@ func (w *Wait) failure(err error) error {
 // waiting no longer than the wait limit and, when the kind must look
 // again (retry > 0) before then, that.
 func (w *Wait) subscribe(retry time.Duration) error {
-	ctx := w.Call
+	ctx := w.until
 	if retry > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, retry)
@@ -354,10 +395,12 @@ func (w *Wait) subscribe(retry time.Duration) error {
 // transient reports whether a failure may be retried by a waiting call:
 // the Client is open, the caller's context is live, and the failure is a
 // connection error, an error reply that means the script did not run, or
-// a slow subscription.
+// a slow subscription; never a script's refusal of the name (a name
+// conflict, a wrong kind), which the wait would not see end.
 func (w *Wait) transient(err error) bool {
 	if w.Ctx.Err() != nil || w.core.CheckOpen() != nil || errors.Is(err, relock.ErrInvalidArgument) ||
-		errors.Is(err, relock.ErrReplicaSync) {
+		errors.Is(err, relock.ErrReplicaSync) || errors.Is(err, relock.ErrNameConflict) ||
+		errors.Is(err, relock.ErrWrongKind) {
 		return false
 	}
 	return errors.Is(err, errSubscribeSlow) || RetryableFailure(err)

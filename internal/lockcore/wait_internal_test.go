@@ -31,6 +31,15 @@ type model struct {
 	// attempts counts the acquire and re-enter scripts that reached the
 	// model.
 	attempts int
+	// latency, when set, is how long an acquire, re-enter or release
+	// script takes to reach the model, and its reply to come back (a
+	// network between Client and server). A context that ends on the way there keeps the
+	// script from running; one that ends on the way back loses its reply.
+	latency time.Duration
+	// reentered and released, when set, are called (without mu) by a
+	// re-enter script and by a release script after it ran and before it
+	// answers.
+	reentered, released func()
 }
 
 type modelLock struct {
@@ -63,7 +72,36 @@ func (m *model) failure() error {
 
 func lease(r Request) time.Duration { return time.Duration(r.LeaseMs) * time.Millisecond }
 
-func (m *model) Acquire(_ context.Context, r Request) (Attempt, error) {
+// travel is one way of a script's round trip (see model.latency).
+func (m *model) travel(ctx context.Context) error {
+	m.mu.Lock()
+	d := m.latency
+	m.mu.Unlock()
+	if d == 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *model) Acquire(ctx context.Context, r Request) (Attempt, error) {
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	at, err := m.acquire(r)
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	return at, err
+}
+
+func (m *model) acquire(r Request) (Attempt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.attempts++
@@ -82,7 +120,21 @@ func (m *model) Acquire(_ context.Context, r Request) (Attempt, error) {
 	return Attempt{Acquired: true}, nil
 }
 
-func (m *model) Reenter(_ context.Context, r Request) (Attempt, error) {
+func (m *model) Reenter(ctx context.Context, r Request) (Attempt, error) {
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	at, err := m.reenter(r)
+	if m.reentered != nil {
+		m.reentered()
+	}
+	if err := m.travel(ctx); err != nil {
+		return Attempt{}, err
+	}
+	return at, err
+}
+
+func (m *model) reenter(r Request) (Attempt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.attempts++
@@ -98,7 +150,21 @@ func (m *model) Reenter(_ context.Context, r Request) (Attempt, error) {
 	return Attempt{Acquired: true}, nil
 }
 
-func (m *model) Release(_ context.Context, r Request) (int64, error) {
+func (m *model) Release(ctx context.Context, r Request) (int64, error) {
+	if err := m.travel(ctx); err != nil {
+		return 0, err
+	}
+	n, err := m.release(r)
+	if m.released != nil {
+		m.released()
+	}
+	if err := m.travel(ctx); err != nil {
+		return 0, err
+	}
+	return n, err
+}
+
+func (m *model) release(r Request) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.lock(r.Name)
@@ -362,6 +428,173 @@ func TestModelSlowSubscribeBoundedByWait(t *testing.T) {
 		}
 		if ok || err != nil {
 			t.Errorf("TryLock = %v, %v, want false, nil (the lock is held)", ok, err)
+		}
+	})
+}
+
+// TestModelShortWaitTakesFreeLock: a wait shorter than a round trip takes
+// a free lock, as wait 0 does: the attempt is sent however short the
+// wait, and its grant, which arrives after the wait ended, is the call's
+// success (it used to be given back, and TryLock returned false, nil).
+// Re-entries too. A wait that ended stops nothing but the sleeping: on a
+// held lock the call returns when its one attempt is answered, and sends
+// no other.
+func TestModelShortWaitTakesFreeLock(t *testing.T) {
+	for _, wait := range []time.Duration{time.Nanosecond, time.Microsecond, 100 * time.Microsecond, time.Millisecond, 2 * time.Millisecond} {
+		t.Run(wait.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newModel()
+				m.latency = 2 * time.Millisecond // each way: a round trip is longer than every wait
+				c := modelCore(t, m, 30*time.Second)
+				l := NewMutex(c, "x", m)
+				a := WithOwner(t.Context(), "a")
+				for level := 1; level <= 2; level++ {
+					start := time.Now()
+					ok, err := l.TryLock(a, wait, 0)
+					if !ok || err != nil {
+						t.Fatalf("TryLock(wait %v) of level %d, the lock free for the owner = %v, %v; want true, nil (wait 0 takes it)",
+							wait, level, ok, err)
+					}
+					if d := time.Since(start); d != 2*m.latency {
+						t.Errorf("TryLock of level %d took %v, want one round trip (%v)", level, d, 2*m.latency)
+					}
+					if n := c.lookupHold("x", "", "a"); n != level {
+						t.Errorf("the owner holds %d levels after TryLock, want %d", n, level)
+					}
+				}
+				m.mu.Lock()
+				m.attempts = 0
+				m.mu.Unlock()
+				start := time.Now()
+				ok, err := l.TryLock(WithOwner(t.Context(), "b"), wait, 0)
+				if ok || err != nil {
+					t.Errorf("TryLock(wait %v) of a held lock = %v, %v; want false, nil", wait, ok, err)
+				}
+				if d := time.Since(start); d != 2*m.latency {
+					t.Errorf("TryLock of a held lock took %v, want its one round trip (%v)", d, 2*m.latency)
+				}
+				if n := m.attemptsMade(); n != 1 {
+					t.Errorf("TryLock of a held lock made %d attempts, want 1 (none sent after the wait)", n)
+				}
+				for range 2 {
+					if err := l.Unlock(a); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestModelShortWaitBehindOwnersCall: the owner's Unlock on another
+// goroutine is in flight, and its TryLock with a 1ms wait waits for its
+// turn longer than that. The attempt wait 0 would make is still made, and
+// takes the lock the Unlock freed (it used to give up at the wait's end
+// without sending anything).
+func TestModelShortWaitBehindOwnersCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.latency = 2 * time.Millisecond
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		a := WithOwner(t.Context(), "a")
+		if err := l.Lock(a); err != nil {
+			t.Fatal(err)
+		}
+		unlocked := make(chan error, 1)
+		start := time.Now()
+		go func() { unlocked <- l.Unlock(a) }()
+		synctest.Wait() // the Unlock is on its way: the owner's turn is taken until 4ms
+		ok, err := l.TryLock(a, time.Millisecond, 0)
+		if !ok || err != nil {
+			t.Fatalf("TryLock(wait 1ms) behind the owner's Unlock = %v, %v; want true, nil (wait 0 takes the lock)", ok, err)
+		}
+		if d := time.Since(start); d != 8*time.Millisecond {
+			t.Errorf("TryLock returned at %v, want 8ms (sent when the Unlock was answered at 4ms)", d)
+		}
+		if err := <-unlocked; err != nil {
+			t.Fatal(err)
+		}
+		if n := c.lookupHold("x", "", "a"); n != 1 {
+			t.Errorf("the owner holds %d levels, want 1", n)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestModelGrantAfterWaitKept: a waiter woken by a release just before
+// its wait ends sends its attempt; the grant comes back after the wait
+// ended, and is the call's success (it used to be given back, the lock
+// free again and the call false, nil).
+func TestModelGrantAfterWaitKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.latency = 2 * time.Millisecond
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		h := WithOwner(t.Context(), "h")
+		if err := l.Lock(h); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			ok  bool
+			err error
+		}
+		res := make(chan result, 1)
+		a := WithOwner(t.Context(), "a")
+		start := time.Now()
+		go func() {
+			ok, err := l.TryLock(a, 10*time.Millisecond, 0)
+			res <- result{ok, err}
+		}()
+		// Two refused attempts (before and after subscribing) end at 8ms;
+		// the release sent at 7ms frees the lock at 9ms and wakes the
+		// waiter, whose attempt reaches the lock at 11ms, after its wait
+		// ended, and is back at 13ms.
+		time.Sleep(7*time.Millisecond - time.Since(start))
+		if err := l.Unlock(h); err != nil {
+			t.Fatal(err)
+		}
+		r := <-res
+		if !r.ok || r.err != nil {
+			t.Fatalf("TryLock whose attempt was sent before its wait ended and granted after = %v, %v; want true, nil", r.ok, r.err)
+		}
+		if d := time.Since(start); d != 13*time.Millisecond {
+			t.Errorf("TryLock returned after %v, want 13ms (the reply of the attempt sent at 9ms)", d)
+		}
+		if n := c.lookupHold("x", "", "a"); n != 1 {
+			t.Errorf("the waiter holds %d levels, want 1", n)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestModelShortWaitContextEnds: the caller's context still ends an
+// attempt sent within a short wait: a grant that crosses its end is given
+// back, and the call reports the context's end.
+func TestModelShortWaitContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.latency = 2 * time.Millisecond
+		c := modelCore(t, m, 30*time.Second)
+		l := NewMutex(c, "x", m)
+		// The script runs at 2ms; the context ends before its reply is back.
+		ctx, cancel := context.WithTimeout(WithOwner(t.Context(), "a"), 3*time.Millisecond)
+		defer cancel()
+		ok, err := l.TryLock(ctx, time.Microsecond, 0)
+		if ok || !errors.Is(err, relock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("TryLock whose context ended while its grant came back = %v, %v; want false, ErrNotAcquired and DeadlineExceeded", ok, err)
+		}
+		synctest.Wait()
+		m.mu.Lock()
+		held := m.lock("x") != nil
+		m.mu.Unlock()
+		if held {
+			t.Error("the level won as the context ended was not given back")
 		}
 	})
 }

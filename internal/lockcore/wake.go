@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/pubsub"
 )
 
 // Wake-one (Config.WakeOne). Without it, a release publishes on the lock's
@@ -19,15 +20,28 @@ import (
 //   - A Client whose waiter goes on waiting registers in the lock's wake
 //     registry, relock_wakers:{name} (a sorted set: client ID -> deadline),
 //     with every attempt of its waiters, and listens on its own wake
-//     channel, relock_wake:{name}:<id>, beside the lock's channel.
+//     channel, relock_wake:{name}:<id>, beside the lock's channel. When
+//     its last waiter of the lock gives up, it leaves the registry at once
+//     (a waiter that got the lock leaves it registered: its own release
+//     skips it, and it hands on what reaches it).
 //   - A release by a Client with wake-one on wakes the registered Client
 //     that registered longest ago (each attempt registers again, so the
-//     turn goes round), on its wake channel only. It publishes on the
-//     lock's channel too when that has subscribers that are not registered
-//     Clients: Redisson's waiters, relock Clients without wake-one. Any
-//     other release (Redisson's, a Client without wake-one, a
-//     force-unlock) publishes on the lock's channel, which every waiter
-//     still hears.
+//     turn goes round), on its wake channel, and then publishes on the
+//     lock's channel, always: first the mark RegistrantWokenMessage, then
+//     the unlock message. Every waiter that is not registered hears the
+//     unlock message (Redisson's, those of Clients without wake-one or
+//     without a registered waiter), whoever else subscribes: the release counts no subscribers against registrants,
+//     so no registrant that has left the lock's channel, stopped or died
+//     can hide a release from them. A Client with registered waiters lets
+//     an unlock message that follows the mark pass (Mute: one script sends
+//     both, so they are adjacent on the channel), since the release woke
+//     a registered Client on its own channel: that keeps the point of
+//     wake-one, one script per release instead of one per waiting Client,
+//     at the cost of two more messages per release, which only the Clients
+//     subscribed to the lock read. Any other release (Redisson's, a Client
+//     without wake-one, a force-unlock, a wake-one release that found
+//     nobody registered) publishes the unlock message alone, which every
+//     waiter hears.
 //   - A Client woken when it has no waiter left for the lock hands the
 //     wake-up on (lock_wake.lua), to the next registered Client or, when
 //     there is none, on the lock's channel; so does one whose registration
@@ -36,16 +50,16 @@ import (
 //   - A Client that closes leaves every registry at once. One that dies
 //     without Close is dropped by the next release, which finds no
 //     subscriber on its wake channel (the server closed its connection),
-//     and wakes the next Client instead (wake.lua). So a dead registrant
-//     delays no release, whether the other waiters use wake-one or not.
+//     and wakes the next Client instead (wake.lua).
 //   - A registrant that lives but cannot act (a stopped process, a cut
 //     network link the server has not noticed yet) swallows the wake-ups
 //     meant for it until its registration expires (wakeTTL after its last
-//     attempt). So a registered waiter never sleeps longer than wakeCap
-//     plus a random part of it without trying again: a lock left free
-//     that way is taken by a live waiter within 2*wakeCap; waiters that
-//     are not registered are woken on the lock's channel as before, since
-//     such a registrant still counts among that channel's subscribers.
+//     attempt). Every waiter of a Client with wake-one (registered or
+//     not: its Client may let the unlock message pass) therefore never
+//     sleeps longer than wakeCap plus a random part of it (under
+//     2*wakeCap = 2s) without trying again: a lock left free that way is
+//     taken by a live waiter within 2s of its release. The waiters of
+//     other Clients are woken by the release itself.
 const (
 	wakeTTL = 3 * time.Second
 	wakeCap = time.Second
@@ -68,6 +82,25 @@ type wakeOner interface{ wakeOne() }
 
 func (Reentrant) wakeOne() {}
 
+// wakePolicy is the hub's policy (see policy.go), with wake-one on: the
+// mark of a wake-one release on a lock's channel mutes the unlock message
+// after it when the Client has registered waiters for the lock (the
+// release woke a registered Client on its own channel; the unlock message
+// is for the waiters that are not registered).
+func (c *Core) wakePolicy(channel, payload string) pubsub.Wake {
+	wake := wakePolicy(channel, payload)
+	if payload != layout.RegistrantWokenMessage || !c.wakeOne {
+		return wake
+	}
+	c.mu.Lock()
+	n := c.wakeChans[channel]
+	c.mu.Unlock()
+	if n > 0 {
+		return pubsub.Mute
+	}
+	return wake
+}
+
 // joinWake counts a waiter of m in the Client's registration for the
 // lock's wake-ups, and, for the first, subscribes the Client's wake
 // channel (waiting, on ctx, until the server confirmed it, so that no
@@ -80,6 +113,7 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 	w := c.wakers[m.name]
 	if w != nil && w.listener != nil {
 		w.n++
+		c.wakeChans[m.channel]++
 		if w.idle != nil {
 			w.idle.Stop()
 			w.idle = nil
@@ -99,6 +133,7 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		c.wakers[m.name] = w
 	}
 	w.n++
+	c.wakeChans[m.channel]++
 	if w.idle != nil {
 		w.idle.Stop()
 		w.idle = nil
@@ -116,19 +151,27 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 	return true
 }
 
-// leaveWake undoes joinWake. The registration in Redis outlives the last
-// waiter by up to wakeTTL; the listener stays as long, to hand on what
-// reaches it meanwhile, then goes.
-func (m *Mutex) leaveWake() {
+// leaveWake undoes joinWake; gaveUp says the waiter ends without the
+// lock. When the last waiter of the Client gives up, the Client leaves the
+// registry at once: no release picks it to wake any more (one that
+// already did finds it listening, and it hands the wake-up on). The
+// listener stays wakeTTL more (a registration may have been made by an
+// attempt in flight as the waiter gave up, and last that long), to hand
+// on what reaches it meanwhile, then goes.
+func (m *Mutex) leaveWake(ctx context.Context, gaveUp bool) {
 	c := m.core
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	w := c.wakers[m.name]
 	if w == nil {
+		c.mu.Unlock()
 		return
 	}
 	w.n--
+	if c.wakeChans[m.channel]--; c.wakeChans[m.channel] <= 0 {
+		delete(c.wakeChans, m.channel)
+	}
 	if w.n > 0 || c.CheckOpen() != nil {
+		c.mu.Unlock()
 		return
 	}
 	w.idle = time.AfterFunc(wakeTTL, func() {
@@ -144,6 +187,14 @@ func (m *Mutex) leaveWake() {
 			l.Leave(false)
 		}
 	})
+	c.mu.Unlock()
+	if gaveUp {
+		// A waiter that joins meanwhile registers again with its next
+		// attempt, within wakeCap*2 (see wakeRetry).
+		ctx, cancel := cleanupContext(ctx)
+		_ = c.RDB.Do(ctx, c.RDB.B().Zrem().Key(m.wakers).Member(c.ID).Build()).Error()
+		cancel()
+	}
 }
 
 // woken is the listener of the Client's wake channel for m's lock: it
@@ -165,12 +216,8 @@ func (m *Mutex) woken() {
 		defer c.background.Done()
 		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
 		defer cancel()
-		mine := "0"
-		if c.Hub.Has(m.channel) {
-			mine = "1"
-		}
 		_ = lua.LockWake.Exec(ctx, c.RDB, []string{m.name, m.channel, m.wakers},
-			[]string{layout.UnlockMessage, c.publish, layout.WakeChannelPrefix(m.name), c.numsub, c.ID, mine}).Error()
+			[]string{layout.UnlockMessage, c.publish, layout.WakeChannelPrefix(m.name), c.numsub, c.ID}).Error()
 	}()
 }
 
@@ -192,6 +239,7 @@ func (c *Core) stopWakers() {
 		leave = append(leave, c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build())
 		delete(c.wakers, name)
 	}
+	clear(c.wakeChans)
 	c.mu.Unlock()
 	if len(leave) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -217,25 +265,20 @@ func wakeRetry(retry time.Duration) time.Duration {
 // and returns them unchanged without wake-one: the script reads missing
 // ones as off, and a release sends fewer bytes. Callers make keys and args
 // with room for the additions, so that wake-one costs no allocation. The
-// arguments say whether this Client subscribes to the lock's channel (a
-// registered Client's subscription is counted as its, any other as a
-// foreign waiter's) and whether it has a waiter for the lock (else waking
+// arguments say whether this Client has a waiter for the lock (else waking
 // it would only hand the wake-up on).
 func (c *Core) withWake(r Request, keys, args []string) ([]string, []string) {
 	if !c.wakeOne {
 		return keys, args
 	}
-	subscribed, waiting := "0", "0"
+	waiting := "0"
 	c.mu.Lock()
 	if w := c.wakers[r.Name]; w != nil && w.n > 0 {
 		waiting = "1"
 	}
 	c.mu.Unlock()
-	if c.Hub.Has(r.Chan) {
-		subscribed = "1"
-	}
 	return append(keys, r.Wakers),
-		append(args, layout.WakeChannelPrefix(r.Name), c.numsub, subscribed, c.ID, waiting)
+		append(args, layout.WakeChannelPrefix(r.Name), c.numsub, layout.RegistrantWokenMessage, c.ID, waiting)
 }
 
 // withJoin appends to the keys and args of an attempt by r the wake-one

@@ -8,8 +8,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+	"testing"
 	"time"
 )
 
@@ -143,6 +146,38 @@ func (c *Child) Kill() {
 		_ = c.stdin.Close()
 	})
 	<-c.done
+}
+
+// Stop stops the child with SIGSTOP, and waits until every thread of it
+// has stopped (the signal is delivered after kill returns): from then on
+// it sends nothing, and what it sent before is with the server's kernel.
+// Kill ends a stopped child too.
+func (c *Child) Stop(t testing.TB) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP child %d: %v", c.Pid(), err)
+	}
+	Eventually(t, 10*time.Second, "the child to stop", func() bool { return stopped(c.Pid()) })
+}
+
+// stopped reports whether every thread of pid is stopped, as /proc says.
+func stopped(pid int) bool {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return false
+	}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false
+		}
+		// "tid (comm) S ...": comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // Stderr is what the child wrote on its standard error (the start of it).
