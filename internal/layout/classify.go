@@ -59,6 +59,11 @@ func Classify(key, typ string) (m Match, ok bool) {
 		return m, true
 	}
 	if typ == TypeString {
+		if head, found := strings.CutSuffix(key, ":"+LatchOpenedSuffix); found {
+			if m, ok := match(RoleLatchOpened, head, ""); ok {
+				return m, true
+			}
+		}
 		if rest, found := strings.CutPrefix(key, UnlockLatchPrefix+":"); found {
 			// <tagged name>:<request ID, 32 hex digits>
 			if i := strings.LastIndexByte(rest, ':'); i >= 0 && isHexID(rest[i+1:]) {

@@ -40,6 +40,7 @@ const (
 	RoleLeases        // semaphore's permits held
 	RoleWaitQueue     // semaphore's queue of waiters (relock's)
 	RoleWaitDeadlines // semaphore's queue deadlines (relock's)
+	RoleLatchOpened   // count-down latch's mark of its last opening (relock's, LatchOpened)
 
 	// Channels.
 	RoleChannel       // lock's unlock channel (Channel)
@@ -54,7 +55,7 @@ var roleNames = [...]string{
 	RoleNone: "none", RoleLock: "lock", RoleCount: "count", RoleWakers: "wakers",
 	RoleToken: "token", RoleQueue: "queue", RoleTimeouts: "timeouts", RoleAlive: "heartbeats",
 	RoleUnlockLatch: "unlock latch", RoleReadLease: "read lease", RoleLeases: "leases",
-	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines",
+	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleLatchOpened: "opening mark",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
 	RoleRWChannel: "rwlock channel", RoleSemChannel: "semaphore channel", RoleLatchChannel: "latch channel",
 }
@@ -80,7 +81,7 @@ func (r Role) Kind() Kind {
 		return KindRWLock
 	case RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines, RoleSemChannel:
 		return KindSemaphore
-	case RoleLatchChannel:
+	case RoleLatchOpened, RoleLatchChannel:
 		return KindLatch
 	case RoleNone:
 		return ""
@@ -124,7 +125,7 @@ var Specs = []Spec{
 	{KindFair, "fair lock", []Role{RoleLock, RoleQueue, RoleTimeouts, RoleAlive}, RoleChannel},
 	{KindRWLock, "read-write lock", []Role{RoleLock}, RoleRWChannel},
 	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines}, RoleSemChannel},
-	{KindLatch, "count-down latch", []Role{RoleCount}, RoleLatchChannel},
+	{KindLatch, "count-down latch", []Role{RoleCount, RoleLatchOpened}, RoleLatchChannel},
 }
 
 // SpecOf returns the Spec of kind k, and false for an unknown kind.
@@ -162,6 +163,8 @@ func KeyOf(name string, r Role) Key {
 		return Key{Semaphore(name).Queue, TypeZSet, r}
 	case RoleWaitDeadlines:
 		return Key{Semaphore(name).QueueDeadlines, TypeZSet, r}
+	case RoleLatchOpened:
+		return Key{LatchOpened(name), TypeString, r}
 	}
 	panic("layout: no key of role " + r.String() + " is named by the lock name alone")
 }

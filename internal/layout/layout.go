@@ -274,7 +274,9 @@ func LatchChannel(name string) string { return CountDownLatchChannelPrefix + "{"
 // before; it expires shortly after (see package latch). A waiter that
 // finds it changed since it last read a count knows that the latch was
 // open in between, even when a new count was set since. Like every
-// Suffixed key, the name "x" and its braced form "{x}" derive the same.
+// Suffixed key, the name "x" and its braced form "{x}" derive the same
+// (see OtherForm). Classify reads it as RoleLatchOpened, so that no lock
+// may be named after it.
 func LatchOpened(name string) string { return Suffixed(name, LatchOpenedSuffix) }
 
 const uuidLen = 36

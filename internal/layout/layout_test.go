@@ -187,6 +187,10 @@ func TestClassifyAmbiguousAndForeign(t *testing.T) {
 		{"x{t}:" + clientID + ":owner:with:colons:rwlock_timeout:1", "string", true, layout.RoleReadLease, "x{t}", ""},
 		{"anything", "hash", true, layout.RoleLock, "anything", ""},
 		{"{a}:timeout", "string", false, 0, "", ""},
+		{"{a}:relock_opened", "string", true, layout.RoleLatchOpened, "a", "{a}"},
+		{"x{t}:relock_opened", "string", true, layout.RoleLatchOpened, "x{t}", ""},
+		{"a:relock_opened", "string", false, 0, "", ""},
+		{"{a}:relock_opened", "zset", false, 0, "", ""},
 		{"{a}:" + clientID + ":r:rwlock_timeout:x", "string", false, 0, "", ""},
 		{"{a}:notaclient:r:rwlock_timeout:1", "string", false, 0, "", ""},
 		{"counter", "string", false, 0, "", ""},
@@ -219,7 +223,8 @@ func TestKeysOf(t *testing.T) {
 			assert.True(t, seen[r], "KeysOf misses %v of %s", r, s.Kind)
 		}
 	}
-	assert.Equal(t, []layout.Key{{"a", "string", layout.RoleCount}}, layout.KeysOf("a", layout.KindLatch))
+	assert.Equal(t, []layout.Key{{"a", "string", layout.RoleCount}, {"{a}:relock_opened", "string", layout.RoleLatchOpened}},
+		layout.KeysOf("a", layout.KindLatch))
 	s, ok := layout.SpecOf(layout.KindFair)
 	require.True(t, ok)
 	assert.Equal(t, "fair lock", s.Noun)
