@@ -24,7 +24,8 @@
 // head are written once; the scripts that change a count follow
 // count_down.lua; in the same way the read-write lock's scripts follow
 // rw_reads.lua, the semaphore's scripts that look at permits follow
-// sem_reclaim.lua, and the scripts that may shorten a lock's lease follow
+// sem_reclaim.lua, the rate limiter's scripts that look at its window
+// follow rate_window.lua, and the scripts that may shorten a lock's lease follow
 // lease.lua, which tells the waiters when they do: a waiter sleeps until
 // the end of the lease its last attempt saw, and every script that makes
 // a lease shorter without freeing the lock publishes, so that no waiter
@@ -166,6 +167,26 @@ var (
 	//go:embed sem_delete.lua
 	semDelete string
 
+	//go:embed csem_acquire.lua
+	csemAcquire string
+	//go:embed csem_undo.lua
+	csemUndo string
+	//go:embed csem_add.lua
+	csemAdd string
+	//go:embed csem_drain.lua
+	csemDrain string
+
+	//go:embed rate_window.lua
+	rateWindow string
+	//go:embed rate_acquire.lua
+	rateAcquire string
+	//go:embed rate_undo.lua
+	rateUndo string
+	//go:embed rate_available.lua
+	rateAvailable string
+	//go:embed rate_set.lua
+	rateSet string
+
 	//go:embed latch_opened.lua
 	latchOpened string
 	//go:embed latch_set.lua
@@ -274,6 +295,32 @@ var (
 	// SemDelete deletes a semaphore's keys. Safe to resend in effect, but
 	// not resent: the second reply would say there was no count.
 	SemDelete = script(refuse+semDelete, false)
+
+	// CountingAcquire takes permits of a counting semaphore, all or none.
+	// Safe to resend (by relock): every attempt of a call sends the same
+	// grant, and a grant remembered takes nothing again.
+	CountingAcquire = script(csemAcquire, false)
+	// CountingUndo gives back the permits of a call's grant. Idempotent.
+	CountingUndo = script(csemUndo, true)
+	// CountingAdd gives permits to a counting semaphore, or takes some
+	// away. Never resent: it would add twice.
+	CountingAdd = script(csemAdd, false)
+	// CountingDrain takes every permit available. Not resent: the second
+	// reply would say 0.
+	CountingDrain = script(csemDrain, false)
+
+	// RateAcquire takes permits of a rate limiter's window, all or none.
+	// Safe to resend (by relock): every attempt of a call sends the same
+	// grant ID, and a grant in the window takes nothing again.
+	RateAcquire = script(rateWindow+rateAcquire, false)
+	// RateUndo gives a call's grant back. Idempotent.
+	RateUndo = script(rateWindow+rateUndo, true)
+	// RateAvailable reads the permits left in a rate limiter's window.
+	// Safe to resend.
+	RateAvailable = script(rateWindow+rateAvailable, true)
+	// RateSet sets a rate limiter's rate. Not resent: the second reply of
+	// a TrySetRate would say the rate was set already.
+	RateSet = script(rateSet, false)
 
 	// LatchSet sets a count-down latch's count if it is not set. Not
 	// resent (the second reply would say it was already set).

@@ -43,6 +43,16 @@ const (
 	KindSemaphore = "semaphore" // a permit of a semaphore
 	KindMulti     = "multi"     // multilock.MultiLock
 	KindRedLock   = "redlock"   // multilock.RedLock
+
+	// KindCountingSemaphore: permits of a semaphore.Counting. Its events
+	// are acquisitions (Owner: the call's request ID) and releases (Owner
+	// ""); its permits are not holds, since no Client keeps track of who
+	// has them.
+	KindCountingSemaphore = "counting_semaphore"
+	// KindRateLimiter: grants of a ratelimit.Limiter. Its events are
+	// acquisitions only (Owner: the call's grant ID, in hex): a grant is
+	// not a hold, it leaves the window by itself.
+	KindRateLimiter = "rate_limiter"
 )
 
 // Outcome says how an acquisition, a release, a hold or a renewal ended.

@@ -8,7 +8,9 @@
 // # Metrics
 //
 // Every point has the attribute relock.lock.kind (lock, fenced, fair,
-// read, write, semaphore, multi, redlock), and relock.lock.name when
+// read, write, semaphore, counting_semaphore, rate_limiter, multi,
+// redlock), and
+// relock.lock.name when
 // WithLockNames is given (off by default: lock names are often unbounded,
 // one per order or per user, and each name makes new series).
 //
@@ -30,9 +32,11 @@
 //
 // relock.acquire covers each acquisition call: Lock, LockLease, TryLock,
 // Acquire, TryAcquire, the acquisition of Do and TryDo, and a
-// semaphore's Acquire, TryAcquire and AcquirePermit; relock.release each
-// release: Unlock, Hold.Release, a permit's Release, the release of Do
-// and TryDo. Both come with the
+// semaphore's Acquire, TryAcquire and AcquirePermit, and a counting
+// semaphore's and a rate limiter's Acquire and TryAcquire; relock.release each release:
+// Unlock, Hold.Release, a permit's Release, a counting semaphore's
+// Release, the release of Do and TryDo (a counting semaphore's permits
+// are not holds: no Client knows who has them). Both come with the
 // attributes relock.lock.kind, relock.outcome and, with WithLockNames,
 // relock.lock.name. A span whose outcome is error records the error and
 // has status Error. The Redis calls an acquisition makes run in the

@@ -244,3 +244,66 @@ func ExampleWithLostHandler() {
 	fmt.Println("lost:", errors.Is(err, rlock.ErrLockLost))
 	// Output: lost: true
 }
+
+// A pool of slots shared with Java services (Redisson's getSemaphore).
+func ExampleClient_GetCountingSemaphore() {
+	c := newClient()
+	defer c.Close()
+	render := func(_ context.Context, job string) error {
+		fmt.Println("rendering", job)
+		return nil
+	}
+	run := func(ctx context.Context, job string) error {
+		// README begin
+		// The slots Java's redisson.getSemaphore("render-slots") shares.
+		slots := c.GetCountingSemaphore("render-slots")
+		if _, err := slots.TrySetPermits(ctx, 8); err != nil { // the first call sets 8
+			return err
+		}
+		if err := slots.Acquire(ctx, 2); err != nil { // a big job takes 2 slots: both or none
+			return err
+		}
+		defer slots.Release(ctx, 2) // works after ctx ended; a process that dies first never gives them back
+		return render(ctx, job)
+		// README end
+	}
+	ctx := context.Background()
+	fmt.Println(run(ctx, "poster"))
+	n, _ := c.GetCountingSemaphore("render-slots").AvailablePermits(ctx)
+	fmt.Println("available:", n)
+	// Output:
+	// rendering poster
+	// <nil>
+	// available: 8
+}
+
+// At most 100 messages a minute, across every process and Java service.
+func ExampleClient_GetRateLimiter() {
+	c := newClient()
+	defer c.Close()
+	send := func(_ context.Context, to string) error {
+		fmt.Println("sending to", to)
+		return nil
+	}
+	notify := func(ctx context.Context, to string) error {
+		// README begin
+		// The limiter Java's redisson.getRateLimiter("sms") shares.
+		sms := c.GetRateLimiter("sms")
+		if _, err := sms.TrySetRate(ctx, 100, time.Minute); err != nil { // the first call sets it
+			return err
+		}
+		if err := sms.Acquire(ctx, 1); err != nil { // sleeps until the oldest grants leave the minute
+			return err
+		}
+		return send(ctx, to)
+		// README end
+	}
+	ctx := context.Background()
+	fmt.Println(notify(ctx, "+15550100"))
+	n, _ := c.GetRateLimiter("sms").AvailablePermits(ctx)
+	fmt.Println("left this minute:", n)
+	// Output:
+	// sending to +15550100
+	// <nil>
+	// left this minute: 99
+}

@@ -4,6 +4,7 @@ import (
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/latch"
+	"github.com/relock-go/relock/ratelimit"
 	"github.com/relock-go/relock/rwlock"
 	"github.com/relock-go/relock/semaphore"
 )
@@ -21,6 +22,22 @@ func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
 // handle's methods.
 func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
 	return lockcore.Use[func(*lockcore.Core, string) *semaphore.Semaphore]()(c.core, name)
+}
+
+// GetCountingSemaphore returns a handle on the counting semaphore name
+// (Redisson's RSemaphore layout): a count of permits without IDs or
+// leases, shared with Java's getSemaphore(name). It does no I/O; a bad
+// name is reported by the handle's methods.
+func (c *Client) GetCountingSemaphore(name string) *semaphore.Counting {
+	return lockcore.Use[func(*lockcore.Core, string) *semaphore.Counting]()(c.core, name)
+}
+
+// GetRateLimiter returns a handle on the rate limiter name (Redisson's
+// RRateLimiter layout, rate type OVERALL): at most its rate of permits in
+// any window of its interval, shared with Java's getRateLimiter(name). It
+// does no I/O; a bad name is reported by the handle's methods.
+func (c *Client) GetRateLimiter(name string) *ratelimit.Limiter {
+	return lockcore.Use[func(*lockcore.Core, string) *ratelimit.Limiter]()(c.core, name)
 }
 
 // GetCountDownLatch returns a handle on the count-down latch name

@@ -1,6 +1,9 @@
 // Package semaphore implements Redisson's RPermitExpirableSemaphore on
 // Redis: a count of permits, each taken on a lease and given back by its
-// ID. Get one with rlock.Client.GetSemaphore.
+// ID. Get one with rlock.Client.GetSemaphore. It also implements
+// Redisson's RSemaphore, a counting semaphore without permit IDs or
+// leases: Counting, from rlock.Client.GetCountingSemaphore (see "The
+// counting semaphore" below).
 //
 //	s := c.GetSemaphore("exports")
 //	_, _ = s.TrySetPermits(ctx, 4)     // once, by whoever comes first
@@ -98,4 +101,29 @@
 // process died) is dropped after WaiterTimeout. Redisson's clients know
 // nothing of the queue: where they compete, they may still take permits
 // ahead of relock's waiters.
+//
+// # The counting semaphore
+//
+// Counting keeps Redisson's RSemaphore layout: the count in <name> (the
+// same key as the available count above) and the channel
+// redisson_sc:{<name>}, on which every script that gives permits
+// publishes the new count. Acquire and TryAcquire take n permits at once,
+// all or none; Release gives n back, whoever took them; AddPermits adds
+// or takes away; DrainPermits takes every permit free. Permits have no
+// lease, so a process that dies holding permits never gives them back.
+//
+// relock adds one key, which Redisson ignores: {<name>}:relock_grants, a
+// sorted set of the grants made in the last GrantMemory (10s), by request
+// ID. Every attempt of a call sends the same request ID, so an attempt
+// resent after a lost reply takes nothing twice, and a call that gives up
+// (its context ended, its reply was lost) gives back exactly what it took.
+//
+// A waiter never polls: it subscribes to the channel and sleeps until a
+// message (nothing else can free a permit) or its context's end. A message
+// wakes one waiter of each Client; one that took its permits and sees
+// more free, or was refused while some are free (too few for it, perhaps
+// enough for another), hands the wake-up on, so a waiter that may take
+// its permits goes on within a round trip of the release that freed them.
+// Waiters are not served in order: a request for many permits can be
+// passed over by smaller ones for as long as they keep coming.
 package semaphore

@@ -60,3 +60,45 @@ func ExampleSemaphore_readme() {
 	// README end
 	_, _ = ok, err
 }
+
+func ExampleCounting() {
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	s := c.GetCountingSemaphore("example:slots")
+	set, _ := s.TrySetPermits(ctx, 3)
+	fmt.Println("set:", set)
+	_ = s.Acquire(ctx, 2)            // waits until 2 are free, takes both
+	ok, _ := s.TryAcquire(ctx, 2, 0) // all or none: 1 is left
+	n, _ := s.AvailablePermits(ctx)
+	fmt.Println("two more:", ok, "available:", n)
+	_ = s.Release(ctx, 2)
+	drained, _ := s.DrainPermits(ctx)
+	fmt.Println("drained:", drained)
+	// Output:
+	// set: true
+	// two more: false available: 1
+	// drained: 3
+}
+
+// ExampleCounting_readme is the docs' code, compiled; it is not run.
+func ExampleCounting_readme() {
+	var (
+		ctx = context.Background()
+		c   *rlock.Client
+	)
+	// README begin
+	s := c.GetCountingSemaphore("renders") // Java: redisson.getSemaphore("renders")
+	_, _ = s.TrySetPermits(ctx, 4)         // once, by whoever comes first
+	_ = s.Acquire(ctx, 3)                  // waits until 3 are free, takes them at once
+	ok, _ := s.TryAcquire(ctx, 2, 0)       // false: all or none, and 1 is left
+	_ = s.Release(ctx, 3)                  // by anyone: permits have no owner
+	_ = s.AddPermits(ctx, -1)              // one fewer from now on
+	n, _ := s.DrainPermits(ctx)            // takes the 3 free: nobody gets one now
+	// README end
+	_, _ = ok, n
+}

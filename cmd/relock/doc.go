@@ -98,8 +98,8 @@
 //
 // status reads everything Redis holds under NAME in one MULTI/EXEC and
 // tells from the keys what NAME is (or takes --kind's word for it): a
-// lock, fenced lock or fair lock, a read-write lock, a semaphore or a
-// count-down latch. It prints only the sections NAME's kind has: for a
+// lock, fenced lock or fair lock, a read-write lock, a semaphore, a
+// counting semaphore, a rate limiter or a count-down latch. It prints only the sections NAME's kind has: for a
 // lock, its holders (hash field and hold count) and remaining lease; for
 // a fair lock also its queue (position, field, and the deadline by which
 // each waiter must refresh its place, as time left on the server's
@@ -128,17 +128,20 @@
 // scan walks the keyspace with SCAN (never KEYS; on a Redis Cluster, on
 // every master) and lists every lock relock or Redisson keeps there:
 // reentrant and fenced locks, fair locks with their queues, read-write
-// locks, permit-expirable semaphores and count-down latches, each with
+// locks, permit-expirable and counting semaphores, rate limiters and
+// count-down latches, each with
 // its kind, holders, hold counts and TTL. Keys of other layouts are
 // ignored. It flags leaks, the states nothing will clean up: a lock hash
 // without a TTL (a crashed holder keeps it forever), a fair-lock waiter
 // past its deadline on the server's clock (or without one), an unlock
-// latch or a read-hold timeout key without a TTL; and it exits 1 when it
+// latch, a read-hold timeout key or a counting semaphore's grants without
+// a TTL; and it exits 1 when it
 // flags anything. --match PATTERN selects lock names (Redis' glob syntax),
 // with all their keys. A fair lock nobody waits for looks like a
 // reentrant lock, and a count-down latch (or a semaphore with no permit
-// out) like any integer key: scan finds those only while someone waits on
-// them. keys[] lists every key of a lock, relock's own (a lock's wake-one
+// out, or a counting semaphore) like any integer key: scan finds those
+// only while someone waits on them (a counting semaphore also for 10s
+// after a relock acquisition, by its grants). keys[] lists every key of a lock, relock's own (a lock's wake-one
 // registry, a semaphore's queue) with Redisson's. --json prints one
 // object per line with the stable fields name, kind, ttl_ms (-1: none),
 // holders[] {field, client_id, owner, hold_count, role, lease_ms},

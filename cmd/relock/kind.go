@@ -15,7 +15,8 @@ import (
 var errNotALock = errors.New("not a lock")
 
 // kindCounter is a count alone under a name: a semaphore with no permit
-// out, or a count-down latch, which nothing in Redis tells apart.
+// out, a counting semaphore, or a count-down latch, which nothing in
+// Redis tells apart.
 const kindCounter layout.Kind = "counter"
 
 // detect tells from s what its name is: a kind of layout, kindCounter, or
@@ -32,6 +33,9 @@ func detect(s *snapshot) (layout.Kind, error) {
 	}
 	switch typ {
 	case layout.TypeHash:
+		if layout.IsRateConfig(main.Hash) {
+			return layout.KindRateLimiter, nil
+		}
 		if _, err := holdersOf(s.name, main.Hash); err != nil {
 			return "", err
 		}
@@ -46,6 +50,9 @@ func detect(s *snapshot) (layout.Kind, error) {
 		if s.present(layout.RoleLeases, layout.RoleWaitQueue, layout.RoleWaitDeadlines) {
 			return layout.KindSemaphore, nil
 		}
+		if s.present(layout.RoleGrants) {
+			return layout.KindCountingSemaphore, nil
+		}
 		return kindCounter, nil
 	case "none":
 		switch {
@@ -53,6 +60,10 @@ func detect(s *snapshot) (layout.Kind, error) {
 			return lockKind(s), nil
 		case s.present(layout.RoleLeases, layout.RoleWaitQueue, layout.RoleWaitDeadlines):
 			return layout.KindSemaphore, nil
+		case s.present(layout.RoleGrants):
+			return layout.KindCountingSemaphore, nil
+		case s.present(layout.RoleRateValue, layout.RoleRatePermits):
+			return layout.KindRateLimiter, nil
 		}
 		return "", nil
 	}

@@ -12,26 +12,31 @@ const scanUsage = `Usage: relock [CONNECTION FLAGS] scan [--match PATTERN] [--js
 Walk the keyspace with SCAN (never KEYS; on a Redis Cluster, on every
 master) and list every lock relock or Redisson keeps there: reentrant and
 fenced locks, fair locks (queue and deadlines), read-write locks,
-permit-expirable semaphores, count-down latches, with their holders, hold
-counts and TTL. Keys of other layouts are ignored.
+permit-expirable semaphores, counting semaphores, rate limiters,
+count-down latches, with their holders, hold counts and TTL. Keys of other layouts are
+ignored.
 
 It flags leaks, the states nothing will ever clean up:
   - a lock hash without a TTL: a holder that crashed never lets it go;
   - a fair-lock waiter past its deadline (on the server's clock) or without
     one: it blocks the queue until it reaches the head;
-  - an unlock latch (redisson_unlock_latch:{NAME}:ID, written by Redisson)
-    or a read-lock timeout key without a TTL.
+  - an unlock latch (redisson_unlock_latch:{NAME}:ID, written by Redisson),
+    a read-lock timeout key or a counting semaphore's grants without a TTL.
 
 --match PATTERN selects lock names (not keys) with Redis' glob syntax
 (* ? [abc] [^a-z] \x): --match 'orders:*' finds the lock orders:42 with its
 queue, latches and fencing counter.
 
-A count-down latch, and a semaphore with no permit out, is a plain integer
-key like any counter: scan finds one only while someone waits on it (its
-channel has subscribers).
+A count-down latch, a counting semaphore, and a semaphore with no permit
+out, is a plain integer key like any counter: scan finds one only while
+someone waits on it (its channel has subscribers), or, for a counting
+semaphore, within 10s of a relock acquisition (its grants key). A count
+with waiters on the semaphore channel and no lease set is shown as a
+counting semaphore (a semaphore with no permit out looks the same).
 
 --json prints one object per lock, one per line, with the stable fields
-  name, kind (lock, fenced, fair, rwlock, semaphore, countdownlatch),
+  name, kind (lock, fenced, fair, rwlock, semaphore, countdownlatch,
+  counting_semaphore, rate_limiter),
   ttl_ms (-1: no TTL, or no lock key), holders[]{field, client_id, owner,
   hold_count, role, lease_ms}, leaked, leaks[], keys[], node, and, by kind,
   mode, queue[]{position, field, deadline_ms, remaining_ms},

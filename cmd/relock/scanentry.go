@@ -31,7 +31,7 @@ type scanEntry struct {
 	Mode           string       `json:"mode,omitempty"`  // rwlock: read or write
 	Queue          []scanWaiter `json:"queue,omitempty"` // fair
 	FencingCounter *int64       `json:"fencing_counter,omitempty"`
-	Permits        *int64       `json:"permits_available,omitempty"` // semaphore
+	Permits        *int64       `json:"permits_available,omitempty"` // semaphore, counting semaphore, rate limiter (left in the window)
 	Count          *int64       `json:"count,omitempty"`             // count-down latch
 }
 
@@ -76,7 +76,10 @@ func readFound(ctx context.Context, rdb rueidis.Client, f *found) (*scanEntry, e
 	if kind == kindCounter {
 		switch {
 		case f.semWaiters:
-			kind = layout.KindSemaphore
+			// A semaphore with no permit out and no waiter in relock's
+			// queue looks the same: waiters on a count alone are far more
+			// often a counting semaphore's.
+			kind = layout.KindCountingSemaphore
 		case f.latchWaiters:
 			kind = layout.KindLatch
 		default:
@@ -101,6 +104,11 @@ func readFound(ctx context.Context, rdb rueidis.Client, f *found) (*scanEntry, e
 		e.Holders = permitsOf(s)
 		n, _ := countOf(s)
 		e.Permits = &n
+	case layout.KindCountingSemaphore:
+		n, _ := countOf(s)
+		e.Permits = &n
+	case layout.KindRateLimiter:
+		e.Permits = rateStateOf(s).Available
 	case layout.KindLatch:
 		n, _ := countOf(s)
 		e.Count = &n
@@ -161,10 +169,11 @@ func permitsOf(s *snapshot) []scanHolder {
 //   - a lock hash without a TTL: a holder that crashed never lets it go;
 //   - a fair-lock waiter past its deadline, or without one: it blocks the
 //     queue until it reaches the head;
-//   - an unlock latch or a read-hold lease key without a TTL.
+//   - an unlock latch, a read-hold lease key or a counting semaphore's
+//     grants without a TTL.
 func leaks(s *snapshot, e *scanEntry) []string {
 	out := []string{}
-	if s.role(layout.RoleLock).ok() && e.TTLMs < 0 {
+	if s.role(layout.RoleLock).ok() && e.TTLMs < 0 && e.Kind != layout.KindRateLimiter {
 		out = append(out, "the lock hash has no TTL: a holder that crashed holds it forever")
 	}
 	for _, w := range e.Queue {
@@ -184,6 +193,8 @@ func leaks(s *snapshot, e *scanEntry) []string {
 			out = append(out, "unlock latch "+k.Name+" has no TTL")
 		case layout.RoleReadLease:
 			out = append(out, "read-hold timeout key "+k.Name+" has no TTL")
+		case layout.RoleGrants:
+			out = append(out, "counting semaphore's grants "+k.Name+" have no TTL")
 		}
 	}
 	return out

@@ -220,7 +220,8 @@ func pipeline(ctx context.Context, node rueidis.Client, keys []string, cmd func(
 
 // lockHashes returns the hashes among keys that look like locks: not too
 // many fields, and a random field that is a holder's or a read-write
-// lock's mode.
+// lock's mode; or like a rate limiter's configuration (at most its four
+// fields, one of them).
 func lockHashes(ctx context.Context, node rueidis.Client, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -243,7 +244,8 @@ func lockHashes(ctx context.Context, node rueidis.Client, keys []string) ([]stri
 		if err != nil || n == 0 || n > maxLockFields {
 			continue
 		}
-		if field == layout.ModeField || layout.IsHolderField(field) {
+		if field == layout.ModeField || layout.IsHolderField(field) ||
+			n <= 4 && layout.IsRateConfig(map[string]string{field: ""}) { // a rate limiter's configuration
 			out = append(out, k)
 		}
 	}

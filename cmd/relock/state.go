@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 
@@ -258,6 +259,102 @@ func semStateOf(s *snapshot) (*semState, error) {
 	return st, nil
 }
 
+// rateState is a rate limiter (Redisson's RRateLimiter).
+type rateState struct {
+	Name         string      `json:"name"`
+	Kind         string      `json:"kind"`
+	Set          bool        `json:"set"` // false: no configuration
+	Rate         int64       `json:"rate"`
+	IntervalMs   int64       `json:"interval_ms"`
+	Type         string      `json:"type"` // "overall" or "per_client"
+	KeepAliveMs  int64       `json:"keep_alive_ms"`
+	Available    *int64      `json:"available"` // type overall: permits left in the window now
+	Grants       []rateGrant `json:"grants"`
+	ServerTimeMs int64       `json:"server_time_ms"`
+	Keys         struct {
+		Config  string `json:"config"`
+		Value   string `json:"value"`
+		Permits string `json:"permits"`
+		Channel string `json:"channel"`
+	} `json:"keys"`
+}
+
+// rateGrant is a grant in a rate limiter's window (type overall).
+type rateGrant struct {
+	ID         string `json:"id"`
+	Permits    int64  `json:"permits"`
+	AtMs       int64  `json:"at_ms"`
+	LeavesInMs int64  `json:"leaves_in_ms"`
+}
+
+// rateStateOf reads the rate limiter in s. Grants that have left the
+// window are not shown (the limiter's next call removes them).
+func rateStateOf(s *snapshot) *rateState {
+	k := layout.RateLimiter(s.name)
+	st := &rateState{Name: s.name, Kind: string(layout.KindRateLimiter), ServerTimeMs: s.now, Grants: []rateGrant{}}
+	st.Keys.Config, st.Keys.Value, st.Keys.Permits, st.Keys.Channel = k.Config, k.Value, k.Permits, k.Channel
+	cfg := s.role(layout.RoleLock)
+	if !cfg.ok() || !layout.IsRateConfig(cfg.Hash) {
+		return st
+	}
+	num := func(f string) int64 { n, _ := strconv.ParseInt(cfg.Hash[f], 10, 64); return n }
+	st.Set, st.Rate, st.IntervalMs, st.KeepAliveMs = true, num(layout.RateField), num(layout.RateIntervalField), num(layout.RateKeepAliveField)
+	st.Type = "overall"
+	if cfg.Hash[layout.RateTypeField] == layout.RatePerClient {
+		st.Type = "per_client" // each client's window is under keys of its own
+		return st
+	}
+	used := int64(0)
+	if g := s.role(layout.RoleRatePermits); g.ok() {
+		for _, z := range g.ZSet {
+			id, n, ok := layout.UnpackGrant(z.Member)
+			at := int64(z.Score)
+			if !ok || at <= s.now-st.IntervalMs {
+				continue
+			}
+			used += n
+			st.Grants = append(st.Grants, rateGrant{ID: hex.EncodeToString([]byte(id)), Permits: n, AtMs: at, LeavesInMs: at + st.IntervalMs - s.now})
+		}
+	}
+	left := st.Rate - used
+	st.Available = &left
+	return st
+}
+
+// countingState is a counting semaphore (Redisson's RSemaphore).
+type countingState struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Set       bool   `json:"set"`
+	Available int64  `json:"available"`
+	Grants    int    `json:"grants"`
+	Keys      struct {
+		Count   string `json:"count"`
+		Grants  string `json:"grants"`
+		Channel string `json:"channel"`
+	} `json:"keys"`
+}
+
+// countingStateOf reads the counting semaphore in s.
+func countingStateOf(s *snapshot) (*countingState, error) {
+	k := layout.CountingSemaphore(s.name)
+	st := &countingState{Name: s.name, Kind: string(layout.KindCountingSemaphore)}
+	st.Keys.Count, st.Keys.Grants, st.Keys.Channel = k.Count, k.Grants, k.Channel
+	n, err := countOf(s)
+	if err != nil {
+		return nil, err
+	}
+	st.Set, st.Available = s.present(layout.RoleCount), n
+	if g := s.role(layout.RoleGrants); g.ok() {
+		for _, z := range g.ZSet {
+			if int64(z.Score) > s.now {
+				st.Grants++
+			}
+		}
+	}
+	return st, nil
+}
+
 // latchState is a count-down latch (kind "latch"), or a count that may be
 // a latch's or a semaphore's (kind "counter", with Value).
 type latchState struct {
@@ -321,7 +418,7 @@ func noun(k layout.Kind) string {
 		return s.Noun
 	}
 	if k == kindCounter {
-		return "count (a semaphore's or a count-down latch's)"
+		return "count (a semaphore's, a counting semaphore's or a count-down latch's)"
 	}
 	return string(k)
 }

@@ -34,11 +34,18 @@ transaction. KIND is what NAME is; by default it is told from the keys:
              permits available, the permits held with their lease, and the
              waiters queued.
   latch      a count-down latch (a count): the count.
+  rate       a rate limiter (Redisson's RRateLimiter: a hash with the
+             fields rate, interval, type): the rate, the permits left in
+             the window and the grants in it, on the server's clock.
+  counting   a counting semaphore (Redisson's RSemaphore: a count, and
+             relock's record of its recent grants {NAME}:relock_grants):
+             the permits available.
 
 Only what NAME has is shown: a fair lock is told by its queue, a fenced
 lock by its fencing counter (a fair lock nobody waits for shows as a
-lock). A count without a lease set is either a semaphore with no permit
-held or a latch; it is shown as both unless --kind says which.
+lock), a counting semaphore by grants made in the last 10s. A count
+alone is a semaphore with no permit held, a counting semaphore or a
+latch; it is shown as any of them unless --kind says which.
 
 When nothing at all is under NAME (no key of any kind), status says "no
 such lock" and exits 4. A free lock that is neither fenced nor fair keeps
@@ -50,8 +57,9 @@ nothing in Redis, and neither does an open latch: they look the same.
   queue[]{position, field, client_id, owner, deadline_ms, remaining_ms},
   fencing_counter (null if never used), server_time_ms,
   keys{lock, queue, timeout, token, channel}
-For the others, "kind" ("rwlock", "semaphore", "latch", or "counter" for a
-count that may be either of the last two) and:
+For the others, "kind" ("rwlock", "semaphore", "latch",
+"counting_semaphore", "rate_limiter", or "counter" for a count that may be a semaphore's,
+a latch's or a counting semaphore's) and:
   rwlock:    name, locked, mode ("read", "write", "" when free),
              lease_remaining_ms, writer{field, client_id, owner, hold_count}
              (null when none), readers[]{field, client_id, owner, hold_count,
@@ -63,6 +71,13 @@ count that may be either of the last two) and:
              server_time_ms, keys{available, leases, channel, queue,
              queue_timeout}
   latch:     name, count, open, keys{count, channel}
+  rate_limiter: name, set, rate, interval_ms, type ("overall" or
+             "per_client"), keep_alive_ms, available (null for per_client),
+             grants[]{id, permits, at_ms, leaves_in_ms}, server_time_ms,
+             keys{config, value, permits, channel}
+  counting_semaphore: name, set (false: never set), available (below 0
+             when more were taken away than were free), grants (recent
+             acquisitions relock remembers), keys{count, grants, channel}
   counter:   name, value, keys{count}
 
 Exit codes: 0 NAME is there (held or not), 1 the key is none of these (or
@@ -78,12 +93,14 @@ var statusKinds = map[string][]layout.Kind{
 	"rwlock":    {layout.KindRWLock},
 	"semaphore": {layout.KindSemaphore},
 	"latch":     {layout.KindLatch},
+	"counting":  {layout.KindCountingSemaphore},
+	"rate":      {layout.KindRateLimiter},
 }
 
 func (cl *cli) status(args []string) int {
 	fs := cl.newConnFlagSet("status", statusUsage)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	kindFlag := fs.String("kind", "auto", "what NAME is: auto, lock, rwlock, semaphore or latch")
+	kindFlag := fs.String("kind", "auto", "what NAME is: auto, lock, rwlock, semaphore, latch, counting or rate")
 	pos, _, code := cl.parse(fs, args, -1)
 	if code >= 0 {
 		return code
@@ -97,7 +114,7 @@ func (cl *cli) status(args []string) int {
 	}
 	want, known := statusKinds[*kindFlag]
 	if !known {
-		return cl.usageError(fs, "unknown --kind %q (auto, lock, rwlock, semaphore or latch)", *kindFlag)
+		return cl.usageError(fs, "unknown --kind %q (auto, lock, rwlock, semaphore, latch, counting or rate)", *kindFlag)
 	}
 	rdb, _, code := cl.connect()
 	if code >= 0 {
@@ -134,7 +151,8 @@ var errNoSuchLock = errors.New("no such lock")
 
 // readStatus reads everything under name in one transaction (one more for
 // a read-write lock's read levels) and returns the state of the kind it
-// finds: a *lockState, *rwState, *semState or *latchState. want, when not
+// finds: a *lockState, *rwState, *semState, *countingState or
+// *latchState. want, when not
 // empty, is the kinds the caller says name is: another kind found is an
 // error matching errNotALock, and a count is read as want's. The error
 // matches errNoSuchLock when nothing is there.
@@ -161,6 +179,10 @@ func readStatus(ctx context.Context, rdb rueidis.Client, name string, want []lay
 		return readRWState(ctx, rdb, s)
 	case layout.KindSemaphore:
 		return semStateOf(s)
+	case layout.KindCountingSemaphore:
+		return countingStateOf(s)
+	case layout.KindRateLimiter:
+		return rateStateOf(s), nil
 	case layout.KindLatch, kindCounter:
 		return latchStateOf(s, kind == kindCounter)
 	}
@@ -178,5 +200,9 @@ func writeState(w io.Writer, st any) {
 		writeSem(w, st)
 	case *latchState:
 		writeLatch(w, st)
+	case *countingState:
+		writeCounting(w, st)
+	case *rateState:
+		writeRate(w, st)
 	}
 }

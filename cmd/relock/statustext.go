@@ -112,12 +112,37 @@ func writeSem(w io.Writer, st *semState) {
 	io.WriteString(w, b.String())
 }
 
+// writeRate prints a rate limiter.
+func writeRate(w io.Writer, st *rateState) {
+	switch {
+	case !st.Set:
+		fmt.Fprintf(w, "rate limiter %q: no rate set (its window keys are there)\n", st.Name)
+	case st.Available == nil:
+		fmt.Fprintf(w, "rate limiter %q: %d per %s, a window per client\n", st.Name, st.Rate, ms(st.IntervalMs))
+	default:
+		fmt.Fprintf(w, "rate limiter %q: %d per %s, %s left in the window\n", st.Name, st.Rate, ms(st.IntervalMs),
+			plural(*st.Available, "permit"))
+		for _, g := range st.Grants {
+			fmt.Fprintf(w, "  grant %s  %s, leaves the window in %s\n", g.ID, plural(g.Permits, "permit"), ms(g.LeavesInMs))
+		}
+	}
+}
+
+// writeCounting prints a counting semaphore's count.
+func writeCounting(w io.Writer, st *countingState) {
+	if !st.Set {
+		fmt.Fprintf(w, "counting semaphore %q: permits never set\n", st.Name)
+		return
+	}
+	fmt.Fprintf(w, "counting semaphore %q: %s available\n", st.Name, plural(st.Available, "permit"))
+}
+
 // writeLatch prints a latch's count, or a count that may be a latch's or
 // a semaphore's.
 func writeLatch(w io.Writer, st *latchState) {
 	switch {
 	case st.Value != nil:
-		fmt.Fprintf(w, "%q holds the count %d: a semaphore with %s available and none held, or a count-down latch at %d (say which with --kind)\n",
+		fmt.Fprintf(w, "%q holds the count %d: a semaphore or a counting semaphore with %s available (and none held), or a count-down latch at %d (say which with --kind)\n",
 			st.Name, *st.Value, plural(*st.Value, "permit"), *st.Value)
 	case *st.Open:
 		fmt.Fprintf(w, "count-down latch %q: open (count 0)\n", st.Name)

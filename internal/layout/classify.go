@@ -55,12 +55,31 @@ func Classify(key, typ string) (m Match, ok bool) {
 		prefixed(RoleAlive, TypeZSet, AlivePrefix),
 		suffixed(RoleWaitDeadlines, SemaphoreQueueDeadlinesSuffix),
 		suffixed(RoleWaitQueue, SemaphoreQueueSuffix),
+		suffixed(RoleGrants, CountingGrantsSuffix),
+		suffixed(RoleRatePermits, RatePermitsSuffix),
 		suffixed(RoleLeases, SemaphoreLeasesSuffix):
 		return m, true
+	}
+	if typ == TypeString || typ == TypeZSet {
+		// <tagged name>:value:<client ID> or <tagged name>:permits:<client ID>
+		r, suffix := RoleRateClientValue, ":"+RateValueSuffix+":"
+		if typ == TypeZSet {
+			r, suffix = RoleRateClientPermits, ":"+RatePermitsSuffix+":"
+		}
+		if i := len(key) - uuidLen - len(suffix); i > 0 && key[i:i+len(suffix)] == suffix && isUUID(key[i+len(suffix):]) {
+			if m, ok := match(r, key[:i], key[i+len(suffix):]); ok {
+				return m, true
+			}
+		}
 	}
 	if typ == TypeString {
 		if head, found := strings.CutSuffix(key, ":"+LatchOpenedSuffix); found {
 			if m, ok := match(RoleLatchOpened, head, ""); ok {
+				return m, true
+			}
+		}
+		if key, found := strings.CutSuffix(key, ":"+RateValueSuffix); found {
+			if m, ok := match(RoleRateValue, key, ""); ok {
 				return m, true
 			}
 		}
@@ -114,6 +133,9 @@ func ClassifyChannel(ch string) (m Match, ok bool) {
 	}
 	if rest, found := strings.CutPrefix(ch, SemaphoreChannelPrefix+":"); found {
 		return match(RoleSemChannel, rest, "")
+	}
+	if rest, found := strings.CutPrefix(ch, RateLimiterChannelPrefix+":"); found {
+		return match(RoleRateChannel, rest, "")
 	}
 	if rest, found := strings.CutPrefix(ch, RWLockChannelPrefix+":"); found {
 		return match(RoleRWChannel, rest, "")

@@ -13,6 +13,11 @@ const (
 	KindRWLock    Kind = "rwlock"         // read-write lock
 	KindSemaphore Kind = "semaphore"      // permit-expirable semaphore
 	KindLatch     Kind = "countdownlatch" // count-down latch
+	// KindCountingSemaphore is Redisson's RSemaphore: a count without
+	// permit IDs.
+	KindCountingSemaphore Kind = "counting_semaphore"
+	// KindRateLimiter is Redisson's RRateLimiter.
+	KindRateLimiter Kind = "rate_limiter"
 )
 
 // Role is what a key or a channel is to the lock it belongs to.
@@ -27,8 +32,8 @@ const (
 	// lock's).
 	RoleLock
 	// RoleCount is the count under the name of a semaphore (its permits
-	// available) or a latch: a plain integer, which nothing tells apart
-	// from any other counter.
+	// available), a counting semaphore or a latch: a plain integer, which
+	// nothing tells apart from any other counter.
 	RoleCount
 	RoleWakers        // relock's wake-one registry (Wakers)
 	RoleToken         // fenced lock's token counter (Token)
@@ -40,7 +45,15 @@ const (
 	RoleLeases        // semaphore's permits held
 	RoleWaitQueue     // semaphore's queue of waiters (relock's)
 	RoleWaitDeadlines // semaphore's queue deadlines (relock's)
-	RoleLatchOpened   // count-down latch's mark of its last opening (relock's, LatchOpened)
+	RoleGrants        // counting semaphore's recent grants (relock's)
+	RoleRateValue     // rate limiter's permits left in the window (RateLimiter)
+	RoleRatePermits   // rate limiter's grants in the window (RateLimiter)
+	// RoleRateClientValue and RoleRateClientPermits are a rate limiter's
+	// value and grants of one client (rate type PER_CLIENT): the client
+	// ID is the Match's Detail.
+	RoleRateClientValue
+	RoleRateClientPermits
+	RoleLatchOpened // count-down latch's mark of its last opening (relock's, LatchOpened)
 
 	// Channels.
 	RoleChannel       // lock's unlock channel (Channel)
@@ -49,15 +62,19 @@ const (
 	RoleRWChannel     // read-write lock's channel (RWChannel)
 	RoleSemChannel    // semaphore's channel
 	RoleLatchChannel  // count-down latch's channel (LatchChannel)
+	RoleRateChannel   // rate limiter's channel (relock's own)
 )
 
 var roleNames = [...]string{
 	RoleNone: "none", RoleLock: "lock", RoleCount: "count", RoleWakers: "wakers",
 	RoleToken: "token", RoleQueue: "queue", RoleTimeouts: "timeouts", RoleAlive: "heartbeats",
 	RoleUnlockLatch: "unlock latch", RoleReadLease: "read lease", RoleLeases: "leases",
-	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleLatchOpened: "opening mark",
+	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleGrants: "grants", RoleLatchOpened: "opening mark",
+	RoleRateValue: "rate value", RoleRatePermits: "rate permits",
+	RoleRateClientValue: "client rate value", RoleRateClientPermits: "client rate permits",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
 	RoleRWChannel: "rwlock channel", RoleSemChannel: "semaphore channel", RoleLatchChannel: "latch channel",
+	RoleRateChannel: "rate limiter channel",
 }
 
 func (r Role) String() string {
@@ -70,7 +87,8 @@ func (r Role) String() string {
 // Kind is the kind a key or channel of role r implies: KindLock for the
 // roles that several kinds share (RoleLock, RoleWakers, RoleUnlockLatch,
 // RoleChannel: the value of the key, or other keys, tell which lock it
-// is), KindSemaphore for RoleCount (a latch's count looks the same).
+// is), KindSemaphore for RoleCount and RoleSemChannel (a latch's count
+// and a counting semaphore's count and channel look the same).
 func (r Role) Kind() Kind {
 	switch r {
 	case RoleToken:
@@ -83,6 +101,10 @@ func (r Role) Kind() Kind {
 		return KindSemaphore
 	case RoleLatchOpened, RoleLatchChannel:
 		return KindLatch
+	case RoleGrants:
+		return KindCountingSemaphore
+	case RoleRateValue, RoleRatePermits, RoleRateClientValue, RoleRateClientPermits, RoleRateChannel:
+		return KindRateLimiter
 	case RoleNone:
 		return ""
 	}
@@ -126,6 +148,10 @@ var Specs = []Spec{
 	{KindRWLock, "read-write lock", []Role{RoleLock}, RoleRWChannel},
 	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines}, RoleSemChannel},
 	{KindLatch, "count-down latch", []Role{RoleCount, RoleLatchOpened}, RoleLatchChannel},
+	{KindCountingSemaphore, "counting semaphore", []Role{RoleCount, RoleGrants}, RoleSemChannel},
+	// The rate limiter's configuration is a hash under the name (a
+	// RoleLock key: only its fields, RateFields, tell it from a lock's).
+	{KindRateLimiter, "rate limiter", []Role{RoleLock, RoleRateValue, RoleRatePermits}, RoleRateChannel},
 }
 
 // SpecOf returns the Spec of kind k, and false for an unknown kind.
@@ -163,6 +189,12 @@ func KeyOf(name string, r Role) Key {
 		return Key{Semaphore(name).Queue, TypeZSet, r}
 	case RoleWaitDeadlines:
 		return Key{Semaphore(name).QueueDeadlines, TypeZSet, r}
+	case RoleGrants:
+		return Key{CountingSemaphore(name).Grants, TypeZSet, r}
+	case RoleRateValue:
+		return Key{RateLimiter(name).Value, TypeString, r}
+	case RoleRatePermits:
+		return Key{RateLimiter(name).Permits, TypeZSet, r}
 	case RoleLatchOpened:
 		return Key{LatchOpened(name), TypeString, r}
 	}
@@ -181,6 +213,8 @@ func ChannelOf(name string, r Role) string {
 		return Semaphore(name).Channel
 	case RoleLatchChannel:
 		return LatchChannel(name)
+	case RoleRateChannel:
+		return RateLimiter(name).Channel
 	}
 	panic("layout: no channel of role " + r.String() + " is named by the lock name alone")
 }

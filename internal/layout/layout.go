@@ -6,8 +6,8 @@
 //
 // The layout is Redisson's, so that Go and Java holders of one name
 // exclude each other; relock adds keys of its own (the wake-one registry,
-// the semaphore's queue, the latch's mark of its last opening), each named
-// below.
+// the semaphore's queue, the counting semaphore's grants, the latch's mark
+// of its last opening), each named below.
 //
 // Hash tags: a key derived from a name must hash to the name's cluster
 // slot. Redisson wraps the name in braces ("prefix:{name}", "{name}:suffix")
@@ -52,6 +52,9 @@ const (
 	RWLockChannelPrefix = "redisson_rwlock"
 	// SemaphoreChannelPrefix names a semaphore's channel.
 	SemaphoreChannelPrefix = "redisson_sc"
+	// RateLimiterChannelPrefix names relock's channel of a rate limiter,
+	// on which a rate set anew is published (Redisson has none).
+	RateLimiterChannelPrefix = "relock_ratelimiter"
 	// CountDownLatchChannelPrefix starts a count-down latch's channel,
 	// which is always followed by the name in braces (see LatchChannel).
 	CountDownLatchChannelPrefix = "redisson_countdownlatch__channel__"
@@ -67,6 +70,17 @@ const (
 	// joined; permit ID -> when it is dropped unless it refreshes).
 	SemaphoreQueueSuffix          = "relock_queue"
 	SemaphoreQueueDeadlinesSuffix = "relock_queue_timeout"
+	// CountingGrantsSuffix: relock's record of a counting semaphore's
+	// recent grants (a sorted set: "<request ID>:<permits>" -> when it is
+	// forgotten, server ms), by which a resent acquisition takes nothing
+	// twice and a call whose reply was lost gives back what it took.
+	CountingGrantsSuffix = "relock_grants"
+	// RateValueSuffix and RatePermitsSuffix: a rate limiter's permits left
+	// in the window (a string) and its grants in the window (a sorted set:
+	// grant -> when it was made, ms); a client's own, for rate type
+	// PER_CLIENT, add ":<client ID>".
+	RateValueSuffix   = "value"
+	RatePermitsSuffix = "permits"
 	// ReadLeaseMark separates a read hold's field from its level in the
 	// key of the level's lease (see ReadLeaseKey).
 	ReadLeaseMark = "rwlock_timeout"
@@ -100,6 +114,32 @@ const (
 	// WriteSuffix ends a writer's field: "<clientID>:<owner>:write".
 	WriteSuffix = ":write"
 )
+
+// A rate limiter's configuration: the fields of its hash under the name,
+// and the values of RateTypeField (Redisson's RateType ordinals).
+const (
+	RateField          = "rate"
+	RateIntervalField  = "interval" // ms
+	RateTypeField      = "type"
+	RateKeepAliveField = "keepAliveTime" // ms; 0: the keys do not expire
+	RateOverall        = "0"
+	RatePerClient      = "1"
+)
+
+// IsRateConfig reports whether a hash's fields are a rate limiter's.
+func IsRateConfig(fields map[string]string) bool {
+	if len(fields) == 0 {
+		return false
+	}
+	for f := range fields {
+		switch f {
+		case RateField, RateIntervalField, RateTypeField, RateKeepAliveField:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // The score of a semaphore permit taken without a lease (Redisson's): it
 // never expires. NoLease is the same number as the scripts take it.
@@ -261,6 +301,71 @@ func Semaphore(name string) SemaphoreKeys {
 		QueueDeadlines: Suffixed(name, SemaphoreQueueDeadlinesSuffix),
 	}
 }
+
+// CountingSemaphoreKeys are the keys and the channel of a counting
+// semaphore (Redisson's RSemaphore).
+type CountingSemaphoreKeys struct {
+	// Count holds the permits available (a string), under the name: the
+	// same key as a permit-expirable semaphore's available count.
+	Count string
+	// Grants is relock's record of recent grants (CountingGrantsSuffix).
+	Grants string
+	// Channel carries the new count when permits come free: the
+	// semaphore channel, Redisson's for both semaphores.
+	Channel string
+}
+
+// CountingSemaphore returns the keys of the counting semaphore name.
+func CountingSemaphore(name string) CountingSemaphoreKeys {
+	return CountingSemaphoreKeys{
+		Count:   name,
+		Grants:  Suffixed(name, CountingGrantsSuffix),
+		Channel: Derived(SemaphoreChannelPrefix, name),
+	}
+}
+
+// RateLimiterKeys are the keys and the channel of a rate limiter
+// (Redisson's RRateLimiter).
+type RateLimiterKeys struct {
+	// Config is the hash under the name: RateField, RateIntervalField,
+	// RateTypeField, RateKeepAliveField.
+	Config string
+	// Value holds the permits left in the window (a string); Permits the
+	// grants in the window (a sorted set: Redisson's packed grant, a
+	// length byte, that many random bytes and the permits as a 4-byte
+	// little-endian integer -> when it was made, unix ms).
+	Value, Permits string
+	// Channel is relock's: a rate set anew is published there.
+	Channel string
+}
+
+// UnpackGrant reads a rate limiter's grant as Redisson packs it (Lua's
+// struct "Bc0I": a length byte, that many bytes of ID, the permits as a
+// 4-byte little-endian integer); ok is false for anything else.
+func UnpackGrant(member string) (id string, permits int64, ok bool) {
+	if len(member) < 5 || int(member[0]) != len(member)-5 {
+		return "", 0, false
+	}
+	p := member[len(member)-4:]
+	return member[1 : len(member)-4], int64(p[0]) | int64(p[1])<<8 | int64(p[2])<<16 | int64(p[3])<<24, true
+}
+
+// RateLimiter returns the keys of the rate limiter name.
+func RateLimiter(name string) RateLimiterKeys {
+	return RateLimiterKeys{
+		Config:  name,
+		Value:   Suffixed(name, RateValueSuffix),
+		Permits: Suffixed(name, RatePermitsSuffix),
+		Channel: Derived(RateLimiterChannelPrefix, name),
+	}
+}
+
+// ClientValue and ClientPermits are the value and the grants of one
+// client (clientID) of the rate limiter, for rate type PER_CLIENT.
+func (k RateLimiterKeys) ClientValue(clientID string) string { return k.Value + ":" + clientID }
+
+// ClientPermits: see ClientValue.
+func (k RateLimiterKeys) ClientPermits(clientID string) string { return k.Permits + ":" + clientID }
 
 // LatchChannel is a count-down latch's channel. Redisson wraps the name in
 // braces whatever it holds, so for a name with a hash tag of its own the

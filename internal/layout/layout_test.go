@@ -56,6 +56,21 @@ func TestNames(t *testing.T) {
 		Queue:          "{orders:42}:relock_queue",
 		QueueDeadlines: "{orders:42}:relock_queue_timeout",
 	}, layout.Semaphore(n))
+	assert.Equal(t, layout.CountingSemaphoreKeys{
+		Count:   "orders:42",
+		Grants:  "{orders:42}:relock_grants",
+		Channel: "redisson_sc:{orders:42}",
+	}, layout.CountingSemaphore(n))
+	rl := layout.RateLimiter(n)
+	assert.Equal(t, layout.RateLimiterKeys{
+		Config:  "orders:42",
+		Value:   "{orders:42}:value",
+		Permits: "{orders:42}:permits",
+		Channel: "relock_ratelimiter:{orders:42}",
+	}, rl)
+	assert.Equal(t, "{orders:42}:value:"+clientID, rl.ClientValue(clientID))
+	assert.Equal(t, "{orders:42}:permits:"+clientID, rl.ClientPermits(clientID))
+	assert.Equal(t, "x{t}y:permits:"+clientID, layout.RateLimiter("x{t}y").ClientPermits(clientID))
 	assert.Equal(t, "redisson_countdownlatch__channel__{orders:42}", layout.LatchChannel(n))
 	// The latch's channel wraps a name with a tag of its own too.
 	assert.Equal(t, "redisson_countdownlatch__channel__{x{t}y}", layout.LatchChannel("x{t}y"))
@@ -146,6 +161,8 @@ func TestDetailedRoundTrip(t *testing.T) {
 				{layout.UnlockLatch(name, "0123456789abcdef0123456789ABCDEF"), layout.TypeString, false, layout.RoleUnlockLatch, "0123456789abcdef0123456789ABCDEF"},
 				{layout.FairWaiterChannel(name, field), "", true, layout.RoleWaiterChannel, field},
 				{layout.WakeChannel(name, clientID), "", true, layout.RoleWakeChannel, clientID},
+				{layout.RateLimiter(name).ClientValue(clientID), layout.TypeString, false, layout.RoleRateClientValue, clientID},
+				{layout.RateLimiter(name).ClientPermits(clientID), layout.TypeZSet, false, layout.RoleRateClientPermits, clientID},
 			}
 			for _, c := range cases {
 				var m layout.Match
@@ -183,6 +200,13 @@ func TestClassifyAmbiguousAndForeign(t *testing.T) {
 		{"redisson_unlock_latch:{a}:nothex", "string", false, 0, "", ""},
 		{"{a}:timeout", "zset", true, layout.RoleLeases, "a", "{a}"},
 		{"a:timeout", "zset", false, 0, "", ""},
+		{"{a}:relock_grants", "zset", true, layout.RoleGrants, "a", "{a}"},
+		{"{a}:relock_grants", "string", false, 0, "", ""},
+		{"{a}:value", "string", true, layout.RoleRateValue, "a", "{a}"},
+		{"{a}:value", "zset", false, 0, "", ""},
+		{"a:value", "string", false, 0, "", ""},
+		{"{a}:permits", "zset", true, layout.RoleRatePermits, "a", "{a}"},
+		{"{a}:permits:notaclient", "zset", false, 0, "", ""},
 		{"{a}:" + clientID + ":7:rwlock_timeout:2", "string", true, layout.RoleReadLease, "a", "{a}"},
 		{"x{t}:" + clientID + ":owner:with:colons:rwlock_timeout:1", "string", true, layout.RoleReadLease, "x{t}", ""},
 		{"anything", "hash", true, layout.RoleLock, "anything", ""},
@@ -271,5 +295,23 @@ func TestDerivedKey(t *testing.T) {
 	for _, key := range []string{"a", "{a}", "redisson_lock_queue:a", "a:timeout", "{a}:timeouts", "orders:{eu}"} {
 		_, ok := layout.DerivedKey(key)
 		assert.False(t, ok, "DerivedKey(%q)", key)
+	}
+}
+
+func TestIsRateConfig(t *testing.T) {
+	assert.True(t, layout.IsRateConfig(map[string]string{"rate": "5", "interval": "1000", "type": "0", "keepAliveTime": "0"}))
+	assert.True(t, layout.IsRateConfig(map[string]string{"rate": "5", "interval": "1000", "type": "0"}))
+	assert.False(t, layout.IsRateConfig(map[string]string{"rate": "5", clientID + ":1": "1"}))
+	assert.False(t, layout.IsRateConfig(map[string]string{}))
+}
+
+func TestUnpackGrant(t *testing.T) {
+	id, n, ok := layout.UnpackGrant("\x100123456789abcdef\x02\x01\x00\x00")
+	assert.True(t, ok)
+	assert.Equal(t, "0123456789abcdef", id)
+	assert.EqualValues(t, 258, n)
+	for _, m := range []string{"", "\x01", "\x05ab\x01\x00\x00\x00"} {
+		_, _, ok := layout.UnpackGrant(m)
+		assert.False(t, ok, "UnpackGrant(%q)", m)
 	}
 }

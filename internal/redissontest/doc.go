@@ -11,6 +11,8 @@
 //	RFairLock                  RedissonFairLock
 //	RReadWriteLock             RedissonReadLock, RedissonWriteLock
 //	RPermitExpirableSemaphore  RedissonPermitExpirableSemaphore, SemaphorePubSub
+//	RSemaphore                 RedissonSemaphore, SemaphorePubSub
+//	RRateLimiter               RedissonRateLimiter
 //	RCountDownLatch            RedissonCountDownLatch, CountDownLatchPubSub
 //	the watchdog               renewal.LockTask, renewal.ReadLockTask
 //

@@ -1,0 +1,32 @@
+-- csem_acquire.lua: take permits of a counting semaphore (Redisson's
+-- RSemaphore layout), all of them or none.
+-- KEYS[1] the count <name> (a string holding an integer)
+-- KEYS[2] grants {<name>}:relock_grants (sorted set, relock's own: a
+--         call's grant "<request ID>:<permits>" -> when it is forgotten,
+--         server ms)
+-- ARGV[1] permits wanted (>= 1)
+-- ARGV[2] the call's grant "<request ID>:<permits>", the same for every
+--         attempt of a call
+-- ARGV[3] how long a grant is remembered, ms
+-- Returns {1, count} when the call holds its permits after the script:
+-- taken now (the count goes down by ARGV[1], and the grant is
+-- remembered), or by an earlier send of the same request whose reply was
+-- lost (its grant is remembered: nothing more is taken, so sending the
+-- script twice has the effect of sending it once). Else {0, count}:
+-- fewer than ARGV[1] permits are available (or the count was never set:
+-- 0), and nothing changes. Grants past their time are forgotten first.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+local count = tonumber(redis.call('get', KEYS[1]) or '0')
+if redis.call('zscore', KEYS[2], ARGV[2]) then
+  return {1, count}
+end
+local wanted = tonumber(ARGV[1])
+if count < wanted then
+  return {0, count}
+end
+count = redis.call('decrby', KEYS[1], wanted)
+redis.call('zadd', KEYS[2], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('pexpire', KEYS[2], ARGV[3])
+return {1, count}
