@@ -64,6 +64,73 @@ func TestInteropLatchSharedCount(t *testing.T) {
 	require.NoError(t, l.CountDown(ctx))
 }
 
+// TestInteropLatchOpeningBeforeSubscription: the latch opens and is set
+// again the moment relock's waiter has read the count for the first time,
+// before it subscribes; the opening's "0" reaches nobody. relock's side,
+// whichever it is, leaves its mark (relock's CountDown at 0, relock's
+// TrySetCount where there was no count), and the waiter, which reads the
+// new count once subscribed, finds the mark changed and goes on. When
+// both are Redisson's, nothing is left: the waiter waits for the next
+// opening.
+func TestInteropLatchOpeningBeforeSubscription(t *testing.T) {
+	type side struct {
+		open func(l *latch.CountDownLatch, jl *redissontest.CountDownLatch) error
+		set  func(l *latch.CountDownLatch, jl *redissontest.CountDownLatch) (bool, error)
+	}
+	relockOpens := func(l *latch.CountDownLatch, _ *redissontest.CountDownLatch) error {
+		return l.CountDown(context.Background())
+	}
+	redissonOpens := func(_ *latch.CountDownLatch, jl *redissontest.CountDownLatch) error {
+		return jl.CountDown(context.Background())
+	}
+	relockSets := func(l *latch.CountDownLatch, _ *redissontest.CountDownLatch) (bool, error) {
+		return l.TrySetCount(context.Background(), 1)
+	}
+	redissonSets := func(_ *latch.CountDownLatch, jl *redissontest.CountDownLatch) (bool, error) {
+		return jl.TrySetCount(context.Background(), 1)
+	}
+	for _, tc := range []struct {
+		name   string
+		s      side
+		missed bool
+	}{
+		{"relock opens, redisson sets again", side{relockOpens, redissonSets}, false},
+		{"redisson opens, relock sets again", side{redissonOpens, relockSets}, false},
+		{"redisson opens, redisson sets again", side{redissonOpens, redissonSets}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := relocktest.Name(t)
+			other := relocktest.Client(t)
+			j := redissontest.New(t, relocktest.Raw(t))
+			l, jl := other.GetCountDownLatch(name), j.CountDownLatch(name)
+			ok, err := l.TrySetCount(t.Context(), 1)
+			require.NoError(t, err)
+			require.True(t, ok, "TrySetCount")
+			c, reads := countingClient(t, name, func() {
+				assert.NoError(t, tc.s.open(l, jl), "the opening")
+				ok, err := tc.s.set(l, jl)
+				assert.NoError(t, err, "the new count")
+				assert.True(t, ok, "the new count")
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), handoff)
+			defer cancel()
+			waiter := redissontest.Async(func() error { return c.GetCountDownLatch(name).Await(ctx) })
+			if !tc.missed {
+				got := relocktest.Receive(t, waiter, handoff, "the waiter to go on")
+				assert.NoError(t, got.Err, "Await across an opening before its subscription")
+				return
+			}
+			// The waiter reads, subscribes and reads again: then it sleeps
+			// until the next opening.
+			relocktest.Eventually(t, handoff, "the waiter to read twice", func() bool { return reads.Load() == 2 })
+			redissontest.Pending(t, waiter, "the waiter, which no mark told of the opening")
+			start := time.Now()
+			require.NoError(t, jl.CountDown(t.Context()))
+			redissontest.Handoff(t, waiter, start, "the waiter, at the next opening")
+		})
+	}
+}
+
 // TestInteropLatchWakes: the count reaching 0 on either side lets every
 // waiter of the other side go on within the hand-off bound (Redisson's
 // waiters have no other way to go on: await() sleeps without a limit).

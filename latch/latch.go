@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/relock-go/relock/internal/layout"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -46,6 +47,11 @@ func init() {
 // openMessage is published when the count reaches 0.
 const openMessage = "0"
 
+// openedTTL is how long relock's mark of an opening lasts (see
+// layout.LatchOpened): far longer than a waiter takes to subscribe and
+// read again, on a Client that must first make its pub/sub connection.
+const openedTTL = 10 * time.Second
+
 // Name is the latch's name: the key of its count.
 func (l *CountDownLatch) Name() string { return l.name }
 
@@ -82,7 +88,10 @@ func (l *CountDownLatch) fail(op string, err error) error {
 }
 
 // TrySetCount sets the count to n (at least 1) if the latch has none (a
-// latch that reached 0 has none), and reports whether it did.
+// latch that reached 0 has none), and reports whether it did. Setting a
+// count where there was none writes relock's mark of an opening: the
+// latch was open until then, which a waiter that read a count before must
+// not miss (see the package documentation).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if err := l.check(); err != nil {
 		return false, err
@@ -90,8 +99,8 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if n < 1 {
 		return false, fmt.Errorf("%w: latch count %d is under 1", ErrInvalidArgument, n)
 	}
-	ok, err := lua.LatchSet.Exec(ctx, l.core.RDB, []string{l.name, layout.OtherKey(l.name)},
-		[]string{fmt.Sprint(n), Channel(l.name), l.core.PublishCommand()}).AsInt64()
+	ok, err := lua.LatchSet.Exec(ctx, l.core.RDB, []string{l.name, layout.OtherKey(l.name), layout.LatchOpened(l.name)},
+		[]string{fmt.Sprint(n), Channel(l.name), l.core.PublishCommand(), fmt.Sprint(openedTTL.Milliseconds())}).AsInt64()
 	if err != nil {
 		return false, l.fail("set count", err)
 	}
@@ -99,15 +108,17 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 }
 
 // CountDown counts the latch down by one; at 0 the latch opens and every
-// waiter, in every process, goes on. A latch with no count stays so. The
+// waiter, in every process, goes on (relock's waiters also by the mark
+// the opening leaves, see the package documentation). A latch with no
+// count stays so. The
 // call is not resent: when it returns a connection error, the count may
 // or may not have gone down.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	err := lua.LatchCountDown.Exec(ctx, l.core.RDB, []string{l.name},
-		[]string{Channel(l.name), l.core.PublishCommand()}).Error()
+	err := lua.LatchCountDown.Exec(ctx, l.core.RDB, []string{l.name, layout.LatchOpened(l.name)},
+		[]string{Channel(l.name), l.core.PublishCommand(), fmt.Sprint(openedTTL.Milliseconds())}).Error()
 	if err != nil {
 		return l.fail("count down", err)
 	}
@@ -123,7 +134,12 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 }
 
 func (l *CountDownLatch) count(ctx context.Context) (int, error) {
-	n, err := l.core.RDB.Do(ctx, l.core.RDB.B().Get().Key(l.name).Build()).AsInt64()
+	return l.countOf(l.core.RDB.Do(ctx, l.core.RDB.B().Get().Key(l.name).Build()))
+}
+
+// countOf is the count in the reply to a GET of the latch's key.
+func (l *CountDownLatch) countOf(res rueidis.RedisResult) (int, error) {
+	n, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return 0, nil
 	}
@@ -133,18 +149,45 @@ func (l *CountDownLatch) count(ctx context.Context) (int, error) {
 	return int(max(n, 0)), nil
 }
 
-// Await waits until the count is 0 or ctx ends. It sleeps on the latch's
-// channel (one subscription per name per Client, shared by all its
-// waiters) and never polls: it reads the count when it starts and once it
-// is subscribed; after that, the message that the count reached 0 lets it
-// go on, even when a new count was set since (the next batch must not
-// keep a waiter of the last one waiting). A lost subscription connection
-// makes it read the count again once it is subscribed anew; an opening
-// that came and was followed by a new count in that gap is missed (Redis
-// keeps no record of it), and the waiter waits for the next. When ctx
-// ends first, the error matches both ErrNotAcquired and ctx.Err(); when
-// Close does, ErrNotAcquired and ErrClosed. It rides out a dropped connection or a failover, reading
-// again every 100ms until Redis answers or ctx ends.
+// look reads, in one round trip, relock's mark of the last opening ("" when
+// there is none) and then the count: an opening that comes after the mark
+// was read changes the mark, even when it comes before the count is read.
+func (l *CountDownLatch) look(ctx context.Context) (opened string, n int, err error) {
+	b := l.core.RDB.B()
+	res := l.core.RDB.DoMulti(ctx, b.Get().Key(layout.LatchOpened(l.name)).Build(), b.Get().Key(l.name).Build())
+	opened, err = res[0].ToString()
+	if rueidis.IsRedisNil(err) {
+		opened, err = "", nil
+	}
+	if err != nil {
+		return "", 0, l.fail("count", err)
+	}
+	n, err = l.countOf(res[1])
+	return opened, n, err
+}
+
+// Await waits until the count is 0 or ctx ends. It reads the count and
+// returns at 0 (one round trip, no subscription); otherwise it sleeps on
+// the latch's channel (one subscription per name per Client, shared by all
+// its waiters) and never polls: it reads once more when subscribed, and
+// after that the message that the count reached 0 lets it go on, even when
+// a new count was set since (the next batch must not keep a waiter of the
+// last one waiting). A lost subscription connection makes it read again
+// once it is subscribed anew. Each read also reads relock's mark of the
+// last opening (see the package documentation): when it changed since the
+// first read, the latch opened in between and Await returns, even if a new
+// count is set. So an opening after the first read is missed only when its
+// message did not reach the waiter (it came before the subscription was in
+// place, on a Client's first subscription after making its pub/sub
+// connection, or while the subscription connection was down, or just
+// before it was lost), a new count was set before the waiter's next read,
+// and no mark tells of it: the opening and the new count were both made
+// by something other than relock (Redisson's countDown or delete, then its
+// trySetCount), or that read came more than 10s after the mark was
+// written. The waiter then waits for the next opening. When ctx ends
+// first, the error matches both ErrNotAcquired and ctx.Err(); when Close
+// does, ErrNotAcquired and ErrClosed. It rides out a dropped connection or
+// a failover, reading again every 100ms until Redis answers or ctx ends.
 func (l *CountDownLatch) Await(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
@@ -153,24 +196,40 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		return lockcore.NotAcquired(err)
 	}
 	_, err := l.core.Wait(&lockcore.Wait{Ctx: ctx, Limit: lockcore.NoLimit, OnMessage: true,
-		Lock: observe.Lock{Kind: "latch", Name: l.name}}, awaiter{l})
+		Lock: observe.Lock{Kind: "latch", Name: l.name}}, &awaiter{l: l})
 	return err
 }
 
 // awaiter is one call of Await: the latch's Waiter.
-type awaiter struct{ l *CountDownLatch }
+type awaiter struct {
+	l *CountDownLatch
+	// looked: a read found a count; opened is the mark it found with it.
+	looked bool
+	opened string
+}
 
-// Attempt reads the count: the wait is over at 0.
-func (a awaiter) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
+// Attempt reads the mark and the count: the wait is over at 0, or when
+// the mark changed since the first read that found a count (the latch
+// opened in between, and a new count was set since).
+func (a *awaiter) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if err := w.Over(); err != nil {
 		return lockcore.Outcome{}, err
 	}
-	n, err := a.l.count(w.Call)
-	return lockcore.Outcome{Done: n == 0}, err
+	opened, n, err := a.l.look(w.Call)
+	switch {
+	case err != nil:
+		return lockcore.Outcome{}, err
+	case n == 0:
+		return lockcore.Outcome{Done: true}, nil
+	case !a.looked:
+		a.looked, a.opened = true, opened
+		return lockcore.Outcome{}, nil
+	}
+	return lockcore.Outcome{Done: opened != "" && opened != a.opened}, nil
 }
 
 // WaitChannel is the latch's channel.
-func (a awaiter) WaitChannel() string { return Channel(a.l.name) }
+func (a *awaiter) WaitChannel() string { return Channel(a.l.name) }
 
 // End has nothing to undo.
-func (awaiter) End(*lockcore.Wait, bool) {}
+func (*awaiter) End(*lockcore.Wait, bool) {}

@@ -2,6 +2,9 @@ package latch_test
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/latch"
@@ -28,12 +32,32 @@ type reads struct {
 	after func()
 }
 
-func (r *reads) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+func (r *reads) isGet(cmd rueidis.Completed) bool {
 	args := cmd.Commands()
-	get := len(args) == 2 && args[0] == "GET" && args[1] == r.key
-	res := r.Client.Do(ctx, cmd)
-	if get && r.n.Add(1) == 1 && r.after != nil {
+	return len(args) == 2 && args[0] == "GET" && args[1] == r.key
+}
+
+func (r *reads) got() {
+	if r.n.Add(1) == 1 && r.after != nil {
 		r.after()
+	}
+}
+
+func (r *reads) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	get := r.isGet(cmd)
+	res := r.Client.Do(ctx, cmd)
+	if get {
+		r.got()
+	}
+	return res
+}
+
+// DoMulti counts a GET of the key among cmds once their replies came.
+func (r *reads) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	get := slices.ContainsFunc(cmds, r.isGet)
+	res := r.Client.DoMulti(ctx, cmds...)
+	if get {
+		r.got()
 	}
 	return res
 }
@@ -173,14 +197,130 @@ return 1`).Numkeys(1).Key(name).Arg(latch.Channel(name)).Build()).Error())
 	assert.NoError(t, err, "Await across the opening")
 }
 
-// TestAwaitOpenLatch: Await of an open or unset latch returns at once,
-// without subscribing.
+// TestAwaitOpenLatch: Await of an open or unset latch returns after one
+// read (one round trip), without subscribing, also when relock's mark of
+// an opening is there.
 func TestAwaitOpenLatch(t *testing.T) {
-	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
+	c, reads := countingClient(t, name, nil)
+	l := c.GetCountDownLatch(name)
 	ctx, cancel := context.WithTimeout(t.Context(), handoff)
 	defer cancel()
-	assert.NoError(t, c.GetCountDownLatch(name).Await(ctx), "Await of an unset latch")
+	assert.NoError(t, l.Await(ctx), "Await of an unset latch")
+	ok, err := l.TrySetCount(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount")
+	require.NoError(t, l.CountDown(t.Context()))
+	assert.NoError(t, l.Await(ctx), "Await of an open latch")
+	assert.Equal(t, int64(2), reads.Load(), "reads of the count")
+	// A subscription would still be there: the hub lingers on a channel.
+	assert.Zero(t, relocktest.Subscribers(raw, latch.Channel(name)), "subscriptions to the latch's channel")
+}
+
+// latencyClient returns a Client whose connections add delay each way
+// (the network between it and Redis), and which calls dialed, if set, as
+// it makes a connection, before anything is sent on it.
+func latencyClient(t *testing.T, delay time.Duration, dialed func()) *rlock.Client {
+	t.Helper()
+	opt := redistest.Shared(t).ClientOption()
+	opt.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, "tcp", dst)
+		if err != nil {
+			return nil, err
+		}
+		if dialed != nil {
+			dialed()
+		}
+		return slowConn{Conn: conn, delay: delay}, nil
+	}
+	c, err := rlock.NewClient(opt)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// slowConn delays what it writes, and what it read, by delay.
+type slowConn struct {
+	net.Conn
+	delay time.Duration
+}
+
+func (c slowConn) Write(b []byte) (int, error) {
+	time.Sleep(c.delay)
+	return c.Conn.Write(b)
+}
+
+func (c slowConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		time.Sleep(c.delay)
+	}
+	return n, err
+}
+
+// TestAwaitOpeningWhileSubscribing (issue 32, item 6): a brand-new Client
+// reaches Redis with 50ms each way; it waits on a latch at count 1, and
+// the latch opens and is set again (by another Client, directly) while the
+// waiter's Client makes its pub/sub connection: its first read found the
+// count at 1, the opening's message goes out before the subscription
+// exists, and the waiter's read once subscribed finds the new count. The
+// mark the opening left tells it that the latch opened in between.
+func TestAwaitOpeningWhileSubscribing(t *testing.T) {
+	name := relocktest.Name(t)
+	setter := relocktest.Client(t)
+	l := setter.GetCountDownLatch(name)
+	ok, err := l.TrySetCount(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount")
+	var armed atomic.Bool
+	var openings atomic.Int32
+	c := latencyClient(t, 50*time.Millisecond, func() {
+		// The one connection made once Await runs is its pub/sub
+		// connection.
+		if !armed.Load() || openings.Add(1) != 1 {
+			return
+		}
+		assert.NoError(t, l.CountDown(context.Background()), "CountDown")
+		ok, err := l.TrySetCount(context.Background(), 1)
+		assert.NoError(t, err, "TrySetCount again")
+		assert.True(t, ok, "TrySetCount again")
+	})
+	armed.Store(true)
+	// A waiter that missed the opening gives up after handoff: the test
+	// then fails on its error instead of hanging.
+	ctx, cancel := context.WithTimeout(t.Context(), handoff)
+	defer cancel()
+	assert.NoError(t, c.GetCountDownLatch(name).Await(ctx), "Await across an opening while it subscribed")
+	assert.Equal(t, int32(1), openings.Load(), "connections made by Await")
+}
+
+// TestAwaitEarlierOpeningIgnored: the mark of an opening that came before
+// the waiter's first read does not end its wait.
+func TestAwaitEarlierOpeningIgnored(t *testing.T) {
+	name := relocktest.Name(t)
+	raw := relocktest.Raw(t)
+	c, reads := countingClient(t, name, nil)
+	l := c.GetCountDownLatch(name)
+	// Set, opened, set again: the next batch.
+	ok, err := l.TrySetCount(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount")
+	require.NoError(t, l.CountDown(t.Context()))
+	ok, err = l.TrySetCount(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount again")
+	n, err := raw.Do(t.Context(), raw.B().Exists().Key(layout.LatchOpened(name)).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the mark of the openings")
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan error, 1)
+	go func() { got <- l.Await(ctx) }()
+	// The waiter reads, subscribes and reads again: then it sleeps.
+	relocktest.Eventually(t, handoff, "the waiter to read twice", func() bool { return reads.Load() == 2 })
+	cancel()
+	err = relocktest.Receive(t, got, handoff, "Await to end with its context")
+	assert.ErrorIs(t, err, latch.ErrNotAcquired, "Await of a latch set since its last opening")
 }
 
 // TestAwaitSeesZeroReachedWhileSubscribing: the count reaches 0 between
@@ -201,6 +341,34 @@ func TestAwaitSeesZeroReachedWhileSubscribing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), handoff)
 	defer cancel()
 	assert.NoError(t, c.GetCountDownLatch(name).Await(ctx), "Await")
+}
+
+// TestAwaitOpeningRightAfterFirstRead (issue 32, item 6): the latch opens
+// and is set again the moment the waiter's first read was answered, as
+// when the waiter's Client reaches Redis slower than the workers' do. The
+// opening's message goes out before the waiter listens, and its read once
+// subscribed finds the new count; the mark the opening left tells it that
+// the latch opened in between.
+func TestAwaitOpeningRightAfterFirstRead(t *testing.T) {
+	name := relocktest.Name(t)
+	setter := relocktest.Client(t)
+	l := setter.GetCountDownLatch(name)
+	ok, err := l.TrySetCount(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, ok, "TrySetCount")
+	// Once the waiter's first read is answered, the last CountDown and
+	// the next batch's TrySetCount, before the waiter does anything else.
+	c, _ := countingClient(t, name, func() {
+		assert.NoError(t, l.CountDown(context.Background()), "CountDown")
+		ok, err := l.TrySetCount(context.Background(), 1)
+		assert.NoError(t, err, "TrySetCount again")
+		assert.True(t, ok, "TrySetCount again")
+	})
+	// A waiter that missed the opening gives up after handoff: the test
+	// then fails on its error instead of hanging.
+	ctx, cancel := context.WithTimeout(t.Context(), handoff)
+	defer cancel()
+	assert.NoError(t, c.GetCountDownLatch(name).Await(ctx), "Await across an opening right after its first read")
 }
 
 func TestAwaitEnds(t *testing.T) {

@@ -187,6 +187,8 @@ var (
 	//go:embed rate_set.lua
 	rateSet string
 
+	//go:embed latch_opened.lua
+	latchOpened string
 	//go:embed latch_set.lua
 	latchSet string
 	//go:embed latch_count_down.lua
@@ -322,8 +324,8 @@ var (
 
 	// LatchSet sets a count-down latch's count if it is not set. Not
 	// resent (the second reply would say it was already set).
-	LatchSet = script(refuse+latchSet, false)
+	LatchSet = script(refuse+latchOpened+latchSet, false)
 	// LatchCountDown counts a latch down by one. Never resent: it would
 	// count twice.
-	LatchCountDown = script(latchCountDown, false)
+	LatchCountDown = script(latchOpened+latchCountDown, false)
 )

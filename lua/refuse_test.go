@@ -108,7 +108,8 @@ func nameScripts(r *rules) map[string]func(name string) rueidis.RedisResult {
 			return r.exec(lua.SemDelete, []string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, layout.OtherKey(name)})
 		},
 		"latch set": func(name string) rueidis.RedisResult {
-			return r.exec(lua.LatchSet, []string{name, layout.OtherKey(name)}, "2", layout.LatchChannel(name), "publish")
+			return r.exec(lua.LatchSet, []string{name, layout.OtherKey(name), layout.LatchOpened(name)},
+				"2", layout.LatchChannel(name), "publish", "10000")
 		},
 	}
 }

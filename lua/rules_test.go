@@ -601,23 +601,61 @@ func TestReleasePublishes(t *testing.T) {
 	})
 	t.Run("latch", func(t *testing.T) {
 		name := r.name("latch")
-		ch := layout.LatchChannel(name)
+		ch, opened := layout.LatchChannel(name), layout.LatchOpened(name)
+		const life = "10000"
+		setKeys, downKeys := []string{name, layout.OtherKey(name), opened}, []string{name, opened}
 		l := listen(t, r.rdb, ch)
-		n, err := r.exec(lua.LatchSet, []string{name, layout.OtherKey(name)}, "2", ch, "publish").AsInt64()
+		// The mark of the last opening: a new value each time, in
+		// microseconds of the server's clock, with its life.
+		marks := []int64{serverNow(t, r.rdb) * 1000}
+		mark := func(what string) {
+			t.Helper()
+			v, err := strconv.ParseInt(r.get(opened), 10, 64)
+			require.NoError(t, err, "the mark %s", what)
+			assert.Greater(t, v, marks[len(marks)-1], "the mark %s", what)
+			assert.InDelta(t, 10000, r.pttl(opened), 1000, "the mark's life %s", what)
+			marks = append(marks, v)
+		}
+		unchanged := func(what string) {
+			t.Helper()
+			assert.Equal(t, strconv.FormatInt(marks[len(marks)-1], 10), r.get(opened), "the mark %s", what)
+		}
+		n, err := r.exec(lua.LatchSet, setKeys, "2", ch, "publish", life).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n)
 		assert.Equal(t, []string{ch + " 1"}, l.take(t), "a new count")
-		n, err = r.exec(lua.LatchSet, []string{name, layout.OtherKey(name)}, "5", ch, "publish").AsInt64()
+		mark("after a count set where there was none")
+		n, err = r.exec(lua.LatchSet, setKeys, "5", ch, "publish", life).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "a count set twice")
 		assert.Equal(t, "2", r.get(name), "a latch's count is set only when it has none")
+		unchanged("after a count set where there was one")
 		for _, want := range []int64{1, 0} {
-			n, err := r.exec(lua.LatchCountDown, []string{name}, ch, "publish").AsInt64()
+			n, err := r.exec(lua.LatchCountDown, downKeys, ch, "publish", life).AsInt64()
 			require.NoError(t, err)
 			assert.Equal(t, want, n)
+			if want > 0 {
+				unchanged("after a count down to 1")
+			}
 		}
 		assert.Equal(t, []string{ch + " 0"}, l.take(t), "the count down to 0 opens the latch")
 		assert.Equal(t, "", r.get(name), "an open latch has no key")
+		mark("after the opening")
+		n, err = r.exec(lua.LatchCountDown, downKeys, ch, "publish", life).AsInt64()
+		require.NoError(t, err)
+		assert.Equal(t, int64(0), n, "a count down of an open latch")
+		assert.Equal(t, "", r.get(name), "an open latch counted down has no key")
+		unchanged("after a count down of an open latch")
+		// A mark ahead of the server's clock (another server's, after a
+		// failover) is still passed.
+		ahead := marks[len(marks)-1] + 3600*1000000
+		require.NoError(t, r.do(r.rdb.B().Set().Key(opened).Value(strconv.FormatInt(ahead, 10)).Build()).Error())
+		marks = append(marks, ahead)
+		n, err = r.exec(lua.LatchSet, setKeys, "1", ch, "publish", life).AsInt64()
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n)
+		mark("after a count set where there was none, with a mark ahead of the clock")
+		assert.Equal(t, ahead+1, marks[len(marks)-1], "the mark after one ahead of the clock")
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/latch"
 	"github.com/relock-go/relock/lua"
@@ -506,5 +507,13 @@ func (m *latchModel) finish() {
 		_ = l.CountDown(context.Background())
 	}
 	e.closeAll()
-	e.finishKeys(func(string) bool { return false })
+	// relock's mark of the last opening stays until it expires (10s).
+	opened := layout.LatchOpened(e.name)
+	e.finishKeys(func(k string) bool {
+		if k != opened {
+			return false
+		}
+		ms, err := e.raw.Do(context.Background(), e.raw.B().Pttl().Key(k).Build()).AsInt64()
+		return err == nil && ms > 0
+	})
 }

@@ -31,11 +31,12 @@ type found struct {
 
 // attachOnly are the roles of keys that are listed with a lock found by
 // its other keys but never make one on their own: a lingering wake-one
-// registry, a semaphore's queue.
+// registry, a semaphore's queue, a latch's mark of its last opening.
 var attachOnly = map[layout.Role]bool{
 	layout.RoleWakers:        true,
 	layout.RoleWaitQueue:     true,
 	layout.RoleWaitDeadlines: true,
+	layout.RoleLatchOpened:   true,
 }
 
 // scanResult is what scanLocks found.

@@ -73,6 +73,11 @@ func Classify(key, typ string) (m Match, ok bool) {
 		}
 	}
 	if typ == TypeString {
+		if head, found := strings.CutSuffix(key, ":"+LatchOpenedSuffix); found {
+			if m, ok := match(RoleLatchOpened, head, ""); ok {
+				return m, true
+			}
+		}
 		if key, found := strings.CutSuffix(key, ":"+RateValueSuffix); found {
 			if m, ok := match(RoleRateValue, key, ""); ok {
 				return m, true

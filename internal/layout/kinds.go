@@ -53,6 +53,7 @@ const (
 	// ID is the Match's Detail.
 	RoleRateClientValue
 	RoleRateClientPermits
+	RoleLatchOpened // count-down latch's mark of its last opening (relock's, LatchOpened)
 
 	// Channels.
 	RoleChannel       // lock's unlock channel (Channel)
@@ -68,7 +69,7 @@ var roleNames = [...]string{
 	RoleNone: "none", RoleLock: "lock", RoleCount: "count", RoleWakers: "wakers",
 	RoleToken: "token", RoleQueue: "queue", RoleTimeouts: "timeouts", RoleAlive: "heartbeats",
 	RoleUnlockLatch: "unlock latch", RoleReadLease: "read lease", RoleLeases: "leases",
-	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleGrants: "grants",
+	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleGrants: "grants", RoleLatchOpened: "opening mark",
 	RoleRateValue: "rate value", RoleRatePermits: "rate permits",
 	RoleRateClientValue: "client rate value", RoleRateClientPermits: "client rate permits",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
@@ -98,7 +99,7 @@ func (r Role) Kind() Kind {
 		return KindRWLock
 	case RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines, RoleSemChannel:
 		return KindSemaphore
-	case RoleLatchChannel:
+	case RoleLatchOpened, RoleLatchChannel:
 		return KindLatch
 	case RoleGrants:
 		return KindCountingSemaphore
@@ -146,7 +147,7 @@ var Specs = []Spec{
 	{KindFair, "fair lock", []Role{RoleLock, RoleQueue, RoleTimeouts, RoleAlive}, RoleChannel},
 	{KindRWLock, "read-write lock", []Role{RoleLock}, RoleRWChannel},
 	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines}, RoleSemChannel},
-	{KindLatch, "count-down latch", []Role{RoleCount}, RoleLatchChannel},
+	{KindLatch, "count-down latch", []Role{RoleCount, RoleLatchOpened}, RoleLatchChannel},
 	{KindCountingSemaphore, "counting semaphore", []Role{RoleCount, RoleGrants}, RoleSemChannel},
 	// The rate limiter's configuration is a hash under the name (a
 	// RoleLock key: only its fields, RateFields, tell it from a lock's).
@@ -194,6 +195,8 @@ func KeyOf(name string, r Role) Key {
 		return Key{RateLimiter(name).Value, TypeString, r}
 	case RoleRatePermits:
 		return Key{RateLimiter(name).Permits, TypeZSet, r}
+	case RoleLatchOpened:
+		return Key{LatchOpened(name), TypeString, r}
 	}
 	panic("layout: no key of role " + r.String() + " is named by the lock name alone")
 }

@@ -6,8 +6,8 @@
 //
 // The layout is Redisson's, so that Go and Java holders of one name
 // exclude each other; relock adds keys of its own (the wake-one registry,
-// the semaphore's queue, the counting semaphore's grants), each named
-// below.
+// the semaphore's queue, the counting semaphore's grants, the latch's mark
+// of its last opening), each named below.
 //
 // Hash tags: a key derived from a name must hash to the name's cluster
 // slot. Redisson wraps the name in braces ("prefix:{name}", "{name}:suffix")
@@ -84,6 +84,9 @@ const (
 	// ReadLeaseMark separates a read hold's field from its level in the
 	// key of the level's lease (see ReadLeaseKey).
 	ReadLeaseMark = "rwlock_timeout"
+	// LatchOpenedSuffix names relock's mark of a count-down latch's
+	// last opening (see LatchOpened).
+	LatchOpenedSuffix = "relock_opened"
 )
 
 // Messages published on a lock's channel.
@@ -368,6 +371,18 @@ func (k RateLimiterKeys) ClientPermits(clientID string) string { return k.Permit
 // braces whatever it holds, so for a name with a hash tag of its own the
 // channel is not in the name's slot.
 func LatchChannel(name string) string { return CountDownLatchChannelPrefix + "{" + name + "}" }
+
+// LatchOpened is relock's own key beside a count-down latch's layout: a
+// string, the server's time in microseconds (TIME) of the last moment
+// relock found the latch open, by a CountDown that took the count to 0 or
+// a TrySetCount that found no count, always a value it did not hold
+// before; it expires shortly after (see package latch). A waiter that
+// finds it changed since it last read a count knows that the latch was
+// open in between, even when a new count was set since. Like every
+// Suffixed key, the name "x" and its braced form "{x}" derive the same
+// (see OtherForm). Classify reads it as RoleLatchOpened, so that no lock
+// may be named after it.
+func LatchOpened(name string) string { return Suffixed(name, LatchOpenedSuffix) }
 
 const uuidLen = 36
 

@@ -74,6 +74,8 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "redisson_countdownlatch__channel__{orders:42}", layout.LatchChannel(n))
 	// The latch's channel wraps a name with a tag of its own too.
 	assert.Equal(t, "redisson_countdownlatch__channel__{x{t}y}", layout.LatchChannel("x{t}y"))
+	assert.Equal(t, "{orders:42}:relock_opened", layout.LatchOpened(n))
+	assert.Equal(t, "x{t}y:relock_opened", layout.LatchOpened("x{t}y"))
 	assert.Equal(t, strconv.FormatInt(layout.NoLeaseScore, 10), layout.NoLease)
 }
 
@@ -209,6 +211,10 @@ func TestClassifyAmbiguousAndForeign(t *testing.T) {
 		{"x{t}:" + clientID + ":owner:with:colons:rwlock_timeout:1", "string", true, layout.RoleReadLease, "x{t}", ""},
 		{"anything", "hash", true, layout.RoleLock, "anything", ""},
 		{"{a}:timeout", "string", false, 0, "", ""},
+		{"{a}:relock_opened", "string", true, layout.RoleLatchOpened, "a", "{a}"},
+		{"x{t}:relock_opened", "string", true, layout.RoleLatchOpened, "x{t}", ""},
+		{"a:relock_opened", "string", false, 0, "", ""},
+		{"{a}:relock_opened", "zset", false, 0, "", ""},
 		{"{a}:" + clientID + ":r:rwlock_timeout:x", "string", false, 0, "", ""},
 		{"{a}:notaclient:r:rwlock_timeout:1", "string", false, 0, "", ""},
 		{"counter", "string", false, 0, "", ""},
@@ -241,7 +247,8 @@ func TestKeysOf(t *testing.T) {
 			assert.True(t, seen[r], "KeysOf misses %v of %s", r, s.Kind)
 		}
 	}
-	assert.Equal(t, []layout.Key{{"a", "string", layout.RoleCount}}, layout.KeysOf("a", layout.KindLatch))
+	assert.Equal(t, []layout.Key{{"a", "string", layout.RoleCount}, {"{a}:relock_opened", "string", layout.RoleLatchOpened}},
+		layout.KeysOf("a", layout.KindLatch))
 	s, ok := layout.SpecOf(layout.KindFair)
 	require.True(t, ok)
 	assert.Equal(t, "fair lock", s.Noun)

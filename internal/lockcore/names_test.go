@@ -22,7 +22,7 @@ var nameFragments = []string{
 	layout.UnlockLatchPrefix + ":", layout.WakersPrefix + ":", layout.WakePrefix + ":", layout.AlivePrefix + ":",
 	layout.RWLockChannelPrefix + ":", layout.SemaphoreChannelPrefix + ":", layout.CountDownLatchChannelPrefix,
 	":" + layout.SemaphoreLeasesSuffix, ":" + layout.SemaphoreQueueSuffix, ":" + layout.SemaphoreQueueDeadlinesSuffix,
-	":" + layout.ReadLeaseMark + ":1", ":" + nameRequestID,
+	":" + layout.ReadLeaseMark + ":1", ":" + nameRequestID, ":" + layout.LatchOpenedSuffix,
 }
 
 // The client IDs, owners and request IDs of the keys and channels that
@@ -206,13 +206,14 @@ func TestCheckNameRefusesDerivedKeys(t *testing.T) {
 	for _, name := range []string{
 		"redisson_lock_queue:{a}", "redisson_lock_token:x{y}", "{a}:timeout", "{a}:relock_queue",
 		"relock_wakers:{a}", "{a}:" + nameClientA + ":o:rwlock_timeout:1", "redisson_unlock_latch:{a}:" + nameRequestID,
+		"{a}:relock_opened", "x{y}:relock_opened",
 	} {
 		err := lockcore.CheckName(name)
 		if err == nil || !strings.Contains(err.Error(), "key of the") {
 			t.Errorf("CheckName(%q) = %v, want it refused as another name's key", name, err)
 		}
 	}
-	for _, name := range []string{"redisson_lock_queue:a", "a:timeout", "{a}:timeouts", "relock_wakers", "{a}", "a"} {
+	for _, name := range []string{"redisson_lock_queue:a", "a:timeout", "{a}:timeouts", "relock_wakers", "{a}", "a", "a:relock_opened"} {
 		if err := lockcore.CheckName(name); err != nil {
 			t.Errorf("CheckName(%q) = %v, want nil", name, err)
 		}
