@@ -410,22 +410,11 @@ func (m *latchModel) checkpoint() {
 		if w.err != nil {
 			continue
 		}
-		open, stale := false, time.Time{}
+		open := false
 		for _, z := range m.zeros {
 			if z.from.Before(w.to) && (z.to.IsZero() || z.to.After(w.from)) {
 				open = true
-			} else if z.from.Before(w.from) && !z.to.IsZero() {
-				stale = maxTime(stale, z.to)
 			}
-		}
-		if !open && m.certain && !stale.IsZero() && w.from.Before(e.settled(stale)) && !strict("stale-opening") {
-			// A known defect, not fixed yet: a waiter that joins its
-			// Client's subscription while the "0" of an opening that ended
-			// just before it started is on its way to that Client goes on.
-			// RELOCK_CHECK_STRICT=stale-opening judges it.
-			e.count("latch:stale-opening", 1)
-			e.logLocked("  %s went on by the opening that ended at %v, before it started (stale-opening, a known defect)", w.who, e.at(stale))
-			continue
 		}
 		if !open && m.certain {
 			e.count("violations:early", 1)
