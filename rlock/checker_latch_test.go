@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -496,10 +497,12 @@ func (m *latchModel) finish() {
 		_ = l.CountDown(context.Background())
 	}
 	e.closeAll()
-	// relock's mark of the last opening stays until it expires (10s).
-	opened := layout.LatchOpened(e.name)
+	// relock's mark of the last opening stays until it expires (10s), so
+	// does the mark of the latch that warms the proxied Client's
+	// subscription (proxy-opening).
+	opened := []string{layout.LatchOpened(e.name), layout.LatchOpened(e.name + ":warm")}
 	e.finishKeys(func(k string) bool {
-		if k != opened {
+		if !slices.Contains(opened, k) {
 			return false
 		}
 		ms, err := e.raw.Do(context.Background(), e.raw.B().Pttl().Key(k).Build()).AsInt64()

@@ -754,10 +754,11 @@ func (m *semModel) shortWaitRound() {
 // channel are the semaphore's) while the semaphore is set: it must be
 // refused with an error matching ErrNameConflict. Not judged when a
 // fault hit the server meanwhile; a name wrongly accepted is deleted at
-// once (its count only: its other keys are the semaphore's).
-func (m *semModel) foreign() {
+// once (its count only: its other keys are the semaphore's). It reports
+// whether the call was judged.
+func (m *semModel) foreign() bool {
 	if skipped("braced") {
-		return
+		return true
 	}
 	e := m.e
 	s := e.slot(e.intn(e.kind.slots))
@@ -781,6 +782,7 @@ func (m *semModel) foreign() {
 	if ok {
 		_ = e.raw.Do(ctx, e.raw.B().Del().Key(semaphore.KeysOf(bracedName(e)).Available).Build()).Error()
 	}
+	return judged
 }
 
 // The latch's steps at the seams.

@@ -514,14 +514,17 @@ func (m *semModel) addPermits(a *semActor) {
 // last: the Client's oldest waiter is not the queue's head.
 func (m *semModel) queueRound() {
 	e := m.e
-	for round := range 3 {
+	braced := false
+	for range 3 {
 		m.drain()
 		h := e.intn(e.kind.slots)
 		holders := m.slotActors(h)
 		m.fill(h)
-		if round == 0 {
-			// The semaphore's braced name must be refused while it is set.
-			m.foreign()
+		if !braced {
+			// The semaphore's braced name must be refused while it is
+			// set (tried again in the next round when a fault's recovery
+			// kept it from being judged).
+			braced = m.foreign()
 		}
 		w := 1 - h
 		s := e.slot(w)
