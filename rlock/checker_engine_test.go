@@ -503,6 +503,15 @@ func (e *engine) run(d time.Duration) {
 		e.mu.Lock()
 		e.counts["rounds"]++
 		e.counts["shape:"+p.shape]++
+		// A round may end before its fault (the kind's state did not
+		// allow the round: a latch that could not be set, a model that
+		// lost track of Redis): a fault every run must make and has not
+		// made yet is then made in a later round.
+		if p.f >= 0 && e.counts[p.f.counterName()] == 0 && slices.Contains(e.faultKinds(), p.f) &&
+			!slices.ContainsFunc(must, func(q plan) bool { return q.f == p.f }) {
+			must = append(must, plan{"random", p.f})
+			e.mustRounds++
+		}
 		e.mu.Unlock()
 	}
 	if !e.failed {
