@@ -11,6 +11,7 @@ package redisproc
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -128,7 +129,16 @@ func (s *Server) launch() error {
 	argv = append(argv, s.args...)
 	cmd := exec.Command("redis-server", argv...)
 	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+	// What the server says before its log file is open (a bad option, a
+	// command to rename that it does not have) goes to its stderr.
+	out, err := os.Create(filepath.Join(s.Dir, "stderr.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Start()
+	_ = out.Close() // the process has its own descriptor
+	if err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	exited := make(chan struct{})
@@ -186,9 +196,16 @@ func Ping(addr string, timeout time.Duration) error {
 	return nil
 }
 
-// LogTail returns the end of the server's log file, for error messages.
+// LogTail returns the end of the server's log file, or of what it wrote
+// to stderr when its log is empty (it stopped before opening it), for
+// error messages.
 func (s *Server) LogTail() string {
 	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if len(bytes.TrimSpace(b)) == 0 {
+		if e, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log")); len(bytes.TrimSpace(e)) > 0 {
+			b, err = e, nil
+		}
+	}
 	if err != nil {
 		return "no log"
 	}
