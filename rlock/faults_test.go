@@ -33,7 +33,7 @@ func TestFaults(t *testing.T) {
 	}
 	var checks []check
 	for _, msg := range relocktest.TransientErrors {
-		prefix, _, _ := strings.Cut(msg, " ")
+		prefix := relocktest.ErrorName(msg)
 		checks = append(checks, check{"AcquireErrors/" + prefix, func(t *testing.T, f *relocktest.Faulty, l relocktest.Lockable, acquire, _ string) {
 			relocktest.CheckAcquireErrors(t, f, l, acquire, msg)
 		}})
