@@ -69,6 +69,21 @@ func Start(args ...string) (*Server, error) {
 	return StartWithConfig("", args...)
 }
 
+// Version returns the version of the redis-server in PATH as its
+// --version reports it: "7.0.15", or Valkey's own ("8.0.1").
+func Version() (string, error) {
+	out, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("redis-server --version: %w", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("redis-server --version: no version in %q", out)
+}
+
 // StartWithConfig is Start with a config file: config is written into the
 // server's directory and given to redis-server before every option. A
 // sentinel needs one (it rewrites its config file); config "" means none.
