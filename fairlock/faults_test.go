@@ -1,7 +1,6 @@
 package fairlock_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/relock-go/relock/internal/relocktest"
@@ -32,7 +31,7 @@ func faultyLock(t *testing.T) (*relocktest.Faulty, relocktest.Lockable, func()) 
 
 func TestErrorRepliesRetried(t *testing.T) {
 	for _, msg := range relocktest.TransientErrors {
-		prefix, _, _ := strings.Cut(msg, " ")
+		prefix := relocktest.ErrorName(msg)
 		t.Run(prefix, func(t *testing.T) {
 			f, l, empty := faultyLock(t)
 			relocktest.CheckAcquireErrors(t, f, l, lua.FairAcquire.SHA1, msg)

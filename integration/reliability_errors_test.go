@@ -98,8 +98,9 @@ func TestReliabilityRenewalErrorReplies(t *testing.T) {
 }
 
 // TestReliabilityRealBusyReply makes a real server answer BUSY (a script
-// that runs 600ms, past a busy-reply-threshold of 50ms) while a holder and
-// a waiter of this process use locks on it: a single attempt returns the
+// that runs 600ms, past a lua-time-limit of 50ms: busy-reply-threshold
+// since Redis 7, which still takes the name Redis 6 knows) while a holder
+// and a waiter of this process use locks on it: a single attempt returns the
 // BUSY error (not a lock state), the waiter rides the BUSY replies out and
 // gets the lock once the script ends, the holder's renewals, answered
 // BUSY, do not cost it its hold, and an Unlock answered BUSY is finished
@@ -112,7 +113,7 @@ func TestReliabilityRenewalErrorReplies(t *testing.T) {
 // the same reason: the processes of TestReliabilityRealErrorReplies
 // subscribe and unsubscribe at any time (see its BUSY subtest).
 func TestReliabilityRealBusyReply(t *testing.T) {
-	srv := redistest.Start(t, "--busy-reply-threshold", "50")
+	srv := redistest.Start(t, "--lua-time-limit", "50")
 	// The waiter's Client counts its acquire scripts, so that the test
 	// knows when the waiter sleeps; one pipeline, as NewClient makes it.
 	opt := srv.ClientOption()
@@ -241,8 +242,8 @@ func TestReliabilityRealErrorReplies(t *testing.T) {
 		l := c.GetFairLock(name)
 		a := rlock.WithOwner(ctx, "a")
 		h := relHold(t, holders.GetLock(relName(t, "held")), "h", nil)
-		do("CONFIG", "SET", "busy-reply-threshold", "50")
-		t.Cleanup(func() { do("CONFIG", "SET", "busy-reply-threshold", "5000") })
+		do("CONFIG", "SET", "lua-time-limit", "50") // busy-reply-threshold since Redis 7
+		t.Cleanup(func() { do("CONFIG", "SET", "lua-time-limit", "5000") })
 		busy := make(chan error, 1)
 		go func() {
 			// A script that spins for 600ms: other clients get BUSY.

@@ -143,7 +143,7 @@ const relStallLease = 1200 * time.Millisecond
 // lease of the stall's start, and the waiter is granted the lock only
 // after that. The processes' history stays safe.
 func TestReliabilityServerStalls(t *testing.T) {
-	e := newRelEnv(t, "--enable-debug-command", "local")
+	e := newRelEnv(t, redistest.DebugCommandArgs()...)
 	w := e.start(t, relConfig{procs: 3})
 	stalls := []struct {
 		name  string

@@ -164,9 +164,10 @@
 //
 // A waiting call (Lock, LockLease, TryLock with wait > 0) rides out a
 // dropped connection, a failover and error replies that mean the script did
-// not run (LOADING, READONLY, BUSY, OOM): it retries every 100ms until its
-// wait ends, and then returns the last failure with ErrNotAcquired. A
-// single attempt returns the failure at once. Every script that changes a
+// not run (LOADING, READONLY, BUSY, OOM; on Redis 6, the ERR that quotes
+// a script's refused write): it retries every 100ms until its wait ends,
+// and then returns the last failure with ErrNotAcquired. A single attempt
+// returns the failure at once. Every script that changes a
 // hold moves its count one level with HINCRBY, as Redisson's do, but only
 // from the count the Client expects before the call, to the one it expects
 // after (1 for a first acquisition, the count the Client granted plus one

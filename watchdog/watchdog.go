@@ -293,7 +293,7 @@ func (w *Watchdog) applyResult(l *Lease, err error, start, now time.Time) (lost 
 		l.lastErr = err
 	}
 	if !now.Before(l.deadline) {
-		w.lose(l, expiredCause(err))
+		w.lose(l, expiredCause(l.lastErr))
 		return true
 	}
 	retry := now.Add(max(w.tick, l.duration/30))

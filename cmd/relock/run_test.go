@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -355,14 +357,25 @@ func TestRunLockDeletedNoticed(t *testing.T) {
 // TestRunLockGoneAtRelease deletes the lock while the command runs, on a
 // lease long enough that no renewal notices before the command ends: the
 // release finds it gone, and relock exits 70 and says when.
+//
+// The hold's watch (Done) subscribes to the lock's channel without waiting,
+// and checks the hold once the subscription is confirmed (a force-unlock
+// published before it would be missed otherwise); that confirmation may
+// come after the command has started. The DEL waits for that check (the
+// second PEXPIRE of the key, after the acquisition's, seen by keyspace
+// notifications): a DEL before it is found by the check, while the
+// command runs (TestRunLockDeletedNoticed's path), not at the release.
 func TestRunLockGoneAtRelease(t *testing.T) {
-	srv := server(t)
-	rdb := relocktest.Raw(t)
+	srv := redistest.Start(t, "--notify-keyspace-events", "Kg")
+	rdb := srv.Client(t)
 	name := relocktest.Name(t)
+	expires := keyEvents(t, rdb, name, "expire")
 	dir := t.TempDir()
 	ready, proceed := filepath.Join(dir, "ready"), fifo(t, dir)
 	p := startRelock(t, "run", "--redis", srv.Addr, "--watchdog", "60s", name, "--", "sh", "-c", `echo ready > "$0"; read x < "$1"`, ready, proceed)
 	waitReady(t, ready, p)
+	relocktest.Receive(t, expires, 10*time.Second, "the acquisition's PEXPIRE")
+	relocktest.Receive(t, expires, 10*time.Second, "the check of the hold once its watch is subscribed")
 	require.NoError(t, rdb.Do(t.Context(), rdb.B().Del().Key(name).Build()).Error())
 	release(t, proceed)
 	r := p.wait(10 * time.Second)
@@ -370,6 +383,26 @@ func TestRunLockGoneAtRelease(t *testing.T) {
 	for _, want := range []string{"already gone", "found at release", "exit status 0"} {
 		assert.Contains(t, r.stderr, want, "stderr")
 	}
+}
+
+// keyEvents subscribes to the keyspace notifications of key (the server
+// must send them) and returns a channel that gets one value per event
+// named event, from the subscription's confirmation on.
+func keyEvents(t *testing.T, rdb rueidis.Client, key, event string) <-chan struct{} {
+	t.Helper()
+	events := make(chan struct{}, 64)
+	dc, cancel := rdb.Dedicate()
+	t.Cleanup(cancel)
+	dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(m rueidis.PubSubMessage) {
+		if m.Message == event {
+			select {
+			case events <- struct{}{}:
+			default:
+			}
+		}
+	}})
+	require.NoError(t, dc.Do(t.Context(), dc.B().Subscribe().Channel("__keyspace@0__:"+key).Build()).Error())
+	return events
 }
 
 // wantMarker checks the content of a file a command wrote before it ended.

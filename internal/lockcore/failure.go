@@ -50,7 +50,8 @@ func outcomeUnknown(err error) bool {
 
 // notRun reports whether err is an error reply that means the script did
 // not run (or stopped before writing): the server was busy, loading,
-// read-only or out of memory, or not serving the slot yet.
+// read-only or out of memory, or not serving the slot yet (on Redis 6 too,
+// where a script's refused write comes back as an ERR).
 func notRun(err error) bool {
 	re, ok := replyOf(err)
 	if !ok {
@@ -63,7 +64,32 @@ func notRun(err error) bool {
 	case "READONLY", "BUSY", "OOM", "MASTERDOWN":
 		return true
 	}
+	// Redis 6 runs a script that writes on a replica or out of memory,
+	// and refuses its first write (before which it wrote nothing): the
+	// reply is an ERR that quotes the call's error.
+	switch scriptErrorCode(re.Error()) {
+	case "READONLY", "OOM":
+		return true
+	}
 	return false
+}
+
+// scriptErrorCode is the code of the error a redis.call of a script
+// raised, as Redis 6 reports it: "ERR Error running script (call to
+// f_<sha1>): @user_script:<line>: @user_script: <line>: -OOM command not
+// allowed ..." (rueidis drops the "ERR ") gives OOM; "" for any other
+// reply. (Redis 7 replies with the call's error itself.)
+func scriptErrorCode(msg string) string {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(msg, "ERR "), "Error running script ")
+	if !ok {
+		return ""
+	}
+	_, call, ok := strings.Cut(rest, ": -")
+	if !ok {
+		return ""
+	}
+	code, _, _ := strings.Cut(call, " ")
+	return code
 }
 
 // isBusy reports whether err is a BUSY reply: a script is running.

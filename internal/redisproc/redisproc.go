@@ -11,6 +11,7 @@ package redisproc
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -66,6 +67,21 @@ type Server struct {
 // "--enable-debug-command", "local". The caller must Stop the server.
 func Start(args ...string) (*Server, error) {
 	return StartWithConfig("", args...)
+}
+
+// Version returns the version of the redis-server in PATH as its
+// --version reports it: "7.0.15", or Valkey's own ("8.0.1").
+func Version() (string, error) {
+	out, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("redis-server --version: %w", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("redis-server --version: no version in %q", out)
 }
 
 // StartWithConfig is Start with a config file: config is written into the
@@ -128,7 +144,16 @@ func (s *Server) launch() error {
 	argv = append(argv, s.args...)
 	cmd := exec.Command("redis-server", argv...)
 	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+	// What the server says before its log file is open (a bad option, a
+	// command to rename that it does not have) goes to its stderr.
+	out, err := os.Create(filepath.Join(s.Dir, "stderr.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Start()
+	_ = out.Close() // the process has its own descriptor
+	if err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	exited := make(chan struct{})
@@ -186,9 +211,16 @@ func Ping(addr string, timeout time.Duration) error {
 	return nil
 }
 
-// LogTail returns the end of the server's log file, for error messages.
+// LogTail returns the end of the server's log file, or of what it wrote
+// to stderr when its log is empty (it stopped before opening it), for
+// error messages.
 func (s *Server) LogTail() string {
 	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if len(bytes.TrimSpace(b)) == 0 {
+		if e, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log")); len(bytes.TrimSpace(e)) > 0 {
+			b, err = e, nil
+		}
+	}
 	if err != nil {
 		return "no log"
 	}

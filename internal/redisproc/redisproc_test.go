@@ -93,3 +93,11 @@ func TestNotInstalled(t *testing.T) {
 	require.ErrorIs(t, err, redisproc.ErrNotInstalled, "Start without redis-server")
 	assert.ErrorContains(t, err, "apt-get install -y redis-server", "the error must say how to install redis-server")
 }
+
+// TestStartErrorSaysWhy: a server that stops before opening its log (an
+// option it refuses) is reported with what it wrote to stderr.
+func TestStartErrorSaysWhy(t *testing.T) {
+	_, err := redisproc.Start("--rename-command", "NO-SUCH-COMMAND", "")
+	require.Error(t, err, "Start with a command to rename that the server does not have")
+	assert.ErrorContains(t, err, "No such command in rename-command", "the error must say why the server stopped")
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -70,6 +71,21 @@ func Start(tb testing.TB, args ...string) *Server {
 	require.NoError(tb, err, "redistest")
 	tb.Cleanup(func() { _ = s.Stop() })
 	return s
+}
+
+// DebugCommandArgs are the options that let a server started with them
+// run DEBUG (DEBUG SLEEP, DEBUG SET-ACTIVE-EXPIRE): "--enable-debug-command
+// local" on Redis 7 and later (and Valkey), where DEBUG is off by default;
+// none on Redis 6, which always runs DEBUG and refuses to start with an
+// option it does not know.
+func DebugCommandArgs() []string {
+	if v, err := redisproc.Version(); err == nil {
+		major, _, _ := strings.Cut(v, ".")
+		if n, err := strconv.Atoi(major); err == nil && n < 7 {
+			return nil
+		}
+	}
+	return []string{"--enable-debug-command", "local"}
 }
 
 // StartServer starts a redis-server that the caller must Stop. When

@@ -26,13 +26,36 @@ type Lockable interface {
 
 // TransientErrors are error replies of a server that is loading, read-only,
 // busy, out of memory or cut off from its master: a waiting call retries
-// through them.
+// through them. The last two are how Redis 6 answers a script whose first
+// write it refuses (out of memory, on a read-only replica): an ERR that
+// quotes the call's error (Redis 7 answers with that error itself).
 var TransientErrors = []string{
 	"LOADING Redis is loading the dataset in memory",
 	"READONLY You can't write against a read only replica.",
 	"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
 	"OOM command not allowed when used memory > 'maxmemory'.",
 	"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+	"ERR Error running script (call to f_02670597a1d1c6c34c22dcc5b0f81261185b112d): @user_script:98: @user_script: 98: -OOM command not allowed when used memory > 'maxmemory'.",
+	"ERR Error running script (call to f_02670597a1d1c6c34c22dcc5b0f81261185b112d): @user_script:98: @user_script: 98: -READONLY You can't write against a read only replica.",
+}
+
+// ErrorCode is the code of an error reply of TransientErrors: its first
+// word, or for a Redis 6 script error the code of the call's error.
+func ErrorCode(msg string) string {
+	if _, call, ok := strings.Cut(msg, ": -"); ok && strings.HasPrefix(msg, "ERR Error running script ") {
+		msg = call
+	}
+	code, _, _ := strings.Cut(msg, " ")
+	return code
+}
+
+// ErrorName names an error reply of TransientErrors in a subtest: its
+// code, with "script-" before it for a Redis 6 script error.
+func ErrorName(msg string) string {
+	if strings.HasPrefix(msg, "ERR Error running script ") {
+		return "script-" + ErrorCode(msg)
+	}
+	return ErrorCode(msg)
 }
 
 // CheckAcquireErrors answers the acquire script of l (SHA1 acquire) with
@@ -44,7 +67,7 @@ var TransientErrors = []string{
 func CheckAcquireErrors(t *testing.T, f *Faulty, l Lockable, acquire, msg string) {
 	t.Helper()
 	reply := ErrorReply(t, f.Client, msg)
-	prefix, _, _ := strings.Cut(msg, " ")
+	prefix := ErrorCode(msg)
 	a := rlock.WithOwner(t.Context(), "a")
 
 	f.Inject(&Rule{SHA1s: []string{acquire}, N: 1, Reply: reply})
