@@ -95,17 +95,33 @@ func WithFairLockWaitTimeout(d time.Duration) Option {
 	return func(c *lockcore.Config) { c.FairLockWaitTimeout, c.FairLockWaitTimeoutSet = d, true }
 }
 
-// WithReplicaSync makes every acquisition wait, with WAIT, until at least
-// replicas replicas confirmed it, for up to timeout. When fewer confirm,
-// the acquisition is released and fails with an error matching
-// ErrNotAcquired and ErrReplicaSync. The default is no check.
+// WithReplicaSync makes every acquisition and release wait, with WAIT,
+// until at least replicas replicas confirmed it, for up to timeout. When
+// fewer confirm an acquisition, it is released and fails with an error
+// matching ErrNotAcquired and ErrReplicaSync; a release is a release
+// whatever the replicas say. WithReplicaSync(0, 0) turns replica sync off,
+// as WithoutReplicaSync does.
+//
+// The default, without this option, is Redisson's (checkLockSyncedSlaves,
+// slavesSyncTimeout 1s): lock, unlock and permit operations wait up to 1s
+// for the replicas that the server reports connected (INFO replication's
+// connected_slaves, counted once per Client and node and again every few
+// seconds within an operation's own round trip), and an acquisition fails
+// with ErrReplicaSync only when none of them confirmed it. A server
+// without replicas costs nothing: no WAIT is sent. Renewals do not wait.
 //
 // It narrows the window in which a failover loses an acquisition; it does
-// not make Redis strongly consistent (renewals and releases are not
-// checked, and a failover may still promote a replica that missed the
-// write): use fencing tokens for safety. docs/operations.md says more.
+// not make Redis strongly consistent (a failover may still promote a
+// replica that missed the write): use fencing tokens for safety.
+// docs/operations.md says more.
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
-	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout = replicas, timeout }
+	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout, c.ReplicasSet = replicas, timeout, true }
+}
+
+// WithoutReplicaSync turns replica sync off: no operation waits for
+// replicas (see WithReplicaSync for the default).
+func WithoutReplicaSync() Option {
+	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout, c.ReplicasSet = 0, 0, true }
 }
 
 // WithWakeOne makes a release wake one waiting process instead of one in

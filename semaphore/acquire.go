@@ -156,7 +156,7 @@ func (a *acquisition) scriptContext(ctx context.Context) (context.Context, conte
 func (a *acquisition) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, err := a.s.release(ctx, a.raw)
+	_, err := a.s.release(lockcore.WithoutReplicaWait(ctx), a.raw)
 	a.unknown = err != nil
 }
 

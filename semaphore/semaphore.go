@@ -298,7 +298,7 @@ func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 
 func (s *Semaphore) release(ctx context.Context, raw string) (int64, error) {
 	k := KeysOf(s.name)
-	return lua.SemRelease.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
+	return s.core.RunRelease(ctx, lua.SemRelease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), raw}).AsInt64()
 }
 

@@ -55,11 +55,14 @@ type Config struct {
 	// FairLockWaitTimeoutSet is set when it was given (0 is then refused).
 	FairLockWaitTimeout    time.Duration
 	FairLockWaitTimeoutSet bool
-	// Replicas, when above 0, makes every acquisition wait (up to
-	// ReplicaTimeout) for that many replicas to confirm it, and fail
-	// otherwise.
+	// Replicas, when above 0, makes every acquisition and release wait
+	// (up to ReplicaTimeout) for that many replicas to confirm it, and an
+	// acquisition fail otherwise. With ReplicasSet and Replicas 0, nothing
+	// waits for replicas; without ReplicasSet, operations wait for the
+	// replicas the server counts (see replicas.go), DefaultReplicaTimeout.
 	Replicas       int
 	ReplicaTimeout time.Duration
+	ReplicasSet    bool
 	// WakeOne makes a release wake one waiting Client instead of every
 	// Client that waits (see wake.go).
 	WakeOne bool
@@ -92,8 +95,10 @@ type Core struct {
 	name           string // see Config.Name
 	onLost         func(name, owner string, cause error)
 	publish        string
+	replicaMode    ReplicaMode
 	replicas       int
 	replicaTimeout time.Duration
+	counts         *replicaCounts
 	obs            *observer // nil without an observer and a logger
 
 	// root is the parent of every hold's life: Close cancels it with
@@ -184,6 +189,7 @@ func NewCore(cfg Config) (*Core, error) {
 		publish:         "publish",
 		replicas:        cfg.Replicas,
 		replicaTimeout:  cfg.ReplicaTimeout,
+		counts:          newReplicaCounts(cfg.RDB),
 		obs:             newObserver(cfg),
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),
@@ -197,6 +203,14 @@ func NewCore(cfg Config) (*Core, error) {
 		wakeChans:       make(map[string]int),
 	}
 	c.FairLockWaitTimeout = cfg.FairLockWaitTimeout
+	switch {
+	case cfg.Replicas > 0:
+		c.replicaMode = ReplicasFixed
+	case cfg.ReplicasSet:
+		c.replicaMode = ReplicasOff
+	default:
+		c.replicaMode, c.replicaTimeout = ReplicasCounted, DefaultReplicaTimeout
+	}
 	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
 	// The root of every hold's life. It is not a call's context: it
 	// lives as long as the Client and ends at Close.
