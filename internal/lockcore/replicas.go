@@ -48,6 +48,8 @@ type replicaCounts struct {
 	cluster bool
 	one     *replicaCount
 	slots   sync.Map // uint16 -> *replicaCount
+	// evaled holds the SHA1 of the scripts sent with their body once.
+	evaled sync.Map
 	// infos counts the INFO commands sent (for tests).
 	infos atomic.Int64
 }
@@ -119,18 +121,36 @@ func (c *Core) runSynced(ctx context.Context, s *lua.Script, keys, args []string
 		}
 		return cmds
 	}
+	eval := func() []rueidis.RedisResult {
+		return c.RDB.DoMulti(ctx, append([]rueidis.Completed{
+			c.RDB.B().Eval().Script(s.Body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()}, tail()...)...)
+	}
+	if _, sent := c.counts.evaled.Load(s.SHA1); !sent {
+		// The first time, send the body: a WAIT behind an EVALSHA that
+		// the server does not know would wait for nothing.
+		res := eval()
+		if res[0].NonRedisError() == nil {
+			c.counts.evaled.Store(s.SHA1, true)
+		}
+		return c.syncResult(count, want, refresh, res)
+	}
 	res := c.RDB.DoMulti(ctx, append([]rueidis.Completed{
 		c.RDB.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()}, tail()...)...)
 	if re, ok := rueidis.IsRedisErr(res[0].Error()); ok && re.IsNoScript() {
 		// The script did not run: send its body.
-		res = c.RDB.DoMulti(ctx, append([]rueidis.Completed{
-			c.RDB.B().Eval().Script(s.Body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()}, tail()...)...)
+		res = eval()
 	}
+	return c.syncResult(count, want, refresh, res)
+}
+
+// syncResult reads the replies of a script sent with WAIT (when want > 0)
+// and INFO (when refresh) behind it.
+func (c *Core) syncResult(count *replicaCount, want int64, refresh bool, res []rueidis.RedisResult) (rueidis.RedisResult, error) {
 	if refresh {
 		c.learnReplicas(count, res[len(res)-1])
 	}
-	if want <= 0 || res[0].Error() != nil {
-		return res[0], nil
+	if err := res[0].Error(); want <= 0 || err != nil && !rueidis.IsRedisNil(err) {
+		return res[0], nil // a script that failed wrote nothing to wait for
 	}
 	acked, err := res[1].AsInt64()
 	if count != nil && err == nil && acked != want {

@@ -1,0 +1,145 @@
+package rlock_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// commandCounts counts the commands a Client sends, by name.
+type commandCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *commandCounts) get(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+// commandCountingClient is a Client on rdb whose commands are counted.
+func commandCountingClient(t *testing.T, rdb rueidis.Client, opts ...rlock.Option) (*rlock.Client, *commandCounts) {
+	t.Helper()
+	counts := &commandCounts{n: map[string]int{}}
+	tap := relocktest.NewTap(rdb, func(args []string) func(rueidis.RedisResult) {
+		counts.mu.Lock()
+		counts.n[strings.ToUpper(args[0])]++
+		counts.mu.Unlock()
+		return nil
+	})
+	c, err := rlock.New(tap, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, counts
+}
+
+// startReplica starts a replica of master and waits until master counts
+// it connected and in sync.
+func startReplica(t *testing.T, master *redistest.Server) *redistest.Server {
+	t.Helper()
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	raw := master.Client(t)
+	relocktest.Eventually(t, 20*time.Second, "the replica to connect", func() bool {
+		info, err := raw.Do(t.Context(), raw.B().Info().Section("replication").Build()).ToString()
+		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	})
+	return replica
+}
+
+// lockCycle takes and releases a lock and a semaphore permit.
+func lockCycle(t *testing.T, c *rlock.Client, name string) {
+	t.Helper()
+	ctx := rlock.WithOwner(t.Context(), "a")
+	l := c.GetLock(name)
+	require.NoError(t, l.Lock(ctx))
+	require.NoError(t, l.Unlock(ctx))
+	s := c.GetSemaphore(name + ":sem")
+	_, err := s.TrySetPermits(ctx, 1)
+	require.NoError(t, err)
+	id, err := s.Acquire(ctx, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, id))
+}
+
+// TestReplicaSyncDefault: by default, lock and permit operations wait
+// (WAIT) for the replicas the server counts, and send no WAIT when there
+// are none; WithoutReplicaSync sends none; an acquisition that no replica
+// confirms within 1s fails with ErrReplicaSync and is given back.
+func TestReplicaSyncDefault(t *testing.T) {
+	t.Run("no replica", func(t *testing.T) {
+		srv := redistest.Start(t)
+		c, counts := commandCountingClient(t, srv.Client(t))
+		for i := range 3 {
+			lockCycle(t, c, "sync:alone:"+strconv.Itoa(i))
+		}
+		assert.Zero(t, counts.get("WAIT"), "WAIT sent without replicas")
+		assert.Equal(t, 1, counts.get("INFO"), "INFO sent to count the replicas")
+	})
+
+	master := redistest.Start(t)
+	replica := startReplica(t, master)
+	ctx := rlock.WithOwner(t.Context(), "a")
+
+	t.Run("one replica", func(t *testing.T) {
+		c, counts := commandCountingClient(t, master.Client(t))
+		lockCycle(t, c, "sync:one")
+		// Lock and Unlock, the permit's Acquire and Release; TrySetPermits
+		// is not a lock operation.
+		assert.Equal(t, 4, counts.get("WAIT"), "WAIT sent")
+		l := c.GetLock("sync:held")
+		require.NoError(t, l.Lock(ctx))
+		// WAIT returned: the replica has the lock already.
+		n, err := replica.Do(t.Context(), "EXISTS", "sync:held")
+		require.NoError(t, err)
+		v, _ := n.AsInt64()
+		assert.EqualValues(t, 1, v, "the replica has the lock once Lock returned")
+		require.NoError(t, l.Unlock(ctx))
+	})
+
+	t.Run("off", func(t *testing.T) {
+		c, counts := commandCountingClient(t, master.Client(t), rlock.WithoutReplicaSync())
+		lockCycle(t, c, "sync:off")
+		assert.Zero(t, counts.get("WAIT"), "WAIT sent with WithoutReplicaSync")
+		assert.Zero(t, counts.get("INFO"), "INFO sent with WithoutReplicaSync")
+		c, counts = commandCountingClient(t, master.Client(t), rlock.WithReplicaSync(0, 0))
+		lockCycle(t, c, "sync:off0")
+		assert.Zero(t, counts.get("WAIT"), "WAIT sent with WithReplicaSync(0, 0)")
+	})
+
+	t.Run("replica stopped", func(t *testing.T) {
+		c, _ := commandCountingClient(t, master.Client(t))
+		require.NoError(t, replica.Pause())
+		t.Cleanup(func() { _ = replica.Resume() })
+		l := c.GetLock("sync:stopped")
+		start := time.Now()
+		err := l.Lock(ctx)
+		took := time.Since(start)
+		require.ErrorIs(t, err, rlock.ErrReplicaSync)
+		require.ErrorIs(t, err, rlock.ErrNotAcquired)
+		assert.GreaterOrEqual(t, took, 900*time.Millisecond, "Lock returned before the replica wait")
+		assert.Less(t, took, 5*time.Second, "Lock waited past the 1s replica wait")
+		locked, err := l.IsLocked(context.WithoutCancel(ctx))
+		require.NoError(t, err)
+		assert.False(t, locked, "the unconfirmed acquisition was not given back")
+		s := c.GetSemaphore("sync:stopped:sem")
+		_, err = s.TrySetPermits(ctx, 1)
+		require.NoError(t, err)
+		_, err = s.Acquire(ctx, time.Minute)
+		require.ErrorIs(t, err, rlock.ErrReplicaSync)
+		avail, err := s.AvailablePermits(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, avail, "the unconfirmed permit was not given back")
+	})
+}
