@@ -50,8 +50,9 @@ var (
 	// refused; the error names the kind found, the call changed nothing,
 	// and a waiting call ends at once with it.
 	ErrWrongKind = errors.New("relock: wrong kind")
-	// ErrReplicaSync: with rlock.WithReplicaSync, an acquisition that too
-	// few replicas confirmed in time; it was released, and the error also
-	// matches ErrNotAcquired.
+	// ErrReplicaSync: an acquisition that too few replicas confirmed in
+	// time (by default, on a server with replicas, none of them within 1s;
+	// with rlock.WithReplicaSync(n, timeout), fewer than n); it was
+	// released, and the error also matches ErrNotAcquired.
 	ErrReplicaSync = errors.New("relock: too few replicas confirmed the acquisition")
 )

@@ -85,7 +85,7 @@ func TestReplicaSyncDefault(t *testing.T) {
 			lockCycle(t, c, "sync:alone:"+strconv.Itoa(i))
 		}
 		assert.Zero(t, counts.get("WAIT"), "WAIT sent without replicas")
-		assert.Equal(t, 1, counts.get("INFO"), "INFO sent to count the replicas")
+		assert.Positive(t, counts.get("INFO"), "INFO sent to count the replicas")
 	})
 
 	master := redistest.Start(t)

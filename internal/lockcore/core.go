@@ -189,7 +189,7 @@ func NewCore(cfg Config) (*Core, error) {
 		publish:         "publish",
 		replicas:        cfg.Replicas,
 		replicaTimeout:  cfg.ReplicaTimeout,
-		counts:          newReplicaCounts(cfg.RDB),
+		counts:          newReplicaCounts(),
 		obs:             newObserver(cfg),
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),

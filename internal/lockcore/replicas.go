@@ -45,6 +45,7 @@ type replicaCount struct {
 // replicaCounts are the counts of a Client, one per slot on a cluster
 // (the node that serves a slot is not known here), one in all otherwise.
 type replicaCounts struct {
+	mode    sync.Once
 	cluster bool
 	one     *replicaCount
 	slots   sync.Map // uint16 -> *replicaCount
@@ -54,8 +55,8 @@ type replicaCounts struct {
 	infos atomic.Int64
 }
 
-func newReplicaCounts(rdb rueidis.Client) *replicaCounts {
-	return &replicaCounts{cluster: rdb.Mode() == rueidis.ClientModeCluster, one: new(replicaCount)}
+func newReplicaCounts() *replicaCounts {
+	return &replicaCounts{one: new(replicaCount)}
 }
 
 // RunAcquire runs an acquire script and waits for the replicas (see
@@ -172,6 +173,7 @@ func (c *Core) syncResult(count *replicaCount, want int64, refresh bool, res []r
 // happens once per Client (per slot on a cluster).
 func (c *Core) replicaCount(ctx context.Context, key string) *replicaCount {
 	rc := c.counts
+	rc.mode.Do(func() { rc.cluster = c.RDB.Mode() == rueidis.ClientModeCluster })
 	var count *replicaCount
 	if rc.cluster {
 		slot := keySlot(key)
