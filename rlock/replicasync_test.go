@@ -47,12 +47,12 @@ func commandCountingClient(t *testing.T, rdb rueidis.Client, opts ...rlock.Optio
 
 // startReplica starts a replica of master and waits until master counts
 // it connected and in sync.
-func startReplica(t *testing.T, master *redistest.Server) *redistest.Server {
+func startReplica(t testing.TB, master *redistest.Server) *redistest.Server {
 	t.Helper()
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 	raw := master.Client(t)
 	relocktest.Eventually(t, 20*time.Second, "the replica to connect", func() bool {
-		info, err := raw.Do(t.Context(), raw.B().Info().Section("replication").Build()).ToString()
+		info, err := raw.Do(context.Background(), raw.B().Info().Section("replication").Build()).ToString()
 		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
 	})
 	return replica
@@ -142,4 +142,34 @@ func TestReplicaSyncDefault(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, avail, "the unconfirmed permit was not given back")
 	})
+}
+
+// BenchmarkReplicaSync is the cost of replica sync on the uncontended
+// path (Lock and Unlock): on a server without replicas (the default sends
+// no WAIT) and on one with a replica, replica sync on (the default) and
+// off.
+func BenchmarkReplicaSync(b *testing.B) {
+	alone := redistest.Start(b)
+	master := redistest.Start(b)
+	startReplica(b, master)
+	for _, srv := range []struct {
+		name string
+		s    *redistest.Server
+	}{{"no replica", alone}, {"one replica", master}} {
+		for _, mode := range []struct {
+			name string
+			opts []rlock.Option
+		}{{"default", nil}, {"off", []rlock.Option{rlock.WithoutReplicaSync()}}} {
+			b.Run(srv.name+"/"+mode.name, func(b *testing.B) {
+				c := relocktest.ClientOn(b, srv.s, mode.opts...)
+				l := c.GetLock(relocktest.Name(b))
+				ctx := rlock.WithOwner(b.Context(), "bench")
+				b.ReportAllocs()
+				for b.Loop() {
+					require.NoError(b, l.Lock(ctx))
+					require.NoError(b, l.Unlock(ctx))
+				}
+			})
+		}
+	}
 }
