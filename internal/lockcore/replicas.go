@@ -133,7 +133,7 @@ func (c *Core) runSynced(ctx context.Context, s *lua.Script, keys, args []string
 		if res[0].NonRedisError() == nil {
 			c.counts.evaled.Store(s.SHA1, true)
 		}
-		return c.syncResult(count, want, refresh, res)
+		return c.syncResult(ctx, keys[0], count, want, refresh, res)
 	}
 	res := c.RDB.DoMulti(ctx, append([]rueidis.Completed{
 		c.RDB.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()}, tail()...)...)
@@ -141,12 +141,12 @@ func (c *Core) runSynced(ctx context.Context, s *lua.Script, keys, args []string
 		// The script did not run: send its body.
 		res = eval()
 	}
-	return c.syncResult(count, want, refresh, res)
+	return c.syncResult(ctx, keys[0], count, want, refresh, res)
 }
 
 // syncResult reads the replies of a script sent with WAIT (when want > 0)
 // and INFO (when refresh) behind it.
-func (c *Core) syncResult(count *replicaCount, want int64, refresh bool, res []rueidis.RedisResult) (rueidis.RedisResult, error) {
+func (c *Core) syncResult(ctx context.Context, key string, count *replicaCount, want int64, refresh bool, res []rueidis.RedisResult) (rueidis.RedisResult, error) {
 	if refresh {
 		c.learnReplicas(count, res[len(res)-1])
 	}
@@ -162,7 +162,7 @@ func (c *Core) syncResult(count *replicaCount, want int64, refresh bool, res []r
 		return res[0], fmt.Errorf("%w: WAIT: %w", relock.ErrReplicaSync, err)
 	case count == nil && acked < want:
 		return res[0], fmt.Errorf("%w: %d of %d replicas confirmed within %v", relock.ErrReplicaSync, acked, want, c.replicaTimeout)
-	case count != nil && acked == 0:
+	case count != nil && acked == 0 && c.stillReplicated(ctx, key, count):
 		return res[0], fmt.Errorf("%w: none of the %d connected replicas confirmed within %v", relock.ErrReplicaSync, want, c.replicaTimeout)
 	}
 	return res[0], nil
@@ -216,6 +216,20 @@ func (c *Core) learnReplicas(count *replicaCount, res rueidis.RedisResult) {
 	}
 	count.n.Store(n)
 	count.counted.Store(time.Now().UnixNano())
+}
+
+// stillReplicated counts the replicas of key's node again, after none
+// confirmed an operation: they may have gone (a failover to a master
+// without replicas, a replica taken away), which is no failure to sync.
+// It costs a round trip only on that failure path.
+func (c *Core) stillReplicated(ctx context.Context, key string, count *replicaCount) bool {
+	c.counts.infos.Add(1)
+	res := c.RDB.DoMulti(ctx, c.RDB.B().Exists().Key(key).Build(), c.RDB.B().Info().Section("replication").Build())
+	if res[1].Error() != nil {
+		return true
+	}
+	c.learnReplicas(count, res[1])
+	return count.n.Load() > 0
 }
 
 // connectedReplicas reads connected_slaves from an INFO reply.
