@@ -97,9 +97,7 @@ type Wait struct {
 	// (AcquireStart and AcquireEnd, WaitStart and WaitEnd).
 	Acquire bool
 	// OnMessage: a wake-up brought by a message on the channel ends the
-	// wait (a latch's opening: the count may have been set again since),
-	// unless the Waiter has a method HeardEnds that says no: then the
-	// message wakes it like any other, for one more attempt.
+	// wait (a latch's opening: the count may have been set again since).
 	OnMessage bool
 
 	// Call is the context of an attempt's calls to Redis: Ctx. The wait
@@ -233,7 +231,7 @@ func (w *Wait) run() (bool, error) {
 		}
 		select {
 		case <-wake:
-			if w.OnMessage && w.sub.Heard() && heardEnds(w.k) {
+			if w.OnMessage && w.sub.Heard() {
 				return w.finish(true, false, nil)
 			}
 			w.woken = true
@@ -418,10 +416,3 @@ var errSubscribeSlow = errors.New("relock: subscription not confirmed in time")
 // NotAcquired is the error of a wait that ended with cause: it matches
 // relock.ErrNotAcquired and cause.
 func NotAcquired(cause error) error { return notAcquired(cause) }
-
-// heardEnds reports whether a message heard on the wait's channel ends a
-// wait with OnMessage: yes, unless the Waiter says no (HeardEnds).
-func heardEnds(k Waiter) bool {
-	h, ok := k.(interface{ HeardEnds() bool })
-	return !ok || h.HeardEnds()
-}
