@@ -77,7 +77,7 @@ func (s *Counting) TrySetPermits(ctx context.Context, n int) (bool, error) {
 		return false, fmt.Errorf("%w: negative permits %d", ErrInvalidArgument, n)
 	}
 	k := layout.CountingSemaphore(s.name)
-	ok, err := lua.SemSet.Exec(ctx, s.core.RDB, []string{k.Count, k.Channel},
+	ok, err := lua.SemSet.Exec(ctx, s.core.RDB, []string{k.Count, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), strconv.Itoa(n)}).AsInt64()
 	if err != nil {
 		return false, s.fail("set permits", err)
