@@ -64,8 +64,9 @@
 // counter, a fair lock's queue, a semaphore's permits) and differ only in
 // the key under the name itself. Every script that creates or takes state
 // under a name (an acquisition or re-entry of any lock kind, a
-// semaphore's set, add or acquire, a latch's set) looks at that key of
-// the other form, in the same slot, and refuses while it exists: the call
+// semaphore's or a counting semaphore's set, add or acquire, a rate
+// limiter's calls, a latch's set) looks at that key of the other form, in
+// the same slot, and refuses while it exists: the call
 // returns an error matching ErrNameConflict that names both names, having
 // changed nothing, and a waiting call ends at once with it. A name that is
 // itself another name's derived key ("redisson_lock_queue:{a}",
@@ -74,9 +75,11 @@
 // The hash of a reentrant lock (plain, fenced or fair) and of a read-write
 // lock look alike to HINCRBY. A plain, fenced or fair acquisition (or
 // re-entry) that finds a read-write lock's hash (its "mode" field), a
-// read-write lock's that finds a lock's hash without it, and a plain or
+// read-write lock's that finds a lock's hash without it, a plain or
 // fenced acquisition that finds a fair lock's queue of waiters beside the
-// name, refuse as WRONGTYPE does across data types: the error matches
+// name, and a lock and a rate limiter that find each other's hash (the
+// rate limiter's has a "rate" field), refuse as WRONGTYPE does across
+// data types: the error matches
 // ErrWrongKind and names the kind found. Redisson's scripts make neither
 // check: a Java process that uses both forms of a name, or two kinds on
 // one name, is not refused.
