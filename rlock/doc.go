@@ -110,8 +110,19 @@
 // nothing), or its context's end. Each unlock wakes one local waiter; a
 // waiter that took a wake-up and gives up without using it passes it on.
 // A re-entry that makes the lease shorter publishes "1", which wakes every
-// waiter, so that none sleeps past the new end. Every kind of relock waits
-// through this same loop (fairlock, rwlock, semaphore and latch too).
+// waiter, so that none sleeps past the new end. A Lock's or FencedLock's
+// waiter never sleeps more than 1s plus a random part of it (under 2s)
+// without looking again, whatever the lease: a release that publishes
+// nothing (that of Redisson's RSpinLock, which shares the lock's hash)
+// costs it at most 2s. Every kind of relock waits through this same loop
+// (fairlock, rwlock, semaphore and latch too).
+//
+// A SpinLock (GetSpinLock, Redisson's RSpinLock) has Lock's layout and
+// methods, but its waiters do not subscribe: between attempts they sleep
+// a backoff (1ms, doubling with jitter, at most 128ms; never past the
+// holder's lease end), and its holds do not listen on the lock's channel.
+// Its release publishes as Lock's does (Redisson's spin lock publishes
+// nothing), so the plain lock's waiters on the name go on at once.
 //
 // A wait (TryLock's, TryDo's, TryAcquire's, a semaphore's TryAcquire)
 // ends only the sleeping between attempts: an attempt that was sent
