@@ -62,7 +62,9 @@ var prefixKinds = map[string]prefixKind{
 		claim: func(ctx context.Context, c *rlock.Client, n string) error {
 			return claimed(tryLock(ctx, c.GetFairLock(n)))
 		},
-		take:  func(ctx context.Context, c *rlock.Client, n string) (bool, error) { return tryLock(ctx, c.GetFairLock(n)) },
+		take: func(ctx context.Context, c *rlock.Client, n string) (bool, error) {
+			return tryLock(ctx, c.GetFairLock(n))
+		},
 		named: func(c *rlock.Client, n string) interface{ Name() string } { return c.GetFairLock(n) },
 	},
 	"GetReadWriteLock": {
@@ -294,7 +296,7 @@ func TestKeyPrefixInvalid(t *testing.T) {
 	exists, err := relocktest.Raw(t).Do(t.Context(), relocktest.Raw(t).B().Exists().Key("{"+n).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, exists, "a refused name writes nothing")
-	ok, err := open.GetLock(n + "}").TryLock(t.Context(), 0, time.Minute)
+	ok, err := open.GetLock(n+"}").TryLock(t.Context(), 0, time.Minute)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Len(t, relocktest.HGetAll(t, relocktest.Raw(t), "{"+n+"}"), 1, "the prefix and the name form the hash tag {<name>}")
