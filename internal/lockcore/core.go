@@ -352,7 +352,13 @@ func (c *Core) Name() string { return c.name }
 // key prefix, then name. Every handle is made from the mapped name, so
 // its keys and channels are derived from it, as a Redisson client with a
 // prepending NameMapper derives them.
-func (c *Core) Map(name string) string { return c.prefix + name }
+// An empty name stays empty, and is refused as every empty name is.
+func (c *Core) Map(name string) string {
+	if name == "" {
+		return ""
+	}
+	return c.prefix + name
+}
 
 // Unmap is the name given to the Client for a name in Redis that Map
 // made: mapped without the Client's key prefix.
