@@ -52,8 +52,10 @@ const openMessage = "0"
 // read again, on a Client that must first make its pub/sub connection.
 const openedTTL = 10 * time.Second
 
-// Name is the latch's name: the key of its count.
-func (l *CountDownLatch) Name() string { return l.name }
+// Name is the latch's name as it was given to the Client. The key of its
+// count is that name after the Client's key prefix (rlock.WithKeyPrefix;
+// none by default).
+func (l *CountDownLatch) Name() string { return l.core.Unmap(l.name) }
 
 // Channel is the channel of the latch name. Redisson names it
 // "redisson_countdownlatch__channel__{" + name + "}" whatever the name

@@ -51,8 +51,10 @@ func init() {
 	lockcore.RegisterWakePolicy(layout.RateLimiterChannelPrefix+":", func(string) pubsub.Wake { return pubsub.WakeOne })
 }
 
-// Name is the rate limiter's name: the key of its configuration.
-func (l *Limiter) Name() string { return l.name }
+// Name is the rate limiter's name as it was given to the Client. The key
+// of its configuration is that name after the Client's key prefix
+// (rlock.WithKeyPrefix; none by default).
+func (l *Limiter) Name() string { return l.core.Unmap(l.name) }
 
 func (l *Limiter) check() error {
 	if err := l.core.CheckOpen(); err != nil {

@@ -57,6 +57,10 @@
 // the lock's hash slot. Scripts only use HSET, HDEL, PEXPIRE, PTTL and
 // PUBLISH on the hash, and leases are relative (PEXPIRE on the server).
 //
+// With WithKeyPrefix(p), <name> above (and in every kind's layout) is
+// p+name, as a Redisson client whose NameMapper prepends p makes it; a
+// handle's Name is still the name it was asked for.
+//
 // # One name, one key space; one hash, one kind
 //
 // Because a name with "{" is not wrapped, the names "a" and "{a}" derive

@@ -39,8 +39,10 @@ func init() {
 	lockcore.Provide(func(c *lockcore.Core, name string) *Counting { return &Counting{core: c, name: name} })
 }
 
-// Name is the counting semaphore's name: the key of its count.
-func (s *Counting) Name() string { return s.name }
+// Name is the counting semaphore's name as it was given to the Client.
+// The key of its count is that name after the Client's key prefix
+// (rlock.WithKeyPrefix; none by default).
+func (s *Counting) Name() string { return s.core.Unmap(s.name) }
 
 func (s *Counting) check() error {
 	if err := s.core.CheckOpen(); err != nil {
