@@ -43,6 +43,11 @@ func claimed(ok bool, err error) error {
 // prefixKinds has every Get* method of Client (TestPrefixKindsComplete
 // checks that none is missing).
 var prefixKinds = map[string]prefixKind{
+	"GetSpinLock": {
+		claim: func(ctx context.Context, c *rlock.Client, n string) error { return claimed(tryLock(ctx, c.GetSpinLock(n))) },
+		take:  func(ctx context.Context, c *rlock.Client, n string) (bool, error) { return tryLock(ctx, c.GetSpinLock(n)) },
+		named: func(c *rlock.Client, n string) interface{ Name() string } { return c.GetSpinLock(n) },
+	},
 	"GetLock": {
 		claim: func(ctx context.Context, c *rlock.Client, n string) error { return claimed(tryLock(ctx, c.GetLock(n))) },
 		take:  func(ctx context.Context, c *rlock.Client, n string) (bool, error) { return tryLock(ctx, c.GetLock(n)) },

@@ -33,5 +33,5 @@ type SpinLock struct {
 // GetSpinLock returns a handle on the spin lock name. It does no I/O; a
 // bad name is reported by the handle's methods.
 func (c *Client) GetSpinLock(name string) *SpinLock {
-	return &SpinLock{newHandle(lockcore.NewMutex(c.core, name, lockcore.Spin{}))}
+	return &SpinLock{newHandle(lockcore.NewMutex(c.core, c.core.Map(name), lockcore.Spin{}))}
 }
