@@ -774,7 +774,8 @@ func (m *semModel) foreign() bool {
 	ok, err := s.c.GetSemaphore(bracedName(e)).TrySetPermits(ctx, 1)
 	end := time.Now()
 	e.mu.Lock()
-	judged := !m.unset && !e.faultedDuring(start.Add(-chkRecovery), end) && s.closedAt.IsZero()
+	judged := !m.unset && !e.faultedDuring(start.Add(-chkRecovery), end) && s.closedAt.IsZero() &&
+		!(err != nil && !ok && transportError(err))
 	e.logLocked("c%d TrySetPermits(1) of the braced name %q -> %v, %v", s.idx, bracedName(e), ok, errText(err))
 	if judged {
 		e.count("braced:judged", 1)
