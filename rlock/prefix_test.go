@@ -44,8 +44,12 @@ func claimed(ok bool, err error) error {
 // checks that none is missing).
 var prefixKinds = map[string]prefixKind{
 	"GetSpinLock": {
-		claim: func(ctx context.Context, c *rlock.Client, n string) error { return claimed(tryLock(ctx, c.GetSpinLock(n))) },
-		take:  func(ctx context.Context, c *rlock.Client, n string) (bool, error) { return tryLock(ctx, c.GetSpinLock(n)) },
+		claim: func(ctx context.Context, c *rlock.Client, n string) error {
+			return claimed(tryLock(ctx, c.GetSpinLock(n)))
+		},
+		take: func(ctx context.Context, c *rlock.Client, n string) (bool, error) {
+			return tryLock(ctx, c.GetSpinLock(n))
+		},
 		named: func(c *rlock.Client, n string) interface{ Name() string } { return c.GetSpinLock(n) },
 	},
 	"GetLock": {
