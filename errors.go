@@ -34,9 +34,10 @@ var (
 	// (a fair lock's queue, a semaphore's permits, a fenced lock's token
 	// counter, the unlock channel) and would corrupt each other. A call
 	// that creates or takes state under one of them (an acquisition of any
-	// lock kind, a semaphore's set, add or acquire, a latch's set) is
-	// refused while the other holds state under its own name: the key of
-	// its hash, count or permits exists. The error names both names; the
+	// lock kind, a semaphore's or a counting semaphore's set, add, acquire
+	// or drain, any call of a rate limiter, a latch's set) is refused while
+	// the other holds state under its own name: the key of its hash, count
+	// or configuration exists. The error names both names; the
 	// call changed nothing, and a waiting call ends at once with it.
 	ErrNameConflict = errors.New("relock: name conflict")
 	// ErrWrongKind: a name that holds a lock of another kind. The hash of
@@ -46,9 +47,10 @@ var (
 	// Redis answers WRONGTYPE across data types. An acquisition (or
 	// re-entry) that finds a read-write lock's hash (its "mode" field) for
 	// a plain, fenced or fair lock, a lock's hash for a read-write lock,
-	// or a fair lock's queue of waiters for a plain or fenced lock is
-	// refused; the error names the kind found, the call changed nothing,
-	// and a waiting call ends at once with it.
+	// a fair lock's queue of waiters for a plain or fenced lock, a rate
+	// limiter's hash (its "rate" field) for any lock, or a lock's hash for
+	// a rate limiter is refused; the error names the kind found, the call
+	// changed nothing, and a waiting call ends at once with it.
 	ErrWrongKind = errors.New("relock: wrong kind")
 	// ErrReplicaSync: an acquisition that too few replicas confirmed in
 	// time (by default, on a server with replicas, none of them within 1s;

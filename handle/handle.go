@@ -40,8 +40,10 @@ func init() {
 	lockcore.Provide(func(m *lockcore.Mutex) *Mutex { return &Mutex{m: m, site: lockcore.SiteOf(m.Core())} })
 }
 
-// Name is the lock's name: the key of its Redis hash.
-func (h *Mutex) Name() string { return h.m.Name() }
+// Name is the lock's name as it was given to the Client. Its Redis hash
+// is that name after the Client's key prefix (rlock.WithKeyPrefix; none
+// by default), as are its other keys and channels.
+func (h *Mutex) Name() string { return h.m.GivenName() }
 
 // Lock acquires the lock for the owner in ctx, waiting until it is free or
 // ctx ends, and holds it on the watchdog lease. If the owner already holds

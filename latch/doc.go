@@ -81,4 +81,13 @@
 // the first read is one the waiter never saw the latch closed for: if
 // the latch was set again by then, Await waits for the next, as if it
 // had been called a moment later.
+//
+// One case goes the other way: an Await that joins its Client's
+// subscription while the "0" of an opening that ended just before its
+// first read is still on its way to that Client (a millisecond on a
+// healthy network, a round trip on a slow one) goes on with that message,
+// though the latch was set again before its first read: as if it had
+// been called a moment earlier. The message carries nothing that tells it
+// from a later opening (Redisson's waiters read "0" as an opening), and
+// taking it for one keeps a waiter from missing Redisson's openings.
 package latch

@@ -52,8 +52,10 @@ const openMessage = "0"
 // read again, on a Client that must first make its pub/sub connection.
 const openedTTL = 10 * time.Second
 
-// Name is the latch's name: the key of its count.
-func (l *CountDownLatch) Name() string { return l.name }
+// Name is the latch's name as it was given to the Client. The key of its
+// count is that name after the Client's key prefix (rlock.WithKeyPrefix;
+// none by default).
+func (l *CountDownLatch) Name() string { return l.core.Unmap(l.name) }
 
 // Channel is the channel of the latch name. Redisson names it
 // "redisson_countdownlatch__channel__{" + name + "}" whatever the name
@@ -227,18 +229,6 @@ func (a *awaiter) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	}
 	return lockcore.Outcome{Done: opened != "" && opened != a.opened}, nil
 }
-
-// HeardEnds reports whether a message heard on the latch's channel ends
-// the wait without a read. A "0" may come from an opening that ended
-// before this Await's first read, published before it and delivered after
-// it to the Client's subscription, which this call joined: taken at its
-// word it would end a wait for a latch that stayed set. When the first
-// read found relock's mark, that opening was relock's and left it: the
-// message then only wakes the waiter, which reads the count and the mark
-// again and goes on if either says the latch opened since (count 0, a
-// newer mark). Without a mark a message ends the wait, as Redisson's
-// openings leave none and the message is all a waiter learns of them.
-func (a *awaiter) HeardEnds() bool { return a.opened == "" }
 
 // WaitChannel is the latch's channel.
 func (a *awaiter) WaitChannel() string { return Channel(a.l.name) }

@@ -22,7 +22,7 @@ func TestCountingGrants(t *testing.T) {
 	l := listen(t, r.rdb, k.Channel)
 	acquire := func(n, grant string) []int64 {
 		t.Helper()
-		got, err := r.exec(lua.CountingAcquire, []string{k.Count, k.Grants}, n, grant, "10000").AsIntSlice()
+		got, err := r.exec(lua.CountingAcquire, []string{k.Count, k.Grants, layout.OtherKey(name)}, n, grant, "10000").AsIntSlice()
 		require.NoError(t, err)
 		return got
 	}
@@ -50,7 +50,7 @@ func TestCountingGrants(t *testing.T) {
 
 	add := func(n string) int64 {
 		t.Helper()
-		got, err := r.exec(lua.CountingAdd, []string{k.Count, k.Channel}, "publish", n).AsInt64()
+		got, err := r.exec(lua.CountingAdd, []string{k.Count, k.Channel, layout.OtherKey(name)}, "publish", n).AsInt64()
 		require.NoError(t, err)
 		return got
 	}
@@ -62,7 +62,7 @@ func TestCountingGrants(t *testing.T) {
 
 	drain := func() int64 {
 		t.Helper()
-		got, err := r.exec(lua.CountingDrain, []string{k.Count}).AsInt64()
+		got, err := r.exec(lua.CountingDrain, []string{k.Count, layout.OtherKey(name)}).AsInt64()
 		require.NoError(t, err)
 		return got
 	}

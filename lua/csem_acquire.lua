@@ -1,9 +1,10 @@
--- csem_acquire.lua: take permits of a counting semaphore (Redisson's
--- RSemaphore layout), all of them or none.
+-- csem_acquire.lua (after refuse.lua): take permits of a counting
+-- semaphore (Redisson's RSemaphore layout), all of them or none.
 -- KEYS[1] the count <name> (a string holding an integer)
 -- KEYS[2] grants {<name>}:relock_grants (sorted set, relock's own: a
 --         call's grant "<request ID>:<permits>" -> when it is forgotten,
 --         server ms)
+-- KEYS[3] the key of the name's other form, or KEYS[1] (see refuse.lua)
 -- ARGV[1] permits wanted (>= 1)
 -- ARGV[2] the call's grant "<request ID>:<permits>", the same for every
 --         attempt of a call
@@ -15,6 +16,11 @@
 -- script twice has the effect of sending it once). Else {0, count}:
 -- fewer than ARGV[1] permits are available (or the count was never set:
 -- 0), and nothing changes. Grants past their time are forgotten first.
+-- Refused, with nothing changed, while the name's other form is in use:
+-- the grants and the channel are that form's too.
+if in_use(KEYS[1], KEYS[3]) then
+  return name_conflict(KEYS[3])
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('zremrangebyscore', KEYS[2], '-inf', now)

@@ -10,7 +10,10 @@
 -- Returns 1 when the grant was remembered: it is forgotten, the count
 -- goes up by ARGV[3], and the new count is published when above 0.
 -- Returns 0 when it was not (never granted, or given back before):
--- nothing changes. Safe to resend.
+-- nothing changes. Safe to resend. Not refused while the name's other
+-- form is in use (it does not follow refuse.lua): it gives back to the
+-- call's own count what the call took from it, and the grant, whose
+-- request ID is the call's own, says that it did.
 if redis.call('zrem', KEYS[2], ARGV[2]) == 0 then
   return 0
 end

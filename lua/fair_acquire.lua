@@ -29,7 +29,7 @@
 -- is woken; -1 when it has no expiry). Sending it twice has the effect of
 -- sending it once. Refused, with nothing changed (see refuse.lua): while
 -- the name's other form is in use, and when the name holds a read-write
--- lock's hash. (A plain lock's hash looks like a fair lock's: a fair
+-- lock's hash or a rate limiter's. (A plain lock's hash looks like a fair lock's: a fair
 -- waiter queues behind it, and the plain lock's next acquisition, which
 -- sees the queue, is refused.)
 local refused = lock_refusal(KEYS[1], KEYS[6], nil)

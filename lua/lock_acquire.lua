@@ -20,8 +20,8 @@
 -- send of this request): it is taken over at 1, not stacked on, so sending
 -- the script twice has the effect of sending it once.
 -- Refused, with nothing changed (see refuse.lua): while the name's other
--- form is in use, and when the name holds a read-write lock's hash or a
--- fair lock's queue.
+-- form is in use, and when the name holds a read-write lock's hash, a
+-- rate limiter's or a fair lock's queue.
 local refused = lock_refusal(KEYS[1], KEYS[2], KEYS[3])
 if refused then
   return refused

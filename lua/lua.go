@@ -33,10 +33,11 @@
 //
 // Every script that creates or takes state under a name (the acquire and
 // re-enter scripts of every lock kind, the semaphore's scripts that read
-// its leases or write its count, a latch's set) starts with refuse.lua:
-// it refuses, before writing anything, a name whose other form ("a" for
-// "{a}", which derives the same keys) is in use, and a hash of another
-// kind, with the error replies NameConflict and WrongKind.
+// its leases or write its count, the counting semaphore's acquire, add
+// and drain, every script of the rate limiter, a latch's set) starts with
+// refuse.lua: it refuses, before writing anything, a name whose other
+// form ("a" for "{a}", which derives the same keys) is in use, and a hash
+// of another kind, with the error replies NameConflict and WrongKind.
 package lua
 
 import (
@@ -54,7 +55,8 @@ const (
 	// the key under that form (its name).
 	NameConflict = "RELOCK_NAME_CONFLICT"
 	// WrongKind: the name holds another kind; what follows is the kind
-	// found, as internal/layout.Kind names it ("rwlock", "lock", "fair").
+	// found, as internal/layout.Kind names it ("rwlock", "lock", "fair",
+	// "rate_limiter").
 	WrongKind = "RELOCK_WRONG_KIND"
 )
 
@@ -299,28 +301,28 @@ var (
 	// CountingAcquire takes permits of a counting semaphore, all or none.
 	// Safe to resend (by relock): every attempt of a call sends the same
 	// grant, and a grant remembered takes nothing again.
-	CountingAcquire = script(csemAcquire, false)
+	CountingAcquire = script(refuse+csemAcquire, false)
 	// CountingUndo gives back the permits of a call's grant. Idempotent.
 	CountingUndo = script(csemUndo, true)
 	// CountingAdd gives permits to a counting semaphore, or takes some
 	// away. Never resent: it would add twice.
-	CountingAdd = script(csemAdd, false)
+	CountingAdd = script(refuse+csemAdd, false)
 	// CountingDrain takes every permit available. Not resent: the second
 	// reply would say 0.
-	CountingDrain = script(csemDrain, false)
+	CountingDrain = script(refuse+csemDrain, false)
 
 	// RateAcquire takes permits of a rate limiter's window, all or none.
 	// Safe to resend (by relock): every attempt of a call sends the same
 	// grant ID, and a grant in the window takes nothing again.
-	RateAcquire = script(rateWindow+rateAcquire, false)
+	RateAcquire = script(refuse+rateWindow+rateAcquire, false)
 	// RateUndo gives a call's grant back. Idempotent.
-	RateUndo = script(rateWindow+rateUndo, true)
+	RateUndo = script(refuse+rateWindow+rateUndo, true)
 	// RateAvailable reads the permits left in a rate limiter's window.
 	// Safe to resend.
-	RateAvailable = script(rateWindow+rateAvailable, true)
+	RateAvailable = script(refuse+rateWindow+rateAvailable, true)
 	// RateSet sets a rate limiter's rate. Not resent: the second reply of
 	// a TrySetRate would say the rate was set already.
-	RateSet = script(rateSet, false)
+	RateSet = script(refuse+rateSet, false)
 
 	// LatchSet sets a count-down latch's count if it is not set. Not
 	// resent (the second reply would say it was already set).

@@ -1,8 +1,9 @@
--- rate_window.lua: prepended to every rate-limiter script that looks at
--- the window (Redisson's RRateLimiter layout). It reads the rate, drops
--- the grants that have left the window, and sets `available`, the rate
--- less the permits granted in the window (now - interval, now], on the
--- server's clock; keep() writes it back as Redisson's value.
+-- rate_window.lua (after refuse.lua): prepended to every rate-limiter
+-- script that looks at the window (Redisson's RRateLimiter layout). It
+-- reads the rate, drops the grants that have left the window, and sets
+-- `available`, the rate less the permits granted in the window (now -
+-- interval, now], on the server's clock; keep() writes it back as
+-- Redisson's value.
 -- KEYS[1] configuration <name> (hash: rate, interval ms, type '0' overall
 --         or '1' per client, keepAliveTime ms)
 -- KEYS[2] value {<name>}:value (string: permits left in the window)
@@ -12,9 +13,17 @@
 --         the permits -> when it was granted, ms)
 -- KEYS[5] this client's grants {<name>}:permits:<clientID> (type '1')
 -- KEYS[6] channel relock_ratelimiter:{<name>}
--- When the limiter has no rate the script returns {-1, 0, 0} here.
+-- KEYS[7] the key of the name's other form, or KEYS[1] (see refuse.lua)
+-- Refused first, with nothing changed (see refuse.lua): while the name's
+-- other form is in use (its value, grants and channel are the same keys),
+-- and when KEYS[1] is a hash of another kind (a lock's). When the limiter
+-- has no rate the script returns {-1, 0, 0} here.
 -- Grants of Redisson clients are scored on their own clocks: one ahead of
 -- the server's stays in the window longer, one behind leaves it sooner.
+local refused = rate_refusal(KEYS[1], KEYS[7])
+if refused then
+  return refused
+end
 local rate = redis.call('hget', KEYS[1], 'rate')
 local interval = redis.call('hget', KEYS[1], 'interval')
 local ratetype = redis.call('hget', KEYS[1], 'type')

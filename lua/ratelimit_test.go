@@ -21,7 +21,7 @@ func TestRateGrants(t *testing.T) {
 	name := r.name("rate")
 	k := layout.RateLimiter(name)
 	const client = "0f8fad5b-d9cb-469f-a165-70867728950e"
-	keys := []string{k.Config, k.Value, k.ClientValue(client), k.Permits, k.ClientPermits(client), k.Channel}
+	keys := []string{k.Config, k.Value, k.ClientValue(client), k.Permits, k.ClientPermits(client), k.Channel, layout.OtherKey(name)}
 	l := listen(t, r.rdb, k.Channel)
 	window := func(s *lua.Script, args ...string) []int64 {
 		t.Helper()
@@ -30,7 +30,7 @@ func TestRateGrants(t *testing.T) {
 		return got
 	}
 	assert.Equal(t, []int64{-1, 0, 0}, window(lua.RateAcquire, "1", "0123456789abcdef"), "no rate")
-	n, err := r.exec(lua.RateSet, []string{k.Config, k.Value, k.Permits, k.Channel}, "publish", "5", "10000", "1").AsInt64()
+	n, err := r.exec(lua.RateSet, []string{k.Config, k.Value, k.Permits, k.Channel, layout.OtherKey(name)}, "publish", "5", "10000", "1").AsInt64()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	assert.Equal(t, []int64{-2, 5, 0}, window(lua.RateAcquire, "6", "0123456789abcdef"), "more than the rate")
@@ -64,7 +64,7 @@ func TestRateGrants(t *testing.T) {
 	assert.Equal(t, []int64{1, 4, 0}, window(lua.RateUndo, "publish", "0123456789abcdef", "2"))
 	assert.Equal(t, []int64{0, 4, 0}, window(lua.RateUndo, "publish", "0123456789abcdef", "2"), "given back twice")
 	assert.Equal(t, []string{k.Channel + " 4"}, l.take(t), "a grant given back")
-	require.NoError(t, r.exec(lua.RateSet, []string{k.Config, k.Value, k.Permits, k.Channel}, "publish", "7", "10000", "0").Error())
+	require.NoError(t, r.exec(lua.RateSet, []string{k.Config, k.Value, k.Permits, k.Channel, layout.OtherKey(name)}, "publish", "7", "10000", "0").Error())
 	assert.Equal(t, []string{k.Channel + " 7"}, l.take(t), "a rate set anew")
 	assert.Equal(t, []int64{1, 7, 0}, window(lua.RateAvailable), "a rate set anew starts an empty window")
 	assert.Equal(t, int64(-1), r.pttl(k.Value), "no keep-alive: the value does not expire")

@@ -111,7 +111,64 @@ func nameScripts(r *rules) map[string]func(name string) rueidis.RedisResult {
 			return r.exec(lua.LatchSet, []string{name, layout.OtherKey(name), layout.LatchOpened(name)},
 				"2", layout.LatchChannel(name), "publish", "10000")
 		},
+		"counting set": func(name string) rueidis.RedisResult {
+			k := layout.CountingSemaphore(name)
+			return r.exec(lua.SemSet, []string{k.Count, k.Channel, layout.OtherKey(name)}, "publish", "2")
+		},
+		"counting acquire": func(name string) rueidis.RedisResult {
+			k := layout.CountingSemaphore(name)
+			return r.exec(lua.CountingAcquire, []string{k.Count, k.Grants, layout.OtherKey(name)}, "1", "grant-of-me:1", "10000")
+		},
+		"counting add": func(name string) rueidis.RedisResult {
+			k := layout.CountingSemaphore(name)
+			return r.exec(lua.CountingAdd, []string{k.Count, k.Channel, layout.OtherKey(name)}, "publish", "2")
+		},
+		"counting drain": func(name string) rueidis.RedisResult {
+			return r.exec(lua.CountingDrain, []string{name, layout.OtherKey(name)})
+		},
+		"rate set": func(name string) rueidis.RedisResult { return rateSet(r, name, "0") },
+		"rate try set": func(name string) rueidis.RedisResult {
+			return rateSet(r, name, "1")
+		},
+		"rate acquire": func(name string) rueidis.RedisResult {
+			return r.exec(lua.RateAcquire, rateKeys(name), "1", "grant-of-me-0123")
+		},
+		"rate undo": func(name string) rueidis.RedisResult {
+			return r.exec(lua.RateUndo, rateKeys(name), "publish", "grant-of-other-1", "1")
+		},
+		"rate available": func(name string) rueidis.RedisResult {
+			return r.exec(lua.RateAvailable, rateKeys(name))
+		},
 	}
+}
+
+// rateClient is the client ID of the rate limiter's scripts in these
+// tests (its own window, for a rate of type PER_CLIENT).
+const rateClient = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+// rateKeys are the keys of the rate limiter's window scripts for name.
+func rateKeys(name string) []string {
+	k := layout.RateLimiter(name)
+	return []string{k.Config, k.Value, k.ClientValue(rateClient), k.Permits, k.ClientPermits(rateClient), k.Channel, layout.OtherKey(name)}
+}
+
+// rateSet sends rate_set.lua for name: 5 permits per 10s, once '1'
+// (TrySetRate) or '0' (SetRate).
+func rateSet(r *rules, name, once string) rueidis.RedisResult {
+	k := layout.RateLimiter(name)
+	return r.exec(lua.RateSet, []string{k.Config, k.Value, k.Permits, k.Channel, layout.OtherKey(name)}, "publish", "5", "10000", once)
+}
+
+// rateLimiterSet gives name a rate limiter's configuration, with a grant
+// in its window, as Redisson's trySetRate and tryAcquire leave them.
+func (r *rules) rateLimiterSet(name string) {
+	r.t.Helper()
+	k := layout.RateLimiter(name)
+	require.NoError(r.t, r.do(r.rdb.B().Hset().Key(k.Config).FieldValue().FieldValue("rate", "5").
+		FieldValue("interval", "10000").FieldValue("type", "0").FieldValue("keepAliveTime", "0").Build()).Error())
+	require.NoError(r.t, r.do(r.rdb.B().Zadd().Key(k.Permits).ScoreMember().
+		ScoreMember(float64(serverNow(r.t, r.rdb)), "\x10grant-of-other-1\x01\x00\x00\x00").Build()).Error())
+	require.NoError(r.t, r.do(r.rdb.B().Set().Key(k.Value).Value("4").Build()).Error())
 }
 
 // TestOtherFormInUseRefused: while one form of a name ("a" or "{a}") has
@@ -120,7 +177,9 @@ func nameScripts(r *rules) map[string]func(name string) rueidis.RedisResult {
 // keys (a semaphore's permits whose lease ended stay where they are, a
 // fenced lock's counter is not moved) and not the name's own. The form in
 // use is each kind's: a lock's hash, a semaphore's count with a permit
-// held and one whose lease ended, a queued fair waiter.
+// held and one whose lease ended, a queued fair waiter, a counting
+// semaphore's count with a grant, a rate limiter's configuration with a
+// grant in its window.
 func TestOtherFormInUseRefused(t *testing.T) {
 	r := newRules(t)
 	scripts := nameScripts(r)
@@ -139,6 +198,13 @@ func TestOtherFormInUseRefused(t *testing.T) {
 			r.holdHash(name, "c:other", "1")
 			require.NoError(t, r.do(r.rdb.B().Rpush().Key(layout.Queue(name)).Element("c:waiter").Build()).Error())
 		},
+		"counting semaphore in use": func(name string) {
+			k := layout.CountingSemaphore(name)
+			require.NoError(t, r.do(r.rdb.B().Set().Key(k.Count).Value("1").Build()).Error())
+			require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Grants).ScoreMember().
+				ScoreMember(float64(serverNow(t, r.rdb)+10000), "grant-of-other:1").Build()).Error())
+		},
+		"rate limiter in use": r.rateLimiterSet,
 	}
 	for useName, use := range uses {
 		for scriptName, run := range scripts {
@@ -182,7 +248,9 @@ func TestOtherFormFree(t *testing.T) {
 // refuses, naming the kind found, and changes nothing: a plain, fenced
 // or fair acquisition (or a re-entry of one) finds a read-write lock's
 // hash ('mode'), a plain or fenced one a fair lock's queue, a read-write
-// acquisition or re-entry a lock's hash without 'mode'.
+// acquisition or re-entry a lock's hash without 'mode'; any lock's
+// acquisition a rate limiter's hash ('rate'), and every script of the
+// rate limiter a lock's hash.
 func TestWrongKindRefused(t *testing.T) {
 	r := newRules(t)
 	const me = "c:me"
@@ -224,6 +292,18 @@ func TestWrongKindRefused(t *testing.T) {
 		{"write acquire of a lock", lockHeld, scripts["write acquire"], layout.KindLock},
 		{"read re-entry of the owner's lock", lockHeld, readReenter, layout.KindLock},
 		{"write re-entry of a lock", func(name string) { r.holdHash(name, me+":write", "1") }, writeReenter, layout.KindLock},
+		{"lock acquire of a rate limiter", r.rateLimiterSet, scripts["lock acquire"], layout.KindRateLimiter},
+		{"fenced acquire of a rate limiter", r.rateLimiterSet, scripts["fenced acquire"], layout.KindRateLimiter},
+		{"fair acquire of a rate limiter", r.rateLimiterSet, scripts["fair acquire"], layout.KindRateLimiter},
+		{"read acquire of a rate limiter", r.rateLimiterSet, scripts["read acquire"], layout.KindRateLimiter},
+		{"write acquire of a rate limiter", r.rateLimiterSet, scripts["write acquire"], layout.KindRateLimiter},
+		{"rate set of a lock", lockHeld, scripts["rate set"], layout.KindLock},
+		{"rate try set of a lock", lockHeld, scripts["rate try set"], layout.KindLock},
+		{"rate acquire of a lock", lockHeld, scripts["rate acquire"], layout.KindLock},
+		{"rate undo of a lock", lockHeld, scripts["rate undo"], layout.KindLock},
+		{"rate available of a lock", lockHeld, scripts["rate available"], layout.KindLock},
+		{"rate set of a read hold", readHeld, scripts["rate set"], layout.KindRWLock},
+		{"rate acquire of a write hold", writeHeld, scripts["rate acquire"], layout.KindRWLock},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.step, " ", "-"), func(t *testing.T) {

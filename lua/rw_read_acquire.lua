@@ -19,14 +19,14 @@
 -- levels deleted), so sending the script twice has the effect of sending
 -- it once. Refused, with nothing changed (see refuse.lua): while the
 -- name's other form is in use, and when the name holds a lock's hash
--- without 'mode' (plain, fenced or fair).
+-- without 'mode' (plain, fenced or fair) or a rate limiter's.
 if in_use(KEYS[1], KEYS[2]) then
   return name_conflict(KEYS[2])
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local free = (not mode) and redis.call('exists', KEYS[1]) == 0
 if not (mode or free) then
-  return wrong_kind('lock')
+  return wrong_kind(hash_kind(KEYS[1]))
 end
 if free or mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
   local key = ARGV[3] .. ':' .. ARGV[2] .. ':rwlock_timeout:'

@@ -16,7 +16,7 @@
 -- taken over at 1, so sending the script twice has the effect of sending
 -- it once. Refused, with nothing changed (see refuse.lua): while the
 -- name's other form is in use, and when the name holds a lock's hash
--- without 'mode' (plain, fenced or fair).
+-- without 'mode' (plain, fenced or fair) or a rate limiter's.
 if in_use(KEYS[1], KEYS[2]) then
   return name_conflict(KEYS[2])
 end
@@ -28,7 +28,7 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if not mode then
-  return wrong_kind('lock')
+  return wrong_kind(hash_kind(KEYS[1]))
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   count_up(KEYS[1], ARGV[2], 1)

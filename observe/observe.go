@@ -43,6 +43,7 @@ const (
 	KindSemaphore = "semaphore" // a permit of a semaphore
 	KindMulti     = "multi"     // multilock.MultiLock
 	KindRedLock   = "redlock"   // multilock.RedLock
+	KindSpin      = "spin"      // rlock.SpinLock
 
 	// KindCountingSemaphore: permits of a semaphore.Counting. Its events
 	// are acquisitions (Owner: the call's request ID) and releases (Owner

@@ -26,6 +26,16 @@
 //
 // A name that contains "{" is not wrapped again ("<name>:value"), so every
 // key shares the name's hash slot and the limiter works on Redis Cluster.
+// So the rate limiters "a" and "{a}" would share their window and their
+// channel, differing only in the hash under the name: while the other
+// form of the name holds state under its own key (a rate limiter's hash,
+// a lock, a semaphore's count...), every call (TrySetRate, SetRate,
+// Acquire and TryAcquire, AvailablePermits) fails with an error matching
+// relock.ErrNameConflict that names both names, and changes nothing; a
+// waiting Acquire ends at once with it. A hash under the name that is no
+// rate limiter's (a lock's, a read-write lock's) is refused the same way
+// with relock.ErrWrongKind, and a lock of any kind refuses the rate
+// limiter's hash, so the two never share a name.
 // A rate of type PER_CLIENT, which only Redisson sets, keeps a window per
 // client in {<name>}:value:<client ID> and {<name>}:permits:<client ID>;
 // relock counts in its Client's own (its ID), so each Client has the

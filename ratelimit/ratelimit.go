@@ -51,8 +51,10 @@ func init() {
 	lockcore.RegisterWakePolicy(layout.RateLimiterChannelPrefix+":", func(string) pubsub.Wake { return pubsub.WakeOne })
 }
 
-// Name is the rate limiter's name: the key of its configuration.
-func (l *Limiter) Name() string { return l.name }
+// Name is the rate limiter's name as it was given to the Client. The key
+// of its configuration is that name after the Client's key prefix
+// (rlock.WithKeyPrefix; none by default).
+func (l *Limiter) Name() string { return l.core.Unmap(l.name) }
 
 func (l *Limiter) check() error {
 	if err := l.core.CheckOpen(); err != nil {
@@ -61,10 +63,11 @@ func (l *Limiter) check() error {
 	return lockcore.CheckName(l.name)
 }
 
-// fail wraps a Redis error with what was being done; after Close it also
-// matches ErrClosed.
+// fail wraps a Redis error with what was being done (a script's refusal
+// of the name becomes relock.ErrNameConflict or relock.ErrWrongKind);
+// after Close it also matches ErrClosed.
 func (l *Limiter) fail(op string, err error) error {
-	err = fmt.Errorf("relock: %s %q: %w", op, l.name, err)
+	err = lockcore.ScriptError(layout.KindRateLimiter, op, l.name, err)
 	if l.core.CheckOpen() != nil {
 		err = lockcore.Join(err, ErrClosed)
 	}
@@ -73,10 +76,12 @@ func (l *Limiter) fail(op string, err error) error {
 
 // keys are the keys of the window scripts: the client's own value and
 // grants are this Client's, for a rate of type PER_CLIENT (set by
-// Redisson).
+// Redisson); the last is the key of the name's other form, which the
+// scripts refuse while it is in use.
 func (l *Limiter) keys() []string {
 	k := layout.RateLimiter(l.name)
-	return []string{k.Config, k.Value, k.ClientValue(l.core.ID), k.Permits, k.ClientPermits(l.core.ID), k.Channel}
+	return []string{k.Config, k.Value, k.ClientValue(l.core.ID), k.Permits, k.ClientPermits(l.core.ID), k.Channel,
+		layout.OtherKey(l.name)}
 }
 
 // checkRate refuses a rate under 1 or an interval under 1ms.
@@ -100,8 +105,10 @@ func checkRate(rate int, interval time.Duration) error {
 // 1ms; the interval counts in whole ms, rounded up), if the limiter has
 // none, and reports whether it did. The rate is of Redisson's type
 // OVERALL: one window shared by every client. A name whose key is a hash
-// of another kind (a lock's) is ErrInvalidArgument, and is left as it
-// is.
+// of another kind (a lock's) is refused with an error matching
+// relock.ErrWrongKind, and one whose other form is in use with
+// relock.ErrNameConflict (see the package documentation); either way
+// nothing changes.
 func (l *Limiter) TrySetRate(ctx context.Context, rate int, interval time.Duration) (bool, error) {
 	if err := l.check(); err != nil {
 		return false, err
@@ -135,11 +142,8 @@ func (l *Limiter) SetRate(ctx context.Context, rate int, interval time.Duration)
 
 func (l *Limiter) set(ctx context.Context, rate int, interval time.Duration, once string) (bool, error) {
 	k := layout.RateLimiter(l.name)
-	n, err := lua.RateSet.Exec(ctx, l.core.RDB, []string{k.Config, k.Value, k.Permits, k.Channel},
+	n, err := lua.RateSet.Exec(ctx, l.core.RDB, []string{k.Config, k.Value, k.Permits, k.Channel, layout.OtherKey(l.name)},
 		[]string{l.core.PublishCommand(), strconv.Itoa(rate), strconv.FormatInt(lockcore.Millis(interval), 10), once}).AsInt64()
-	if err == nil && n == -1 {
-		err = fmt.Errorf("%w: %q is a hash of another kind (a lock's?), not a rate limiter's", ErrInvalidArgument, l.name)
-	}
 	return n == 1, err
 }
 
@@ -178,7 +182,9 @@ func (l *Limiter) refused(vals []int64, n int) error {
 // ends. If Acquire returns an error, it took nothing; when ctx ended the
 // wait, the error matches both ErrNotAcquired and ctx.Err(). n more than
 // the rate is ErrInvalidArgument (it is never granted); a limiter with no
-// rate, ErrNoRate.
+// rate, ErrNoRate; a name refused (relock.ErrNameConflict,
+// relock.ErrWrongKind, see the package documentation) ends a waiting call
+// at once too.
 func (l *Limiter) Acquire(ctx context.Context, n int) error {
 	if err := checkPermits(n); err != nil {
 		return err

@@ -149,15 +149,6 @@ func TestRateInvalidArguments(t *testing.T) {
 	}
 	assert.Equal(t, 1, available(t, l))
 
-	// A lock's hash under the name is left alone.
-	lock := relocktest.Name(t)
-	require.NoError(t, c.GetLock(lock).Lock(ctx))
-	held := relocktest.HGetAll(t, raw, lock)
-	assert.ErrorIs(t, c.GetRateLimiter(lock).SetRate(ctx, 1, time.Second), ratelimit.ErrInvalidArgument, "SetRate on a lock")
-	_, err = c.GetRateLimiter(lock).TrySetRate(ctx, 1, time.Second)
-	assert.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "TrySetRate on a lock")
-	assert.Equal(t, held, relocktest.HGetAll(t, raw, lock), "the lock's hash")
-	require.NoError(t, c.GetLock(lock).Unlock(ctx))
 }
 
 // attemptsClient returns a Client whose rate-limiter acquisitions are

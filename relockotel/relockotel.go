@@ -8,7 +8,7 @@
 // # Metrics
 //
 // Every point has the attribute relock.lock.kind (lock, fenced, fair,
-// read, write, semaphore, counting_semaphore, rate_limiter, multi,
+// spin, read, write, semaphore, counting_semaphore, rate_limiter, multi,
 // redlock), and
 // relock.lock.name when
 // WithLockNames is given (off by default: lock names are often unbounded,

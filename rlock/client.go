@@ -138,6 +138,29 @@ func WithWakeOne() Option {
 	return func(c *lockcore.Config) { c.WakeOne = true }
 }
 
+// WithKeyPrefix puts prefix before every name the Client is given, as
+// Redisson's NameMapper that prepends a prefix: the Client acts as if each
+// name were prefix+name. Every key and channel of a lock, semaphore,
+// latch or rate limiter is derived from that name by Redisson's rules, so
+// a Java service whose mapper prepends the same prefix shares them, and
+// Clients with different prefixes never see each other's (a hash tag may
+// sit in the prefix, "{app1}:", or in the name).
+//
+// What the Client reports names a lock in one of two ways. The handles'
+// Name and the lost handler (WithLostHandler) give the name as the Client
+// was given it, without the prefix (as Redisson's getName and its lock
+// renewal failure listener do). Errors, the observer's and the logger's
+// events (WithObserver, WithLogger) name the lock as it is in Redis,
+// prefix+name, the key that relock status shows without --prefix.
+//
+// A prefix is valid UTF-8, without control characters, shorter than 1024
+// bytes; each name with its prefix must be a valid name (a handle's
+// methods report one that is not, as they do a bad name). The default,
+// and "", is no prefix.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *lockcore.Config) { c.KeyPrefix = prefix }
+}
+
 // NewClient builds a rueidis client from opt and a Client that owns it:
 // Close closes both. Unless opt.PipelineMultiplex is set, every command
 // is pipelined on one connection (rueidis would open up to four): lock

@@ -57,6 +57,10 @@
 // the lock's hash slot. Scripts only use HSET, HDEL, PEXPIRE, PTTL and
 // PUBLISH on the hash, and leases are relative (PEXPIRE on the server).
 //
+// With WithKeyPrefix(p), <name> above (and in every kind's layout) is
+// p+name, as a Redisson client whose NameMapper prepends p makes it; a
+// handle's Name is still the name it was asked for.
+//
 // # One name, one key space; one hash, one kind
 //
 // Because a name with "{" is not wrapped, the names "a" and "{a}" derive
@@ -64,8 +68,9 @@
 // counter, a fair lock's queue, a semaphore's permits) and differ only in
 // the key under the name itself. Every script that creates or takes state
 // under a name (an acquisition or re-entry of any lock kind, a
-// semaphore's set, add or acquire, a latch's set) looks at that key of
-// the other form, in the same slot, and refuses while it exists: the call
+// semaphore's or a counting semaphore's set, add or acquire, a rate
+// limiter's calls, a latch's set) looks at that key of the other form, in
+// the same slot, and refuses while it exists: the call
 // returns an error matching ErrNameConflict that names both names, having
 // changed nothing, and a waiting call ends at once with it. A name that is
 // itself another name's derived key ("redisson_lock_queue:{a}",
@@ -74,9 +79,11 @@
 // The hash of a reentrant lock (plain, fenced or fair) and of a read-write
 // lock look alike to HINCRBY. A plain, fenced or fair acquisition (or
 // re-entry) that finds a read-write lock's hash (its "mode" field), a
-// read-write lock's that finds a lock's hash without it, and a plain or
+// read-write lock's that finds a lock's hash without it, a plain or
 // fenced acquisition that finds a fair lock's queue of waiters beside the
-// name, refuse as WRONGTYPE does across data types: the error matches
+// name, and a lock and a rate limiter that find each other's hash (the
+// rate limiter's has a "rate" field), refuse as WRONGTYPE does across
+// data types: the error matches
 // ErrWrongKind and names the kind found. Redisson's scripts make neither
 // check: a Java process that uses both forms of a name, or two kinds on
 // one name, is not refused.
@@ -107,8 +114,19 @@
 // nothing), or its context's end. Each unlock wakes one local waiter; a
 // waiter that took a wake-up and gives up without using it passes it on.
 // A re-entry that makes the lease shorter publishes "1", which wakes every
-// waiter, so that none sleeps past the new end. Every kind of relock waits
-// through this same loop (fairlock, rwlock, semaphore and latch too).
+// waiter, so that none sleeps past the new end. A Lock's or FencedLock's
+// waiter never sleeps more than 1s plus a random part of it (under 2s)
+// without looking again, whatever the lease: a release that publishes
+// nothing (that of Redisson's RSpinLock, which shares the lock's hash)
+// costs it at most 2s. Every kind of relock waits through this same loop
+// (fairlock, rwlock, semaphore and latch too).
+//
+// A SpinLock (GetSpinLock, Redisson's RSpinLock) has Lock's layout and
+// methods, but its waiters do not subscribe: between attempts they sleep
+// a backoff (1ms, doubling with jitter, at most 128ms; never past the
+// holder's lease end), and its holds do not listen on the lock's channel.
+// Its release publishes as Lock's does (Redisson's spin lock publishes
+// nothing), so the plain lock's waiters on the name go on at once.
 //
 // A wait (TryLock's, TryDo's, TryAcquire's, a semaphore's TryAcquire)
 // ends only the sleeping between attempts: an attempt that was sent

@@ -29,7 +29,7 @@ type FencedLock struct {
 // GetFencedLock returns a handle on the fenced lock name: a reentrant lock
 // whose every new acquisition gets a fencing token.
 func (c *Client) GetFencedLock(name string) *FencedLock {
-	m := lockcore.NewMutex(c.core, name, lockcore.Fenced{})
+	m := lockcore.NewMutex(c.core, c.core.Map(name), lockcore.Fenced{})
 	return &FencedLock{Mutex: newHandle(m), m: m}
 }
 

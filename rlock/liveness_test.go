@@ -111,5 +111,7 @@ func TestReentryShortensLease(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, l.LockLease(ctx, 200*time.Millisecond))
 	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock when the re-entered lease ended"))
-	assert.Less(t, time.Since(start), 2*time.Second, "the waiter's wait after the re-entry")
+	// Under the QuietHolderCap (1s) a waiter that was not told looks again
+	// after: only the message brings it this soon.
+	assert.Less(t, time.Since(start), 800*time.Millisecond, "the waiter's wait after the re-entry")
 }

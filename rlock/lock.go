@@ -27,5 +27,12 @@ func init() {
 // GetLock returns a handle on the reentrant lock name. It does no I/O; a
 // bad name is reported by the handle's methods.
 func (c *Client) GetLock(name string) *Lock {
-	return &Lock{newHandle(lockcore.NewMutex(c.core, name, lockcore.Reentrant{}))}
+	return &Lock{newHandle(lockcore.NewMutex(c.core, c.core.Map(name), lockcore.Reentrant{}))}
+}
+
+// get returns the handle of kind T on name, made by the constructor its
+// package registered, from the name in Redis (with the key prefix). Every
+// Get* method made from a registered constructor goes through it.
+func get[T any](c *Client, name string) T {
+	return lockcore.Use[func(*lockcore.Core, string) T]()(c.core, c.core.Map(name))
 }

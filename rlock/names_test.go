@@ -118,8 +118,9 @@ func TestNameFormsWaitersKeepTheirWakeUps(t *testing.T) {
 
 // TestNameFormsAcrossKinds: a name and its other form are one key space,
 // whatever the kinds: while a lock holds "a", a semaphore, a latch, a
-// read-write lock and a fair lock named "{a}" are refused, and the
-// semaphore's calls that would reclaim the shared permits too.
+// read-write lock, a fair lock, a counting semaphore and a rate limiter
+// named "{a}" are refused, and the semaphore's calls that would reclaim
+// the shared permits too.
 func TestNameFormsAcrossKinds(t *testing.T) {
 	c := relocktest.Client(t)
 	plain, braced := namePair(t)
@@ -142,6 +143,15 @@ func TestNameFormsAcrossKinds(t *testing.T) {
 	requireConflict(t, err, braced, plain, "write lock")
 	_, err = c.GetFairLock(braced).TryLock(t.Context(), time.Second, 0)
 	requireConflict(t, err, braced, plain, "fair lock")
+	_, err = c.GetCountingSemaphore(braced).TrySetPermits(t.Context(), 1)
+	requireConflict(t, err, braced, plain, "counting semaphore TrySetPermits")
+	requireConflict(t, c.GetCountingSemaphore(braced).Release(t.Context(), 1), braced, plain, "counting semaphore Release")
+	_, err = c.GetCountingSemaphore(braced).TryAcquire(t.Context(), 1, time.Second)
+	requireConflict(t, err, braced, plain, "counting semaphore TryAcquire")
+	_, err = c.GetRateLimiter(braced).TrySetRate(t.Context(), 1, time.Second)
+	requireConflict(t, err, braced, plain, "rate limiter TrySetRate")
+	_, err = c.GetRateLimiter(braced).TryAcquire(t.Context(), 1, time.Second)
+	requireConflict(t, err, braced, plain, "rate limiter TryAcquire")
 	exists, err := relocktest.Raw(t).Do(t.Context(), relocktest.Raw(t).B().Exists().Key(braced).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, exists, "a refused call wrote the braced form's key")

@@ -307,3 +307,25 @@ func ExampleClient_GetRateLimiter() {
 	// <nil>
 	// left this minute: 99
 }
+
+// Many waiters for a short lock, with no pub/sub: a spin lock.
+func ExampleSpinLock() {
+	c := newClient()
+	defer c.Close()
+	ctx := context.Background()
+	bump := func(context.Context) error {
+		fmt.Println("counted")
+		return nil
+	}
+
+	// README begin
+	// The lock Java's redisson.getSpinLock("counter") shares.
+	err := c.GetSpinLock("counter").Do(ctx, func(ctx context.Context) error {
+		return bump(ctx) // waiters back off (1ms doubling to 128ms) instead of subscribing
+	})
+	// README end
+	fmt.Println(err)
+	// Output:
+	// counted
+	// <nil>
+}

@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"github.com/relock-go/relock/fairlock"
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/latch"
 	"github.com/relock-go/relock/ratelimit"
 	"github.com/relock-go/relock/rwlock"
@@ -13,7 +12,7 @@ import (
 // RReadWriteLock layout): ReadLock is shared, WriteLock exclusive. It does
 // no I/O; a bad name is reported by the handles' methods.
 func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
-	return lockcore.Use[func(*lockcore.Core, string) *rwlock.ReadWriteLock]()(c.core, name)
+	return get[*rwlock.ReadWriteLock](c, name)
 }
 
 // GetSemaphore returns a handle on the semaphore name (Redisson's
@@ -21,7 +20,7 @@ func (c *Client) GetReadWriteLock(name string) *rwlock.ReadWriteLock {
 // back by their ID. It does no I/O; a bad name is reported by the
 // handle's methods.
 func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
-	return lockcore.Use[func(*lockcore.Core, string) *semaphore.Semaphore]()(c.core, name)
+	return get[*semaphore.Semaphore](c, name)
 }
 
 // GetCountingSemaphore returns a handle on the counting semaphore name
@@ -29,7 +28,7 @@ func (c *Client) GetSemaphore(name string) *semaphore.Semaphore {
 // leases, shared with Java's getSemaphore(name). It does no I/O; a bad
 // name is reported by the handle's methods.
 func (c *Client) GetCountingSemaphore(name string) *semaphore.Counting {
-	return lockcore.Use[func(*lockcore.Core, string) *semaphore.Counting]()(c.core, name)
+	return get[*semaphore.Counting](c, name)
 }
 
 // GetRateLimiter returns a handle on the rate limiter name (Redisson's
@@ -37,18 +36,18 @@ func (c *Client) GetCountingSemaphore(name string) *semaphore.Counting {
 // any window of its interval, shared with Java's getRateLimiter(name). It
 // does no I/O; a bad name is reported by the handle's methods.
 func (c *Client) GetRateLimiter(name string) *ratelimit.Limiter {
-	return lockcore.Use[func(*lockcore.Core, string) *ratelimit.Limiter]()(c.core, name)
+	return get[*ratelimit.Limiter](c, name)
 }
 
 // GetCountDownLatch returns a handle on the count-down latch name
 // (Redisson's RCountDownLatch layout). It does no I/O; a bad name is
 // reported by the handle's methods.
 func (c *Client) GetCountDownLatch(name string) *latch.CountDownLatch {
-	return lockcore.Use[func(*lockcore.Core, string) *latch.CountDownLatch]()(c.core, name)
+	return get[*latch.CountDownLatch](c, name)
 }
 
 // GetFairLock returns a handle on the fair (FIFO) lock name. It does no
 // I/O; a bad name is reported by the handle's methods.
 func (c *Client) GetFairLock(name string) *fairlock.Lock {
-	return lockcore.Use[func(*lockcore.Core, string) *fairlock.Lock]()(c.core, name)
+	return get[*fairlock.Lock](c, name)
 }

@@ -24,7 +24,6 @@ const writeSuffix = layout.WriteSuffix
 // alone. Get one with rlock.Client.GetReadWriteLock. Handles are cheap and
 // safe for concurrent use.
 type ReadWriteLock struct {
-	name        string
 	read, write *Lock
 }
 
@@ -32,7 +31,6 @@ func init() {
 	newHandle := lockcore.Use[func(*lockcore.Mutex) *handle.Mutex]()
 	lockcore.Provide(func(c *lockcore.Core, name string) *ReadWriteLock {
 		return &ReadWriteLock{
-			name: name,
 			read: &Lock{newHandle(lockcore.NewMutexRole(c, name,
 				lockcore.Role{Name: "read", Shared: true}, readKind{}))},
 			write: &Lock{newHandle(lockcore.NewMutexRole(c, name,
@@ -41,8 +39,10 @@ func init() {
 	})
 }
 
-// Name is the lock's name: the key of its Redis hash.
-func (rw *ReadWriteLock) Name() string { return rw.name }
+// Name is the lock's name as it was given to the Client. The key of its
+// Redis hash is that name after the Client's key prefix
+// (rlock.WithKeyPrefix; none by default).
+func (rw *ReadWriteLock) Name() string { return rw.write.Name() }
 
 // ReadLock returns the read side: shared by any number of owners while no
 // other owner holds the write side. Its IsLocked reports whether anyone

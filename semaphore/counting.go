@@ -39,8 +39,10 @@ func init() {
 	lockcore.Provide(func(c *lockcore.Core, name string) *Counting { return &Counting{core: c, name: name} })
 }
 
-// Name is the counting semaphore's name: the key of its count.
-func (s *Counting) Name() string { return s.name }
+// Name is the counting semaphore's name as it was given to the Client.
+// The key of its count is that name after the Client's key prefix
+// (rlock.WithKeyPrefix; none by default).
+func (s *Counting) Name() string { return s.core.Unmap(s.name) }
 
 func (s *Counting) check() error {
 	if err := s.core.CheckOpen(); err != nil {
@@ -49,10 +51,11 @@ func (s *Counting) check() error {
 	return lockcore.CheckName(s.name)
 }
 
-// fail wraps a Redis error with what was being done; after Close it also
+// fail wraps a Redis error with what was being done (a script's refusal
+// of the name becomes relock.ErrNameConflict); after Close it also
 // matches ErrClosed.
 func (s *Counting) fail(op string, err error) error {
-	err = fmt.Errorf("relock: %s %q: %w", op, s.name, err)
+	err = lockcore.ScriptError(layout.KindCountingSemaphore, op, s.name, err)
 	if s.core.CheckOpen() != nil {
 		err = lockcore.Join(err, ErrClosed)
 	}
@@ -77,7 +80,7 @@ func (s *Counting) TrySetPermits(ctx context.Context, n int) (bool, error) {
 		return false, fmt.Errorf("%w: negative permits %d", ErrInvalidArgument, n)
 	}
 	k := layout.CountingSemaphore(s.name)
-	ok, err := lua.SemSet.Exec(ctx, s.core.RDB, []string{k.Count, k.Channel},
+	ok, err := lua.SemSet.Exec(ctx, s.core.RDB, []string{k.Count, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), strconv.Itoa(n)}).AsInt64()
 	if err != nil {
 		return false, s.fail("set permits", err)
@@ -105,7 +108,7 @@ func (s *Counting) AddPermits(ctx context.Context, n int) error {
 
 func (s *Counting) add(ctx context.Context, n int) (int64, error) {
 	k := layout.CountingSemaphore(s.name)
-	return s.core.RunRelease(ctx, lua.CountingAdd, []string{k.Count, k.Channel},
+	return s.core.RunRelease(ctx, lua.CountingAdd, []string{k.Count, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), strconv.Itoa(n)}).AsInt64()
 }
 
@@ -196,7 +199,7 @@ func (s *Counting) DrainPermits(ctx context.Context) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	n, err := lua.CountingDrain.Exec(ctx, s.core.RDB, []string{s.name}, nil).AsInt64()
+	n, err := lua.CountingDrain.Exec(ctx, s.core.RDB, []string{s.name, layout.OtherKey(s.name)}, nil).AsInt64()
 	if err != nil {
 		return 0, s.fail("drain permits", err)
 	}
@@ -227,7 +230,7 @@ func (a *countingAcquire) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 		return lockcore.Outcome{}, err
 	}
 	k := layout.CountingSemaphore(a.s.name)
-	res, unsynced := a.s.core.RunAcquire(w.ScriptContext(), lua.CountingAcquire, []string{k.Count, k.Grants},
+	res, unsynced := a.s.core.RunAcquire(w.ScriptContext(), lua.CountingAcquire, []string{k.Count, k.Grants, layout.OtherKey(a.s.name)},
 		[]string{strconv.Itoa(a.n), a.grant, strconv.FormatInt(GrantMemory.Milliseconds(), 10)})
 	vals, err := res.AsIntSlice()
 	if err != nil {

@@ -118,6 +118,16 @@
 // resent after a lost reply takes nothing twice, and a call that gives up
 // (its context ended, its reply was lost) gives back exactly what it took.
 //
+// The counting semaphores "a" and "{a}" would share their grants and their
+// channel, as the semaphores above share their leases. While the other
+// form of the name holds state under its own key (a count, a lock, a rate
+// limiter...), TrySetPermits, AddPermits, Release, DrainPermits, Acquire
+// and TryAcquire fail with an error matching relock.ErrNameConflict that
+// names both names, and change nothing; a waiting Acquire ends at once
+// with it. (AvailablePermits only reads the count under the name. The
+// give-back of a call's own grant is not refused: it returns to the
+// name's count what the call took from it.)
+//
 // A waiter never polls: it subscribes to the channel and sleeps until a
 // message (nothing else can free a permit) or its context's end. A message
 // wakes one waiter of each Client; one that took its permits and sees

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 )
@@ -78,4 +79,99 @@ func TestNameFormsShareNoPermits(t *testing.T) {
 	setPermits(t, b, 1)
 	_, err = a.AvailablePermits(t.Context())
 	require.ErrorIs(t, err, relock.ErrNameConflict, "the first form once the other has its count")
+}
+
+// TestNameFormsCounting (issue 32, item 1, for the counting semaphore):
+// the counting semaphores "a" and "{a}" derive the same grants and the
+// same channel. While one form has its count, every call of the other
+// that sets, takes, gives or drains permits is refused with
+// ErrNameConflict, naming both names and writing nothing; a waiting
+// Acquire ends at once. Both ways round.
+func TestNameFormsCounting(t *testing.T) {
+	for _, bracedFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain first", true: "braced first"}[bracedFirst], func(t *testing.T) {
+			c := relocktest.Client(t)
+			raw := relocktest.Raw(t)
+			plain := relocktest.Name(t)
+			braced := "{" + plain + "}"
+			srv := redistest.Shared(t)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, _ = srv.Do(ctx, "DEL", braced)
+			})
+			inUse, asked := plain, braced
+			if bracedFirst {
+				inUse, asked = braced, plain
+			}
+			first, other := c.GetCountingSemaphore(inUse), c.GetCountingSemaphore(asked)
+			conflict := func(err error, what string) {
+				t.Helper()
+				require.ErrorIs(t, err, relock.ErrNameConflict, what)
+				assert.Contains(t, err.Error(), `"`+asked+`"`, "%s: the error names the name asked for", what)
+				assert.Contains(t, err.Error(), `"`+inUse+`"`, "%s: the error names the form in use", what)
+				assert.NotErrorIs(t, err, relock.ErrNotAcquired, "%s: a refusal, not a wait that ended", what)
+			}
+
+			setCounting(t, first, 2)
+			require.NoError(t, first.Acquire(t.Context(), 1))
+			before := grants(t, raw, inUse)
+			ok, err := other.TrySetPermits(t.Context(), 5)
+			assert.False(t, ok, "the other form's count set")
+			conflict(err, "TrySetPermits of the other form")
+			conflict(other.AddPermits(t.Context(), 1), "AddPermits of the other form")
+			conflict(other.Release(t.Context(), 1), "Release of the other form")
+			_, err = other.DrainPermits(t.Context())
+			conflict(err, "DrainPermits of the other form")
+			ok, err = other.TryAcquire(t.Context(), 1, 0)
+			assert.False(t, ok)
+			conflict(err, "TryAcquire of the other form")
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			conflict(other.Acquire(ctx, 1), "Acquire of the other form")
+			assert.Less(t, time.Since(start), 2*time.Second, "a refused Acquire ends at once, it does not wait")
+
+			assert.Equal(t, "", rawCount(t, raw, asked), "a refused call wrote the other form's count")
+			assert.Equal(t, "1", rawCount(t, raw, inUse), "the count in use")
+			assert.Equal(t, before, grants(t, raw, inUse), "the shared grants")
+
+			// Gone, the first form leaves the name to the other.
+			require.NoError(t, raw.Do(t.Context(), raw.B().Del().Key(inUse).Build()).Error())
+			setCounting(t, other, 1)
+			_, err = first.DrainPermits(t.Context())
+			require.ErrorIs(t, err, relock.ErrNameConflict, "the first form once the other has its count")
+		})
+	}
+}
+
+// TestNameFormsCountingWaiter: a waiter of "{a}" whose name's other form
+// comes into use while it waits (a Redisson client, which does not refuse,
+// sets "a" and publishes on the shared channel) ends at its next attempt
+// with ErrNameConflict, having taken nothing.
+func TestNameFormsCountingWaiter(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	plain := relocktest.Name(t)
+	braced := "{" + plain + "}"
+	srv := redistest.Shared(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = srv.Do(ctx, "DEL", braced)
+	})
+	s := c.GetCountingSemaphore(braced)
+	setCounting(t, s, 0)
+	done := make(chan error, 1)
+	go func() { done <- s.Acquire(t.Context(), 1) }()
+	ch := layout.CountingSemaphore(braced).Channel
+	relocktest.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		return relocktest.Subscribers(raw, ch) == 1
+	})
+	require.NoError(t, raw.Do(t.Context(), raw.B().Set().Key(plain).Value("3").Build()).Error())
+	require.NoError(t, raw.Do(t.Context(), raw.B().Publish().Channel(ch).Message("3").Build()).Error())
+	err := relocktest.Receive(t, done, 5*time.Second, "the waiter after the other form came into use")
+	require.ErrorIs(t, err, relock.ErrNameConflict)
+	assert.Equal(t, "0", rawCount(t, raw, braced), "the waiter's count")
+	assert.Equal(t, "3", rawCount(t, raw, plain), "the other form's count")
 }

@@ -76,8 +76,10 @@ func init() {
 	lockcore.RegisterWakePolicy(layout.SemaphoreChannelPrefix+":", func(string) pubsub.Wake { return pubsub.WakeOne })
 }
 
-// Name is the semaphore's name: the key of its available count.
-func (s *Semaphore) Name() string { return s.name }
+// Name is the semaphore's name as it was given to the Client. The key of
+// its available count is that name after the Client's key prefix
+// (rlock.WithKeyPrefix; none by default).
+func (s *Semaphore) Name() string { return s.core.Unmap(s.name) }
 
 // Keys are the Redis keys and the channel of the semaphore name.
 type Keys struct {

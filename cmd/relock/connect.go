@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/lockcore"
 )
 
 // How every subcommand reaches Redis: the connection flags, which may come
@@ -49,11 +51,13 @@ type connFlags struct {
 	key      string
 	sni      string
 	insecure bool
+	// prefix is put before every name given (rlock.WithKeyPrefix).
+	prefix string
 }
 
 // newConnFlags returns the flags' defaults: --redis from $RELOCK_REDIS.
 func newConnFlags() *connFlags {
-	c := &connFlags{redis: os.Getenv("RELOCK_REDIS")}
+	c := &connFlags{redis: os.Getenv("RELOCK_REDIS"), prefix: os.Getenv("RELOCK_PREFIX")}
 	if c.redis == "" {
 		c.redis = fallbackRedis
 	}
@@ -61,7 +65,7 @@ func newConnFlags() *connFlags {
 }
 
 // connFlagNames are the names register adds, for the help text.
-var connFlagNames = []string{"redis", "user", "tls", "cacert", "cert", "key", "sni", "insecure"}
+var connFlagNames = []string{"redis", "user", "tls", "cacert", "cert", "key", "sni", "insecure", "prefix"}
 
 // register adds the connection flags to fs. Their defaults are c's current
 // values, so flags given before the subcommand stay in force after it
@@ -80,10 +84,13 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.sni, "sni", c.sni, "server `NAME` sent in TLS SNI and expected in the server's "+
 		"certificate; by default the host dialled")
 	fs.BoolVar(&c.insecure, "insecure", c.insecure, "do not verify the server's certificate")
+	fs.StringVar(&c.prefix, "prefix", c.prefix, "put `P` before every lock name, as a Client made with "+
+		"rlock.WithKeyPrefix (or Redisson's NameMapper that prepends P) does; default $RELOCK_PREFIX, else none")
 }
 
 // args are the flags that give c to another relock process, except --redis
-// (see demo).
+// (see demo) and --prefix (the demo gives its workers the lock's whole
+// name).
 func (c *connFlags) args() []string {
 	var a []string
 	add := func(name, v string) {
@@ -468,4 +475,20 @@ func oneLine(err error) string {
 // a release), whatever happened to the caller's.
 func shortContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 5*time.Second)
+}
+
+// lockName is the name in Redis of the lock name given on the command
+// line: --prefix, then name. It reports a bad prefix, an empty name, and a
+// name that is not valid with its prefix.
+func (c *connFlags) lockName(name string) (string, error) {
+	if err := lockcore.CheckKeyPrefix(c.prefix); err != nil {
+		return "", fmt.Errorf("--prefix: %w", err)
+	}
+	if name == "" || c.prefix == "" {
+		return name, lockcore.CheckName(name)
+	}
+	if err := lockcore.CheckName(c.prefix + name); err != nil {
+		return "", fmt.Errorf("with --prefix %q: %w", c.prefix, err)
+	}
+	return c.prefix + name, nil
 }

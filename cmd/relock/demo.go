@@ -76,6 +76,12 @@ func (cl *cli) demo(args []string) int {
 		return cl.errorf(exitFailure, "cannot find the relock binary to start workers: %v", err)
 	}
 
+	// Under --prefix the demo's lock is under it too; the workers are
+	// given the whole name.
+	name, err := cl.conn.lockName("relock-demo:{" + randomID() + "}")
+	if err != nil {
+		return cl.usageError(fs, "%v", err)
+	}
 	d := &demo{
 		cl:       cl,
 		workers:  *workers,
@@ -84,7 +90,7 @@ func (cl *cli) demo(args []string) int {
 		exe:      exe,
 		// The hash tag puts every key of the run in one slot, so the
 		// demo works on Redis Cluster too.
-		name: "relock-demo:{" + randomID() + "}",
+		name: name,
 	}
 	d.tty = !*plain && isTerminal(cl.stdout)
 	d.color = d.tty && os.Getenv("NO_COLOR") == ""

@@ -144,6 +144,9 @@ Connection flags (before or after the command's name):
                     else $REDISCLI_AUTH (never on the command line).
   --tls, --cacert FILE, --cert FILE, --key FILE, --sni NAME, --insecure
                     TLS, as redis-cli names them.
+  --prefix P        put P before every lock name, as rlock.WithKeyPrefix(P) or
+                    Redisson's NameMapper that prepends P; scan shows names
+                    without it. Default $RELOCK_PREFIX, else none.
 `
 
 // warnf prints a message prefixed with "relock: " on stderr, with every

@@ -94,7 +94,7 @@ func startRelockWith(t *testing.T, o procOptions, args ...string) *proc {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A -race binary sleeps 1s at exit unless told not to; a race it finds
 	// makes it exit 66, which fails the test.
-	cmd.Env = append(os.Environ(), "RELOCK_REDIS=", "RELOCK_PASSWORD=", "REDISCLI_AUTH=", "NO_COLOR=1", "GORACE=atexit_sleep_ms=0 exitcode=66")
+	cmd.Env = append(os.Environ(), "RELOCK_REDIS=", "RELOCK_PREFIX=", "RELOCK_PASSWORD=", "REDISCLI_AUTH=", "NO_COLOR=1", "GORACE=atexit_sleep_ms=0 exitcode=66")
 	cmd.Env = append(cmd.Env, o.env...)
 	if o.setpgid {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -124,7 +124,7 @@ func (cl *cli) run(args []string) int {
 	if len(argv) == 0 {
 		return cl.usageError(fs, "run needs a COMMAND to run under lock %q", name)
 	}
-	if err := lockcore.CheckName(name); err != nil {
+	if _, err := cl.conn.lockName(name); err != nil {
 		return cl.usageError(fs, "%v", err)
 	}
 	if err := lockcore.CheckConfig(lockcore.Config{WatchdogTimeout: watchdog.d, WatchdogTimeoutSet: true}); err != nil {
@@ -166,7 +166,7 @@ func (cl *cli) run(args []string) int {
 	}
 	defer rdb.Close()
 	lost := make(chan error, 1)
-	client, err := rlock.New(rdb,
+	client, err := rlock.New(rdb, rlock.WithKeyPrefix(cl.conn.prefix),
 		rlock.WithWatchdogTimeout(watchdog.d),
 		rlock.WithLostHandler(func(lockName, _ string, cause error) {
 			if lockName == name {

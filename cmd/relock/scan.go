@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/relock-go/relock/internal/lockcore"
 )
 
 const scanUsage = `Usage: relock [CONNECTION FLAGS] scan [--match PATTERN] [--json]
@@ -57,6 +59,9 @@ func (cl *cli) scan(args []string) int {
 	if len(pos) != 0 {
 		return cl.usageError(fs, "scan takes no arguments (got %q); use --match PATTERN", pos)
 	}
+	if err := lockcore.CheckKeyPrefix(cl.conn.prefix); err != nil {
+		return cl.usageError(fs, "--prefix: %v", err)
+	}
 	rdb, _, code := cl.connect()
 	if code >= 0 {
 		return code
@@ -64,7 +69,7 @@ func (cl *cli) scan(args []string) int {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	res, err := scanLocks(ctx, rdb, *match)
+	res, err := scanLocks(ctx, rdb, *match, cl.conn.prefix)
 	if err != nil {
 		return cl.errorf(exitUnavailable, "scan: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -47,8 +48,10 @@ type scanResult struct {
 }
 
 // scanLocks walks every master's keyspace and reads each lock found whose
-// name matches match ("" for all).
-func scanLocks(ctx context.Context, rdb rueidis.Client, match string) (*scanResult, error) {
+// name matches match ("" for all). With a prefix, only the names under it
+// are read, match is matched against the rest, and that rest is the name
+// shown (the keys are shown whole).
+func scanLocks(ctx context.Context, rdb rueidis.Client, match, prefix string) (*scanResult, error) {
 	res := &scanResult{}
 	var all []*found
 	byName := map[string]*found{}
@@ -89,7 +92,8 @@ func scanLocks(ctx context.Context, rdb rueidis.Client, match string) (*scanResu
 		}
 	}
 	for _, f := range all {
-		if match != "" && !globMatch(match, f.name) {
+		name, under := strings.CutPrefix(f.name, prefix)
+		if !under || name == "" || match != "" && !globMatch(match, name) {
 			continue
 		}
 		e, err := readFound(ctx, rdb, f)
@@ -97,6 +101,7 @@ func scanLocks(ctx context.Context, rdb rueidis.Client, match string) (*scanResu
 			return nil, err
 		}
 		if e != nil {
+			e.Name = name
 			res.locks = append(res.locks, e)
 		}
 	}

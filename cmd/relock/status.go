@@ -12,7 +12,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/layout"
-	"github.com/relock-go/relock/internal/lockcore"
 )
 
 const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] NAME
@@ -108,8 +107,9 @@ func (cl *cli) status(args []string) int {
 	if len(pos) != 1 {
 		return cl.usageError(fs, "status needs exactly one lock NAME (got %d arguments)", len(pos))
 	}
-	name := pos[0]
-	if err := lockcore.CheckName(name); err != nil {
+	// Under --prefix, NAME is read as prefix+NAME, the name shown.
+	name, err := cl.conn.lockName(pos[0])
+	if err != nil {
 		return cl.usageError(fs, "%v", err)
 	}
 	want, known := statusKinds[*kindFlag]

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -36,7 +35,8 @@ func (cl *cli) unlock(args []string) int {
 		return cl.usageError(fs, "unlock needs exactly one lock NAME (got %d arguments)", len(pos))
 	}
 	name := pos[0]
-	if err := lockcore.CheckName(name); err != nil {
+	key, err := cl.conn.lockName(name)
+	if err != nil {
 		return cl.usageError(fs, "%v", err)
 	}
 	if !*force {
@@ -49,7 +49,7 @@ func (cl *cli) unlock(args []string) int {
 		return code
 	}
 	defer rdb.Close()
-	client, err := rlock.New(rdb)
+	client, err := rlock.New(rdb, rlock.WithKeyPrefix(cl.conn.prefix))
 	if err != nil {
 		return cl.errorf(exitFailure, "%v", err)
 	}
@@ -60,7 +60,7 @@ func (cl *cli) unlock(args []string) int {
 	// Read first: to say whose hold goes, to pick the kind (a fair lock's
 	// force-unlock wakes its head waiter), and never to delete a key that
 	// is not a lock.
-	st, err := readLock(ctx, rdb, name)
+	st, err := readLock(ctx, rdb, key)
 	if err != nil {
 		if errors.Is(err, errNotALock) {
 			return cl.errorf(exitFailure, "%v; not deleting it", err)

@@ -92,6 +92,7 @@ type acquisition struct {
 	anonKey string // set for an anonymous acquisition
 
 	token   int64 // of the hold, once acquired
+	spins   int   // failed attempts of a Spinner kind so far
 	joined  bool  // counted in the Client's registration for wake-ups
 	unknown bool  // an attempt may have won unseen: settled at the end
 }
@@ -108,6 +109,13 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 	}
 	a.token = at.Token
 	o := Outcome{Done: at.Acquired, Retry: at.Retry}
+	if s, ok := a.m.kind.(Spinner); ok && !o.Done {
+		// The kind's backoff, or the holder's lease if it ends sooner.
+		a.spins++
+		if d := s.SpinDelay(a.spins); o.Retry <= 0 || d < o.Retry {
+			o.Retry = d
+		}
+	}
 	if a.joined || a.mutable() {
 		o.Retry = wakeRetry(o.Retry)
 	}

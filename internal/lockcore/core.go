@@ -6,6 +6,7 @@ import (
 	"github.com/relock-go/relock"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,9 @@ type Config struct {
 	// says it was given (and is then refused).
 	Name    string
 	NameSet bool
+	// KeyPrefix is put before every name the Client is given (Redisson's
+	// prepending NameMapper); "" is no prefix.
+	KeyPrefix string
 	// Observer and Logger, when set, are told of the locks' life (see
 	// observe.go).
 	Observer observe.Observer
@@ -93,6 +97,7 @@ type Core struct {
 	ownsRDB        bool
 	onePipeline    bool   // see Config.OnePipeline
 	name           string // see Config.Name
+	prefix         string // see Config.KeyPrefix
 	onLost         func(name, owner string, cause error)
 	publish        string
 	replicaMode    ReplicaMode
@@ -185,6 +190,7 @@ func NewCore(cfg Config) (*Core, error) {
 		ownsRDB:         cfg.OwnsRDB,
 		onePipeline:     cfg.OnePipeline,
 		name:            cfg.Name,
+		prefix:          cfg.KeyPrefix,
 		onLost:          cfg.OnLost,
 		publish:         "publish",
 		replicas:        cfg.Replicas,
@@ -238,6 +244,9 @@ func CheckConfig(cfg Config) error {
 	}
 	if w := cfg.FairLockWaitTimeout; (w != 0 || cfg.FairLockWaitTimeoutSet) && (w < time.Millisecond || w > MaxLease) {
 		return invalid("fair lock wait timeout %v is outside [1ms, %v]", w, MaxLease)
+	}
+	if err := CheckKeyPrefix(cfg.KeyPrefix); err != nil {
+		return err
 	}
 	if cfg.Replicas < 0 {
 		return invalid("negative replica count %d", cfg.Replicas)
@@ -352,6 +361,41 @@ func (c *Core) listen(channel string, onMessage, onMissed func()) (waiter, error
 
 // Name is the Client's name (Config.Name).
 func (c *Core) Name() string { return c.name }
+
+// Map is the name in Redis of the name given to the Client: the Client's
+// key prefix, then name. Every handle is made from the mapped name, so
+// its keys and channels are derived from it, as a Redisson client with a
+// prepending NameMapper derives them.
+// An empty name stays empty, and is refused as every empty name is.
+func (c *Core) Map(name string) string {
+	if name == "" {
+		return ""
+	}
+	return c.prefix + name
+}
+
+// Unmap is the name given to the Client for a name in Redis that Map
+// made: mapped without the Client's key prefix.
+func (c *Core) Unmap(mapped string) string { return strings.TrimPrefix(mapped, c.prefix) }
+
+// KeyPrefix is the Client's key prefix ("" for none).
+func (c *Core) KeyPrefix() string { return c.prefix }
+
+// CheckKeyPrefix checks a key prefix: valid UTF-8, no control characters,
+// shorter than MaxNameLen. "" is no prefix. The rules of CheckName are
+// applied to each name with its prefix, when a handle is used.
+func CheckKeyPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if len(prefix) >= MaxNameLen {
+		return invalid("key prefix is %d bytes, the limit is %d", len(prefix), MaxNameLen-1)
+	}
+	if err := checkText(prefix); err != nil {
+		return invalid("key prefix %q: %v", prefix, err)
+	}
+	return nil
+}
 
 // PublishCommand is the command the scripts publish with.
 func (c *Core) PublishCommand() string { return c.publish }

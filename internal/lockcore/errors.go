@@ -67,6 +67,8 @@ func Refusal(k layout.Kind, name string, err error) error {
 			found = "has a fair lock's queue of waiters"
 		case layout.KindLock:
 			found = "holds a plain, fenced or fair lock (a hash without a read-write lock's mode field)"
+		case layout.KindRateLimiter:
+			found = "holds a rate limiter (a hash with its rate field)"
 		default:
 			found = "holds a " + detail
 		}

@@ -629,7 +629,7 @@ func (h *hold) loseLocked(cause error) {
 	c.tidyLocked(h)
 	c.mu.Unlock()
 	if c.onLost != nil && c.CheckOpen() == nil {
-		c.onLost(name, owner, cause)
+		c.onLost(c.Unmap(name), owner, cause) // the name given, as Name() says
 	}
 }
 

@@ -108,7 +108,7 @@ func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	if err != nil {
 		return Attempt{}, err
 	}
-	return Attempt{Retry: retryAfter(ttl)}, nil
+	return Attempt{Retry: quietRetry(retryAfter(ttl))}, nil
 }
 
 // Reenter runs lock_reenter.lua (the same for every kind that keeps its
@@ -139,7 +139,9 @@ func (Reentrant) WaitChannel(r Request) string { return r.Chan }
 
 // retryAfter turns a holder's PTTL into the longest sleep before the next
 // attempt: just past the lease's end. A key without expiry (-1) gives 0:
-// wait for a notification only.
+// wait for a notification only. The reentrant and the fenced lock cap it
+// further (quietRetry): a holder may release without publishing (a
+// Redisson spin lock's).
 func retryAfter(pttl int64) time.Duration {
 	if pttl < 0 {
 		return 0
@@ -167,7 +169,7 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	if vals[0] == 1 {
 		return Attempt{Acquired: true, Token: vals[1], Unsynced: unsynced}, nil
 	}
-	return Attempt{Retry: retryAfter(vals[1])}, nil
+	return Attempt{Retry: quietRetry(retryAfter(vals[1]))}, nil
 }
 
 // reenter runs lock_reenter.lua for r.

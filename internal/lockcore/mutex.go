@@ -60,8 +60,13 @@ func NewMutexRole(c *Core, name string, role Role, k Kind) *Mutex {
 // Field is the hash field of owner's hold of the lock.
 func (m *Mutex) Field(owner string) string { return layout.Field(m.core.ID, owner) + m.suffix }
 
-// Name is the lock's name.
+// Name is the lock's name in Redis (with the Client's key prefix): the
+// name its keys and channels are derived from.
 func (m *Mutex) Name() string { return m.name }
+
+// GivenName is the name the lock was asked for: Name without the
+// Client's key prefix.
+func (m *Mutex) GivenName() string { return m.core.Unmap(m.name) }
 
 // Core is the Client state the handle belongs to.
 func (m *Mutex) Core() *Core { return m.core }

@@ -23,6 +23,8 @@ var nameFragments = []string{
 	layout.RWLockChannelPrefix + ":", layout.SemaphoreChannelPrefix + ":", layout.CountDownLatchChannelPrefix,
 	":" + layout.SemaphoreLeasesSuffix, ":" + layout.SemaphoreQueueSuffix, ":" + layout.SemaphoreQueueDeadlinesSuffix,
 	":" + layout.ReadLeaseMark + ":1", ":" + nameRequestID, ":" + layout.LatchOpenedSuffix,
+	":" + layout.CountingGrantsSuffix, ":" + layout.RateValueSuffix, ":" + layout.RatePermitsSuffix,
+	layout.RateLimiterChannelPrefix + ":",
 }
 
 // The client IDs, owners and request IDs of the keys and channels that
@@ -39,7 +41,8 @@ var nameOwners = []string{"o", "{a}:x", "x:rwlock_timeout:1", ""}
 
 // derivedKeys are every key that any kind derives from name: the key
 // under the name, every key of layout.KeysOf, the read holds' lease keys
-// and Redisson's unlock latches of sample fields.
+// and Redisson's unlock latches of sample fields, and a rate limiter's
+// window of sample clients (rate type PER_CLIENT).
 func derivedKeys(name string) []string {
 	keys := []string{name}
 	for _, k := range layout.KeysOf(name) {
@@ -51,6 +54,10 @@ func derivedKeys(name string) []string {
 		for level := 1; level <= 2; level++ {
 			keys = append(keys, layout.ReadLeaseKey(name, f, level))
 		}
+	}
+	for _, id := range []string{nameClientA, nameClientB} {
+		k := layout.RateLimiter(name)
+		keys = append(keys, k.ClientValue(id), k.ClientPermits(id))
 	}
 	return append(keys, layout.UnlockLatch(name, nameRequestID))
 }
@@ -207,13 +214,16 @@ func TestCheckNameRefusesDerivedKeys(t *testing.T) {
 		"redisson_lock_queue:{a}", "redisson_lock_token:x{y}", "{a}:timeout", "{a}:relock_queue",
 		"relock_wakers:{a}", "{a}:" + nameClientA + ":o:rwlock_timeout:1", "redisson_unlock_latch:{a}:" + nameRequestID,
 		"{a}:relock_opened", "x{y}:relock_opened",
+		"{a}:relock_grants", "x{y}:relock_grants", "{a}:value", "x{y}:value", "{a}:permits", "x{y}:permits",
+		"{a}:value:" + nameClientA, "x{y}:permits:" + nameClientB,
 	} {
 		err := lockcore.CheckName(name)
 		if err == nil || !strings.Contains(err.Error(), "key of the") {
 			t.Errorf("CheckName(%q) = %v, want it refused as another name's key", name, err)
 		}
 	}
-	for _, name := range []string{"redisson_lock_queue:a", "a:timeout", "{a}:timeouts", "relock_wakers", "{a}", "a", "a:relock_opened"} {
+	for _, name := range []string{"redisson_lock_queue:a", "a:timeout", "{a}:timeouts", "relock_wakers", "{a}", "a", "a:relock_opened",
+		"a:value", "a:permits", "a:relock_grants", "relock_ratelimiter:{a}", "{a}:value:x"} {
 		if err := lockcore.CheckName(name); err != nil {
 			t.Errorf("CheckName(%q) = %v, want nil", name, err)
 		}

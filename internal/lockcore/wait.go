@@ -21,6 +21,10 @@ import (
 // limit, the context's end, Close, or (for a lock) a grant to the same
 // owner on another goroutine, and attempts again.
 //
+// A kind whose WaitChannel is "" (the spin lock) is not subscribed: it
+// sleeps only the bound its attempt returned (its backoff), or until the
+// wait limit, the context's end or Close.
+//
 // The bound is whatever could end the wait without a message: a holder's
 // lease that runs out (a crashed holder publishes nothing), a queued
 // waiter's deadline, the time to refresh a place in a queue. Every script
@@ -70,7 +74,8 @@ type Waiter interface {
 	// Redis calls run on w.Call, which the wait limit does not end.
 	Attempt(w *Wait) (Outcome, error)
 	// WaitChannel is the pub/sub channel on which the kind's wake-ups
-	// arrive.
+	// arrive; "" for a kind that is never woken and is not subscribed
+	// (its attempts then return a Retry > 0).
 	WaitChannel() string
 	// End is called once, when the call ends, before its subscription is
 	// left: done reports whether it got what it waited for. A kind takes
@@ -97,9 +102,7 @@ type Wait struct {
 	// (AcquireStart and AcquireEnd, WaitStart and WaitEnd).
 	Acquire bool
 	// OnMessage: a wake-up brought by a message on the channel ends the
-	// wait (a latch's opening: the count may have been set again since),
-	// unless the Waiter has a method HeardEnds that says no: then the
-	// message wakes it like any other, for one more attempt.
+	// wait (a latch's opening: the count may have been set again since).
 	OnMessage bool
 
 	// Call is the context of an attempt's calls to Redis: Ctx. The wait
@@ -166,7 +169,10 @@ func (w *Wait) run() (bool, error) {
 			retry.Stop()
 		}
 	}()
-	if w.Limit != 0 && w.core.Hub.Has(w.k.WaitChannel()) {
+	// A Waiter without a channel (a spin lock's) never subscribes: it
+	// sleeps the bound its attempts give, which must be > 0.
+	channel := w.k.WaitChannel()
+	if w.Limit != 0 && channel != "" && w.core.Hub.Has(channel) {
 		// Others wait here already: subscribing costs no round trip, and
 		// saves the attempt made after subscribing.
 		_ = w.subscribe(0)
@@ -197,7 +203,7 @@ func (w *Wait) run() (bool, error) {
 			return w.finish(false, false, w.failure(err))
 		}
 		w.waiting()
-		if w.sub == nil {
+		if w.sub == nil && channel != "" {
 			// Subscribe after the first failed attempt, then attempt
 			// again at once: a release in between is not missed.
 			err := w.subscribe(o.Retry)
@@ -233,7 +239,7 @@ func (w *Wait) run() (bool, error) {
 		}
 		select {
 		case <-wake:
-			if w.OnMessage && w.sub.Heard() && heardEnds(w.k) {
+			if w.OnMessage && w.sub.Heard() {
 				return w.finish(true, false, nil)
 			}
 			w.woken = true
@@ -418,10 +424,3 @@ var errSubscribeSlow = errors.New("relock: subscription not confirmed in time")
 // NotAcquired is the error of a wait that ended with cause: it matches
 // relock.ErrNotAcquired and cause.
 func NotAcquired(cause error) error { return notAcquired(cause) }
-
-// heardEnds reports whether a message heard on the wait's channel ends a
-// wait with OnMessage: yes, unless the Waiter says no (HeardEnds).
-func heardEnds(k Waiter) bool {
-	h, ok := k.(interface{ HeardEnds() bool })
-	return !ok || h.HeardEnds()
-}

@@ -14,6 +14,8 @@
 //	RSemaphore                 RedissonSemaphore, SemaphorePubSub
 //	RRateLimiter               RedissonRateLimiter
 //	RCountDownLatch            RedissonCountDownLatch, CountDownLatchPubSub
+//	RSpinLock                  RedissonSpinLock, LockOptions (read at commit
+//	                           0482efe14713f6ef660cccbd66118154d72f1425)
 //	the watchdog               renewal.LockTask, renewal.ReadLockTask
 //
 // A Client is one Redisson instance: a UUID (Redisson's ServiceManager id),
@@ -23,7 +25,8 @@
 // clock (Clock), as Redisson reads System.currentTimeMillis. Threads are
 // plain int64 IDs chosen by the test.
 //
-// Waiting is Redisson's: a waiter tries, subscribes to the kind's channel
+// Waiting is Redisson's: a spin lock's waiter tries and sleeps its
+// back-off, with no subscription; any other waiter tries, subscribes to the kind's channel
 // (one server subscription per channel per Client, shared by its local
 // waiters, as Redisson's PublishSubscribe shares an entry), tries again,
 // and then sleeps on the entry until a message or the time the script
