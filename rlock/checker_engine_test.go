@@ -179,6 +179,12 @@ type model interface {
 // engine runs one kind for one seed.
 type engine struct {
 	t    *testing.T
+	// probedUntil is when a probe of the name's other form or another
+	// kind (foreign) may last have held state in Redis: one whose reply
+	// was lost holds it until its lease ends or the Client gives it back.
+	// Until then, a call refused with ErrNameConflict or ErrWrongKind
+	// was refused for it. e.mu guards it.
+	probedUntil time.Time
 	kind *chkKind
 	srv  *redistest.Server
 	raw  rueidis.Client
@@ -1259,3 +1265,18 @@ func (e *engine) closeAll() {
 
 // field is the hash field of owner on the Client with ID id.
 func field(id, owner string) string { return layout.Field(id, owner) }
+
+// refusedForProbe reports whether err, of a call that started at start,
+// is a refusal for a probe's state (see engine.probedUntil). e.mu is
+// held.
+func (e *engine) refusedForProbe(err error, start time.Time) bool {
+	return (errors.Is(err, rlock.ErrNameConflict) || errors.Is(err, rlock.ErrWrongKind)) && start.Before(e.probedUntil)
+}
+
+// probed records a probe made from start to end that may have left state
+// for up to lease. e.mu is held.
+func (e *engine) probed(end time.Time, lease time.Duration) {
+	if until := end.Add(lease + chkSettle + chkRecovery); until.After(e.probedUntil) {
+		e.probedUntil = until
+	}
+}

@@ -1310,7 +1310,7 @@ func (m *holdsModel) acquire(o *howner, sd side, ctx context.Context, s *slot, w
 		e.logLocked("%v %s %s -> not acquired", o, sd, what)
 	default:
 		e.logLocked("%v %s %s -> %v", o, sd, what, oneLine(err))
-		if !errors.Is(err, rlock.ErrNotAcquired) && !errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) {
+		if !errors.Is(err, rlock.ErrNotAcquired) && !errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) && !e.refusedForProbe(err, start) {
 			e.violation("%v: %s failed with %v, which is neither ErrNotAcquired, ErrClosed nor a Redis failure", o, what, err)
 		}
 		if errors.Is(err, rlock.ErrLockLost) {
