@@ -178,16 +178,16 @@ type model interface {
 
 // engine runs one kind for one seed.
 type engine struct {
-	t    *testing.T
+	t *testing.T
 	// probedUntil is when a probe of the name's other form or another
 	// kind (foreign) may last have held state in Redis: one whose reply
 	// was lost holds it until its lease ends or the Client gives it back.
 	// Until then, a call refused with ErrNameConflict or ErrWrongKind
 	// was refused for it. e.mu guards it.
 	probedUntil time.Time
-	kind *chkKind
-	srv  *redistest.Server
-	raw  rueidis.Client
+	kind        *chkKind
+	srv         *redistest.Server
+	raw         rueidis.Client
 	// proxy is between the proxied slots' Clients and the server.
 	proxy *relocktest.Proxy
 	name  string
