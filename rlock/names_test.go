@@ -3,15 +3,18 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -179,7 +182,7 @@ func TestReadHoldThenPlainLock(t *testing.T) {
 		assert.Contains(t, err.Error(), "read-write lock", "%s: the error names the kind found", what)
 		assert.Contains(t, err.Error(), `"`+name+`"`, "%s: the error names the lock", what)
 	}
-	ok, err := c.GetLock(name).TryLock(a, 0, 0) // the same owner: a re-entry of its hold record
+	ok, err := c.GetLock(name).TryLock(a, 0, 0) // the same owner (a record of its own: see TestRefusedKindThenHoldRenews)
 	assert.False(t, ok)
 	wrongKind(err, "plain TryLock by the reader")
 	ok, err = other.GetLock(name).TryLock(b, time.Second, 0)
@@ -276,4 +279,89 @@ func TestNameRefusalsAreTyped(t *testing.T) {
 	assert.False(t, errors.Is(rlock.ErrNameConflict, rlock.ErrWrongKind))
 	assert.Equal(t, "relock: name conflict", rlock.ErrNameConflict.Error())
 	assert.Equal(t, "relock: wrong kind", rlock.ErrWrongKind.Error())
+}
+
+// renewalTap returns a Client on the shared server, with a watchdog
+// lease of 300ms, that sends each renewal's script and reply (1: the hold
+// was there) on the channel it returns (a NOSCRIPT reply, to a script
+// that did not run and is sent again, is not).
+func renewalTap(t *testing.T) (*rlock.Client, <-chan string) {
+	t.Helper()
+	renewals := make(chan string, 64)
+	names := map[string]string{lua.LockRenew.SHA1: "lock_renew", lua.RWReadRenew.SHA1: "rw_read_renew",
+		lua.RWWriteRenew.SHA1: "rw_write_renew"}
+	tap := relocktest.NewTap(redistest.Shared(t).Client(t), func(args []string) func(rueidis.RedisResult) {
+		script, ok := names[relocktest.ScriptSHA1(args)]
+		if !ok {
+			return nil
+		}
+		return func(res rueidis.RedisResult) {
+			if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
+				return // not run: sent again with its body
+			}
+			n, err := res.AsInt64()
+			select {
+			case renewals <- fmt.Sprintf("%s %d %v", script, n, err):
+			default:
+			}
+		}
+	})
+	c, err := rlock.New(tap, rlock.WithWatchdogTimeout(300*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, renewals
+}
+
+// firstRenewal waits for the next renewal of renewals.
+func firstRenewal(t *testing.T, renewals <-chan string) string {
+	t.Helper()
+	select {
+	case r := <-renewals:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal within 10s")
+		return ""
+	}
+}
+
+// TestRefusedKindThenHoldRenews: a Client keeps one record per lock,
+// role and owner. A read lock and a plain lock of one name have the same
+// field ("<clientID>:<owner>"), and their records were one: a read
+// TryLock refused on a plain lock's hash (ErrWrongKind) left a record of
+// the read lock's kind, which the owner's next plain Lock took over, so
+// the hold was renewed with the read lock's renewal, which found no read
+// lock and reported the hold lost while Redis held it (and the other way
+// round, a read hold renewed as a plain lock, its lease keys left to
+// expire). Each kind's hold is renewed with its own script.
+func TestRefusedKindThenHoldRenews(t *testing.T) {
+	other := relocktest.Client(t)
+	a := rlock.WithOwner(t.Context(), "a")
+	b := rlock.WithOwner(t.Context(), "b")
+
+	t.Run("read refused, then plain", func(t *testing.T) {
+		c, renewals := renewalTap(t)
+		name := relocktest.Name(t)
+		require.NoError(t, other.GetLock(name).Lock(b))
+		ok, err := c.GetReadWriteLock(name).ReadLock().TryLock(a, 0, 0)
+		assert.False(t, ok)
+		require.ErrorIs(t, err, rlock.ErrWrongKind)
+		require.NoError(t, other.GetLock(name).Unlock(b))
+		l := c.GetLock(name)
+		require.NoError(t, l.Lock(a))
+		assert.Equal(t, "lock_renew 1 <nil>", firstRenewal(t, renewals), "the plain hold's renewal")
+		require.NoError(t, l.Unlock(a))
+	})
+	t.Run("plain refused, then read", func(t *testing.T) {
+		c, renewals := renewalTap(t)
+		name := relocktest.Name(t)
+		require.NoError(t, other.GetReadWriteLock(name).ReadLock().Lock(b))
+		ok, err := c.GetLock(name).TryLock(a, 0, 0)
+		assert.False(t, ok)
+		require.ErrorIs(t, err, rlock.ErrWrongKind)
+		require.NoError(t, other.GetReadWriteLock(name).ReadLock().Unlock(b))
+		r := c.GetReadWriteLock(name).ReadLock()
+		require.NoError(t, r.Lock(a))
+		assert.Equal(t, "rw_read_renew 1 <nil>", firstRenewal(t, renewals), "the read hold's renewal")
+		require.NoError(t, r.Unlock(a))
+	})
 }

@@ -20,7 +20,7 @@ import (
 func (m *Mutex) HoldContext(ctx context.Context) context.Context {
 	owner, _, err := m.holder(ctx)
 	if err == nil && owner != "" {
-		if life := m.core.watch(m.name, m.suffix, owner, m.lossChannel()); life != nil {
+		if life := m.core.watch(m.holdKey(owner), m.lossChannel()); life != nil {
 			return life
 		}
 	}

@@ -17,9 +17,22 @@ import (
 )
 
 // holdKey names a hold record: a lock, a role's field suffix (see Role:
-// an owner's read and write holds of one read-write lock are two records)
-// and an owner of this Client.
-type holdKey struct{ name, suffix, owner string }
+// an owner's read and write holds of one read-write lock are two records),
+// an owner of this Client, and whether the role is shared. A read lock
+// and a plain, fenced or fair lock of one name have the same fields
+// ("<clientID>:<owner>"), but they are two kinds of lock, renewed and
+// released by scripts of their own, and Redis holds at most one of them
+// (each kind refuses the other's hash): each has its own record, so that
+// a hold is never renewed or settled as the other kind's.
+type holdKey struct {
+	name, suffix, owner string
+	shared              bool
+}
+
+// holdKey is the key of owner's record of a hold of m.
+func (m *Mutex) holdKey(owner string) holdKey {
+	return holdKey{m.name, m.suffix, owner, m.shared}
+}
 
 // hold is this Client's record of one owner's hold on one lock: the one
 // place where a hold's state lives. A hold is a small state machine:
@@ -155,7 +168,7 @@ const minSweep = 4096
 // it if needed, and counts the caller as a user until leave.
 func (c *Core) enter(m *Mutex, owner string) *hold {
 	r, _ := m.kind.(KindRenewer)
-	return c.enterField(holdKey{m.name, m.suffix, owner}, "", r, m.shared, m)
+	return c.enterField(m.holdKey(owner), "", r, m.shared, m)
 }
 
 // enterField is enter for a record whose field is field (when not
@@ -206,7 +219,7 @@ func (c *Core) enterAnon(m *Mutex) *hold {
 	if h.key.suffix != m.suffix {
 		h.field = layout.Field(c.ID, h.key.owner) + m.suffix
 	}
-	h.key.name, h.key.suffix = m.name, m.suffix
+	h.key.name, h.key.suffix, h.key.shared = m.name, m.suffix, m.shared
 	h.renewer, _ = m.kind.(KindRenewer)
 	h.shared, h.mutex = m.shared, m
 	h.users = 1
@@ -217,21 +230,20 @@ func (c *Core) enterAnon(m *Mutex) *hold {
 // maxAnonFree bounds Core.anonFree.
 const maxAnonFree = 256
 
-// findAnon is find for the Client's latest anonymous hold under anonKey
-// (a lock's, in a role with field suffix suffix): its owner ("" when there
-// is none) and its record (nil when there is none).
-func (c *Core) findAnon(name, suffix, anonKey string) (string, *hold) {
+// findAnon is find for the Client's latest anonymous hold of m: its owner
+// ("" when there is none) and its record (nil when there is none).
+func (c *Core) findAnon(m *Mutex) (string, *hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	owner, ok := c.anon[anonKey]
+	owner, ok := c.anon[m.anonKey]
 	if !ok {
-		owners := c.anonShared[anonKey]
+		owners := c.anonShared[m.anonKey]
 		if len(owners) == 0 {
 			return "", nil
 		}
 		owner = owners[len(owners)-1]
 	}
-	h := c.holds[holdKey{name, suffix, owner}]
+	h := c.holds[m.holdKey(owner)]
 	if h != nil {
 		h.users++
 	}
@@ -239,10 +251,10 @@ func (c *Core) findAnon(name, suffix, anonKey string) (string, *hold) {
 }
 
 // find is enter for a record that exists: nil when this Client has none.
-func (c *Core) find(name, suffix, owner string) *hold {
+func (c *Core) find(key holdKey) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.holds[holdKey{name, suffix, owner}]
+	h := c.holds[key]
 	if h != nil {
 		h.users++
 	}
@@ -450,7 +462,7 @@ func (c *Core) replacedAnonLocked(h *hold, anonKey string) (*hold, uint64) {
 	if owner == "" || owner == h.key.owner {
 		return nil, 0
 	}
-	p := c.holds[holdKey{h.key.name, h.key.suffix, owner}]
+	p := c.holds[holdKey{h.key.name, h.key.suffix, owner, h.key.shared}]
 	if p == nil || p.want == 0 {
 		return nil, 0
 	}
@@ -803,8 +815,7 @@ func (r *renewal) lost(cause error) {
 	c.mu.Unlock()
 }
 
-// watch returns the life of owner's hold on name in the role with field
-// suffix suffix (nil when there is
+// watch returns the life of the hold of record key (nil when there is
 // none), making it if nobody asked before, and makes its Client listen,
 // while the hold lasts, on channel, where a force-unlock is published: a
 // message brings the hold's next renewal forward, and a renewal that finds
@@ -812,9 +823,9 @@ func (r *renewal) lost(cause error) {
 // next turn. Only a hold on the watchdog lease is listened for; it costs
 // the channel's subscription (shared with the lock's waiters) for as long
 // as the hold lasts.
-func (c *Core) watch(name, suffix, owner, channel string) context.Context {
+func (c *Core) watch(key holdKey, channel string) context.Context {
 	c.mu.Lock()
-	h := c.holds[holdKey{name, suffix, owner}]
+	h := c.holds[key]
 	if h == nil || h.want == 0 {
 		c.mu.Unlock()
 		return nil
@@ -886,12 +897,12 @@ func (h *hold) renewNow(heard bool) {
 	}
 }
 
-// lookupHold returns the levels of owner's hold on name (in the role
-// with field suffix suffix).
+// lookupHold returns the levels of owner's hold on name (in the
+// exclusive role with field suffix suffix).
 func (c *Core) lookupHold(name, suffix, owner string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h := c.holds[holdKey{name, suffix, owner}]; h != nil {
+	if h := c.holds[holdKey{name, suffix, owner, false}]; h != nil {
 		return h.want
 	}
 	return 0

@@ -41,7 +41,7 @@ func (l *lossLog) count() int {
 func recordOf(c *Core, name, owner string) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.holds[holdKey{name, "", owner}]
+	return c.holds[holdKey{name, "", owner, false}]
 }
 
 // endedAt waits for life to end and checks that it ended at want (from

@@ -291,7 +291,7 @@ func (ob *observer) unlock(ctx context.Context, m *Mutex) error {
 	}
 	owner, _, _ := m.holder(ctx)
 	return ob.release(ctx, observe.Lock{Kind: label(m.kind), Name: m.name}, owner,
-		m.core.heldFor(holdKey{m.name, m.suffix, owner}), m.unlock)
+		m.core.heldFor(m.holdKey(owner)), m.unlock)
 }
 
 // heldFor is how long the hold of key has been held, 0 if it is not.

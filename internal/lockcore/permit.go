@@ -28,7 +28,7 @@ const permitSuffix = "\x00permit"
 // does (see PermitContext). It fails with relock.ErrClosed after Close; the
 // caller then gives the permit back.
 func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Duration) (context.Context, error) {
-	h := c.enterField(holdKey{name, permitSuffix, id}, field, r, false, nil)
+	h := c.enterField(holdKey{name, permitSuffix, id, false}, field, r, false, nil)
 	defer c.leave(h)
 	if c.obs != nil {
 		c.mu.Lock()
@@ -41,7 +41,7 @@ func (c *Core) GrantPermit(r KindRenewer, name, id, field string, lease time.Dur
 	if err := h.grant(0, gen, lease, strconv.FormatInt(Millis(lease), 10), true, "", time.Now()); err != nil {
 		return nil, err
 	}
-	if life := c.watch(name, permitSuffix, id, ""); life != nil {
+	if life := c.watch(holdKey{name, permitSuffix, id, false}, ""); life != nil {
 		return life, nil
 	}
 	// Lost already, and reported.
@@ -70,12 +70,12 @@ func (c *Core) ReleasePermit(ctx context.Context, name, id string, release func(
 		return fn(ctx)
 	}
 	return c.obs.release(ctx, observe.Lock{Kind: observe.KindSemaphore, Name: name}, id,
-		c.heldFor(holdKey{name, permitSuffix, id}), fn)
+		c.heldFor(holdKey{name, permitSuffix, id, false}), fn)
 }
 
 func (c *Core) releasePermit(ctx context.Context, name, id string, release func(context.Context) (bool, error),
 	notHeld func() error) error {
-	h := c.find(name, permitSuffix, id)
+	h := c.find(holdKey{name, permitSuffix, id, false})
 	if h != nil {
 		defer c.leave(h)
 		if h.acquire(ctx) != nil {
@@ -118,5 +118,5 @@ func (c *Core) releasePermit(ctx context.Context, name, id string, release func(
 // context.Canceled), its loss (a cause matching relock.ErrLockLost) or Close
 // (relock.ErrClosed); nil when the Client holds no such permit on the watchdog.
 func (c *Core) PermitContext(name, id string) context.Context {
-	return c.watch(name, permitSuffix, id, "")
+	return c.watch(holdKey{name, permitSuffix, id, false}, "")
 }

@@ -37,9 +37,9 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	for {
 		var h *hold
 		if named {
-			h = m.core.find(m.name, m.suffix, owner)
+			h = m.core.find(m.holdKey(owner))
 		} else {
-			owner, h = m.core.findAnon(m.name, m.suffix, m.anonKey)
+			owner, h = m.core.findAnon(m)
 		}
 		if owner == "" {
 			if lost := m.core.takeAnonLoss(m.anonKey); lost != nil {

@@ -670,7 +670,7 @@ func TestModelStaleLossReportIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := l.Done(a)
-		h := c.holds[holdKey{"x", "", "a"}]
+		h := c.holds[holdKey{"x", "", "a", false}]
 		stale := &renewal{h: h}
 		stale.lost(errors.New("a late report"))
 		if err := l.LockLease(a, time.Minute); err != nil { // a fixed lease: renewal off
