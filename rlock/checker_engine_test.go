@@ -513,6 +513,18 @@ func (e *engine) run(d time.Duration) {
 		// allow the round: a latch that could not be set, a model that
 		// lost track of Redis): a fault every run must make and has not
 		// made yet is then made in a later round.
+		// The checks at the seams that a shaped round makes on the way
+		// (judged) are judged only away from faults: a round that left one
+		// unjudged is made again while the run has judged none of it.
+		if j, ok := e.m.(*holdsModel); ok && slices.Contains(probeShapes, p.shape) {
+			for _, c := range j.judged() {
+				if e.counts[c] == 0 && !slices.ContainsFunc(must, func(q plan) bool { return q.shape == p.shape }) {
+					must = append(must, plan{p.shape, -1})
+					e.mustRounds++
+					break
+				}
+			}
+		}
 		if p.f >= 0 && e.counts[p.f.counterName()] == 0 && slices.Contains(e.faultKinds(), p.f) &&
 			!slices.ContainsFunc(must, func(q plan) bool { return q.f == p.f }) {
 			must = append(must, plan{"random", p.f})
@@ -536,6 +548,11 @@ func strict(what string) bool {
 func skipped(what string) bool {
 	return slices.Contains(strings.Split(os.Getenv("RELOCK_CHECK_SKIP"), ","), what)
 }
+
+// probeShapes are the shapes whose rounds of the lock kinds (holdsModel)
+// make the checks at the seams (the braced name, another kind on the
+// name) while a lock is held.
+var probeShapes = []string{"kill-waiter", "close-waiter"}
 
 // mustOverrun bounds how far past its time a run goes to make the rounds
 // every run must make (see run): a run that cannot make them in this many
