@@ -10,27 +10,10 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
-	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/ratelimit"
 	"github.com/relock-go/relock/rlock"
 )
-
-// namePair returns a fresh name without braces and its other form, the
-// same name in braces: the two derive the same keys. Both forms' keys are
-// deleted when t ends.
-func namePair(t *testing.T) (plain, braced string) {
-	t.Helper()
-	plain = relocktest.Name(t)
-	braced = "{" + plain + "}"
-	srv := redistest.Shared(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = srv.Do(ctx, "DEL", braced)
-	})
-	return plain, braced
-}
 
 // requireConflict checks that err is a refusal of asked because its other
 // form inUse is in use, naming both.
@@ -56,7 +39,7 @@ func TestNameFormsRateLimiter(t *testing.T) {
 		t.Run(map[bool]string{false: "plain first", true: "braced first"}[bracedFirst], func(t *testing.T) {
 			c := relocktest.Client(t)
 			raw := relocktest.Raw(t)
-			plain, braced := namePair(t)
+			plain, braced := relocktest.NamePair(t)
 			inUse, asked := plain, braced
 			if bracedFirst {
 				inUse, asked = braced, plain
@@ -113,7 +96,7 @@ func TestNameFormsRateLimiter(t *testing.T) {
 func TestNameFormsRateWaiter(t *testing.T) {
 	c := relocktest.Client(t)
 	raw := relocktest.Raw(t)
-	plain, braced := namePair(t)
+	plain, braced := relocktest.NamePair(t)
 	l := c.GetRateLimiter(braced)
 	setRate(t, l, 1, time.Minute)
 	require.NoError(t, l.Acquire(t.Context(), 1))

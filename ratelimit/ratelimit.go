@@ -268,7 +268,7 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if vals[0] != 1 {
 		return lockcore.Outcome{Retry: time.Duration(vals[1]) * time.Millisecond, PassOn: vals[2] > 0}, nil
 	}
-	if err := w.Over(); err != nil {
+	if err := w.Cancelled(); err != nil {
 		a.giveBack(w.Ctx)
 		return lockcore.Outcome{}, err
 	}

@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -24,14 +22,7 @@ import (
 // nothing; so is a limiter whose other form holds a lock.
 func TestRateNameFormsShareNoWindow(t *testing.T) {
 	c := relocktest.Client(t)
-	plain := relocktest.Name(t)
-	braced := "{" + plain + "}"
-	srv := redistest.Shared(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = srv.Do(ctx, "DEL", braced)
-	})
+	plain, braced := relocktest.NamePair(t)
 	conflict := func(err error, asked, inUse, what string) {
 		t.Helper()
 		require.ErrorIs(t, err, relock.ErrNameConflict, what)

@@ -178,10 +178,16 @@ type model interface {
 
 // engine runs one kind for one seed.
 type engine struct {
-	t    *testing.T
-	kind *chkKind
-	srv  *redistest.Server
-	raw  rueidis.Client
+	t *testing.T
+	// probedUntil is when a probe of the name's other form or another
+	// kind (foreign) may last have held state in Redis: one whose reply
+	// was lost holds it until its lease ends or the Client gives it back.
+	// Until then, a call refused with ErrNameConflict or ErrWrongKind
+	// was refused for it. e.mu guards it.
+	probedUntil time.Time
+	kind        *chkKind
+	srv         *redistest.Server
+	raw         rueidis.Client
 	// proxy is between the proxied slots' Clients and the server.
 	proxy *relocktest.Proxy
 	name  string
@@ -507,6 +513,18 @@ func (e *engine) run(d time.Duration) {
 		// allow the round: a latch that could not be set, a model that
 		// lost track of Redis): a fault every run must make and has not
 		// made yet is then made in a later round.
+		// The checks at the seams that a shaped round makes on the way
+		// (judged) are judged only away from faults: a round that left one
+		// unjudged is made again while the run has judged none of it.
+		if j, ok := e.m.(*holdsModel); ok && slices.Contains(probeShapes, p.shape) {
+			for _, c := range j.judged() {
+				if e.counts[c] == 0 && !slices.ContainsFunc(must, func(q plan) bool { return q.shape == p.shape }) {
+					must = append(must, plan{p.shape, -1})
+					e.mustRounds++
+					break
+				}
+			}
+		}
 		if p.f >= 0 && e.counts[p.f.counterName()] == 0 && slices.Contains(e.faultKinds(), p.f) &&
 			!slices.ContainsFunc(must, func(q plan) bool { return q.f == p.f }) {
 			must = append(must, plan{"random", p.f})
@@ -530,6 +548,11 @@ func strict(what string) bool {
 func skipped(what string) bool {
 	return slices.Contains(strings.Split(os.Getenv("RELOCK_CHECK_SKIP"), ","), what)
 }
+
+// probeShapes are the shapes whose rounds of the lock kinds (holdsModel)
+// make the checks at the seams (the braced name, another kind on the
+// name) while a lock is held.
+var probeShapes = []string{"kill-waiter", "close-waiter"}
 
 // mustOverrun bounds how far past its time a run goes to make the rounds
 // every run must make (see run): a run that cannot make them in this many
@@ -1259,3 +1282,18 @@ func (e *engine) closeAll() {
 
 // field is the hash field of owner on the Client with ID id.
 func field(id, owner string) string { return layout.Field(id, owner) }
+
+// refusedForProbe reports whether err, of a call that started at start,
+// is a refusal for a probe's state (see engine.probedUntil). e.mu is
+// held.
+func (e *engine) refusedForProbe(err error, start time.Time) bool {
+	return (errors.Is(err, rlock.ErrNameConflict) || errors.Is(err, rlock.ErrWrongKind)) && start.Before(e.probedUntil)
+}
+
+// probed records a probe made from start to end that may have left state
+// for up to lease. e.mu is held.
+func (e *engine) probed(end time.Time, lease time.Duration) {
+	if until := end.Add(lease + chkSettle + chkRecovery); until.After(e.probedUntil) {
+		e.probedUntil = until
+	}
+}

@@ -1310,7 +1310,7 @@ func (m *holdsModel) acquire(o *howner, sd side, ctx context.Context, s *slot, w
 		e.logLocked("%v %s %s -> not acquired", o, sd, what)
 	default:
 		e.logLocked("%v %s %s -> %v", o, sd, what, oneLine(err))
-		if !errors.Is(err, rlock.ErrNotAcquired) && !errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) {
+		if !errors.Is(err, rlock.ErrNotAcquired) && !errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) && !e.refusedForProbe(err, start) {
 			e.violation("%v: %s failed with %v, which is neither ErrNotAcquired, ErrClosed nor a Redis failure", o, what, err)
 		}
 		if errors.Is(err, rlock.ErrLockLost) {
@@ -1738,6 +1738,9 @@ func (m *holdsModel) lost(si, gen int, name, owner string, cause error) {
 // the count Redis has.
 type view struct {
 	alive bool
+	// life is the hold's life the view sampled alive from: a fixed
+	// lease's timer may end it (and report the loss) after the sample.
+	life  context.Context
 	count int
 	// anonFields, for an anonymous actor, counts the fields Redis has of
 	// its Client's anonymous owners.
@@ -1770,7 +1773,8 @@ func (m *holdsModel) views(fields map[string]string) map[viewKey]view {
 		}
 		for _, sd := range m.sides() {
 			l := m.get(s, sd)
-			v := view{alive: l.HoldContext(ctx).Err() == nil}
+			life := l.HoldContext(ctx)
+			v := view{alive: life.Err() == nil, life: life}
 			if o.anonymous {
 				v.count, _ = l.HoldCount(ctx)
 				prefix := field(s.id, "anon-")
@@ -1965,6 +1969,12 @@ func (m *holdsModel) checkpoint() {
 				// it at its next call, which reports the loss then.
 				if h.count > 0 {
 					m.endHoldLocked(o, sd, m.goneByLocked(o, sd, now), "gone")
+				}
+				if v.life.Err() != nil {
+					// Its Client ended it since the view (its fixed
+					// lease's timer), and reported the loss: the owner's
+					// next Lock takes the lock anew.
+					break
 				}
 				h.count = 1 // still the Client's, until its next call
 				h.fixedMin, h.fixedMax, h.from, h.start = now, now, now, now

@@ -601,9 +601,12 @@ func (m *holdsModel) foreign(h *howner, sd side) {
 			}
 			e.call()
 			start := time.Now()
-			ok, err := f.l.TryLock(ctx, 0, 0)
+			// A fixed lease: a probe whose reply is lost holds the name for
+			// no longer than that (see engine.probedUntil).
+			ok, err := f.l.TryLock(ctx, 0, chkProbeLease)
 			end := time.Now()
 			e.mu.Lock()
+			e.probed(end, chkProbeLease)
 			// A connection cut by an earlier fault may fail the call
 			// whenever it is next used (rueidis finds the cut then): such
 			// a call took nothing, and says nothing of the rule.
@@ -774,6 +777,7 @@ func (m *semModel) foreign() bool {
 	ok, err := s.c.GetSemaphore(bracedName(e)).TrySetPermits(ctx, 1)
 	end := time.Now()
 	e.mu.Lock()
+	e.probed(end, chkProbeLease)
 	judged := !m.unset && !e.faultedDuring(start.Add(-chkRecovery), end) && s.closedAt.IsZero() &&
 		!(err != nil && !ok && transportError(err))
 	e.logLocked("c%d TrySetPermits(1) of the braced name %q -> %v, %v", s.idx, bracedName(e), ok, errText(err))
@@ -786,7 +790,8 @@ func (m *semModel) foreign() bool {
 		}
 	}
 	e.mu.Unlock()
-	if ok {
+	if ok || (err != nil && transportError(err)) {
+		// Accepted, or perhaps set by a call whose reply was lost.
 		_ = e.raw.Do(ctx, e.raw.B().Del().Key(semaphore.KeysOf(bracedName(e)).Available).Build()).Error()
 	}
 	return judged
@@ -797,6 +802,10 @@ func (m *semModel) foreign() bool {
 // chkOpeningDelay is the latency the proxy adds each way in the
 // proxy-opening round.
 const chkOpeningDelay = 50 * time.Millisecond
+
+// chkProbeLease is the fixed lease of a probe of the name's other form
+// or of another kind on the name.
+const chkProbeLease = 300 * time.Millisecond
 
 // chkStaleDelivery bounds how long after an opening ended its message may
 // still reach a Client (through the proxy's largest delay, both ways).

@@ -241,7 +241,7 @@ func (m *semModel) acquire(a *semActor, what string, timeout time.Duration, wait
 		e.logLocked("%v %s -> not acquired", a, what)
 	default:
 		e.logLocked("%v %s -> %v", a, what, oneLine(err))
-		if !errors.Is(err, rlock.ErrNotAcquired) && !errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) {
+		if !errors.Is(err, rlock.ErrNotAcquired) && !errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) && !e.refusedForProbe(err, start) {
 			e.violation("%v: %s failed with %v, which is neither ErrNotAcquired, ErrClosed nor a Redis failure", a, what, err)
 		}
 	}

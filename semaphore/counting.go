@@ -246,7 +246,7 @@ func (a *countingAcquire) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if vals[0] != 1 {
 		return lockcore.Outcome{PassOn: vals[1] > 0}, nil
 	}
-	if err := w.Over(); err != nil {
+	if err := w.Cancelled(); err != nil {
 		a.giveBack(w.Ctx)
 		return lockcore.Outcome{}, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
-	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 )
 
@@ -23,14 +22,7 @@ import (
 // nothing, and "a"'s permit comes back to "a".
 func TestNameFormsShareNoPermits(t *testing.T) {
 	c := relocktest.Client(t)
-	plain := relocktest.Name(t)
-	braced := "{" + plain + "}"
-	srv := redistest.Shared(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = srv.Do(ctx, "DEL", braced)
-	})
+	plain, braced := relocktest.NamePair(t)
 	a, b := c.GetSemaphore(plain), c.GetSemaphore(braced)
 	conflict := func(err error, what string) {
 		t.Helper()
@@ -92,14 +84,7 @@ func TestNameFormsCounting(t *testing.T) {
 		t.Run(map[bool]string{false: "plain first", true: "braced first"}[bracedFirst], func(t *testing.T) {
 			c := relocktest.Client(t)
 			raw := relocktest.Raw(t)
-			plain := relocktest.Name(t)
-			braced := "{" + plain + "}"
-			srv := redistest.Shared(t)
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_, _ = srv.Do(ctx, "DEL", braced)
-			})
+			plain, braced := relocktest.NamePair(t)
 			inUse, asked := plain, braced
 			if bracedFirst {
 				inUse, asked = braced, plain
@@ -152,14 +137,7 @@ func TestNameFormsCounting(t *testing.T) {
 func TestNameFormsCountingWaiter(t *testing.T) {
 	c := relocktest.Client(t)
 	raw := relocktest.Raw(t)
-	plain := relocktest.Name(t)
-	braced := "{" + plain + "}"
-	srv := redistest.Shared(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = srv.Do(ctx, "DEL", braced)
-	})
+	plain, braced := relocktest.NamePair(t)
 	s := c.GetCountingSemaphore(braced)
 	setCounting(t, s, 0)
 	done := make(chan error, 1)

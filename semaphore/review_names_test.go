@@ -1,7 +1,6 @@
 package semaphore_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 )
 
@@ -22,14 +20,7 @@ import (
 // ErrNameConflict at once, and writes nothing.
 func TestCountingNameFormsShareNothing(t *testing.T) {
 	c := relocktest.Client(t)
-	plain := relocktest.Name(t)
-	braced := "{" + plain + "}"
-	srv := redistest.Shared(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = srv.Do(ctx, "DEL", braced)
-	})
+	plain, braced := relocktest.NamePair(t)
 	a, b := c.GetCountingSemaphore(plain), c.GetCountingSemaphore(braced)
 	conflict := func(err error, what string) {
 		t.Helper()

@@ -832,6 +832,15 @@ func (c *Core) watch(key holdKey, channel string) context.Context {
 	}
 	if h.life == nil {
 		h.life, h.end = context.WithCancelCause(c.root)
+		if h.fixed && !time.Now().Before(h.leaseAt.Add(h.lease)) && c.CheckOpen() == nil {
+			// First watched after its fixed lease ran out: it ends now,
+			// before its life is handed out, not on a timer that fires a
+			// moment later (a caller that finds the life live would take
+			// the hold for held after its loss was reported).
+			life := h.life
+			h.loseLocked(h.loss(leaseRanOut(h.lease), nil))
+			return life
+		}
 		h.armExpiryLocked()
 	}
 	life, gen := h.life, h.gen

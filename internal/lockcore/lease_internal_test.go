@@ -451,3 +451,51 @@ func TestModelFixedLeaseAfterClose(t *testing.T) {
 		}
 	})
 }
+
+// TestModelLapsedLeaseWatchedLate: a hold on a fixed lease that nobody
+// watched until its lease had run out (so it had no timer) ends as lost
+// before HoldContext returns its life: the life is already over, the
+// lost handler has been told, and the owner's next Lock takes the lock
+// anew, counting none of the lost hold's levels. (A life handed out live
+// and ended by a timer a moment later let a caller that sampled it count
+// the lost levels as held, after the loss was reported.)
+func TestModelLapsedLeaseWatchedLate(t *testing.T) {
+	bubble(t, "lapsed", func(t *testing.T, m *model, c *Core, a context.Context) {
+		var lost lossLog
+		c.onLost = lost.handler
+		l := NewMutex(c, "lapsed", m)
+		if err := l.Lock(a); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.LockLease(a, 400*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		life := l.HoldContext(a)
+		if cause := context.Cause(life); !errors.Is(cause, relock.ErrLockLost) || !strings.Contains(cause.Error(), ranOut(400*time.Millisecond)) {
+			t.Errorf("HoldContext after the fixed lease ran out returned a life with cause %v, want one ended with relock.ErrLockLost saying %q",
+				cause, ranOut(400*time.Millisecond))
+		}
+		if n := lost.count(); n != 1 {
+			t.Errorf("the lost handler was called %d times when HoldContext returned, want 1", n)
+		}
+		if n := c.lookupHold("lapsed", "", "a"); n != 0 {
+			t.Errorf("the Client counts %d levels of the lapsed hold, want 0", n)
+		}
+		if err := l.Lock(a); err != nil {
+			t.Fatal(err)
+		}
+		m.mu.Lock()
+		count := m.lock("lapsed").fields[l.Field("a")]
+		m.mu.Unlock()
+		if n := c.lookupHold("lapsed", "", "a"); n != 1 || count != 1 {
+			t.Errorf("after a new Lock the Client counts %d levels and the model %d, want 1 and 1", n, count)
+		}
+		if err := l.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+		if n := lost.count(); n != 1 {
+			t.Errorf("the lost handler was called %d times in all, want 1", n)
+		}
+	})
+}

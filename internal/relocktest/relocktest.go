@@ -190,3 +190,20 @@ func KillConnections(t testing.TB, raw rueidis.Client, name string) int {
 	}
 	return n
 }
+
+// NamePair returns a fresh name without braces (Name) and its other form,
+// the same name in braces: the two derive the same keys. The braced
+// form's own key is deleted when t ends (Name's cleanup deletes the
+// rest).
+func NamePair(t testing.TB) (plain, braced string) {
+	t.Helper()
+	plain = Name(t)
+	braced = "{" + plain + "}"
+	srv := redistest.Shared(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = srv.Do(ctx, "DEL", braced)
+	})
+	return plain, braced
+}
