@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,4 +173,101 @@ func BenchmarkReplicaSync(b *testing.B) {
 			})
 		}
 	}
+}
+
+// heldCall is a script sent with WAIT that holdingClient holds back, as a
+// network that delays it would.
+type heldCall struct {
+	ctx       context.Context // the context the Client sent it with
+	release   chan struct{}   // closed by the test: deliver it
+	forwarded chan struct{}   // closed when the server answered it
+}
+
+// holdingClient passes every command on, except the next DoMulti that
+// carries WAIT once armed: that one reaches the server only when the test
+// releases it, however the Client's context ends meanwhile (its bytes are
+// on the wire); the Client gets its replies, or its context's error when
+// the context ends first, as rueidis answers.
+type holdingClient struct {
+	rueidis.Client
+	armed atomic.Bool
+	held  chan heldCall
+}
+
+func (h *holdingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	wait := false
+	for _, cmd := range cmds {
+		wait = wait || strings.EqualFold(cmd.Commands()[0], "WAIT")
+	}
+	if !wait || !h.armed.CompareAndSwap(true, false) {
+		return h.Client.DoMulti(ctx, cmds...)
+	}
+	hc := heldCall{ctx: ctx, release: make(chan struct{}), forwarded: make(chan struct{})}
+	h.held <- hc
+	res := make(chan []rueidis.RedisResult, 1)
+	go func() {
+		<-hc.release
+		res <- h.Client.DoMulti(context.WithoutCancel(ctx), cmds...)
+		close(hc.forwarded)
+	}()
+	select {
+	case r := <-res:
+		return r
+	case <-ctx.Done():
+		out := make([]rueidis.RedisResult, len(cmds))
+		for i := range out {
+			out[i] = rueidis.NewErrorResult(ctx.Err())
+		}
+		return out
+	}
+}
+
+// TestReplicaSyncGiveBackAfterScript: when the caller's context ends while
+// an acquisition sent with WAIT is in flight, the Client still reads the
+// script's reply and gives back what it won after it. (The script and WAIT
+// go on a connection of rueidis' blocking pool: a Client that gave up on
+// the reply at once settled the attempt on its other connection before
+// the script reached the server, and the script then left a hold that
+// nobody renews, locked until its lease ran out.)
+func TestReplicaSyncGiveBackAfterScript(t *testing.T) {
+	master := redistest.Start(t)
+	startReplica(t, master)
+	hold := &holdingClient{Client: master.Client(t), held: make(chan heldCall, 1)}
+	c, err := rlock.New(hold)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.GetLock(relocktest.Name(t))
+	owner := rlock.WithOwner(t.Context(), "a")
+	// The replicas are counted and the script's body sent.
+	require.NoError(t, l.Lock(owner))
+	require.NoError(t, l.Unlock(owner))
+
+	hold.armed.Store(true)
+	ctx, cancel := context.WithCancel(owner)
+	done := make(chan error, 1)
+	go func() { done <- l.Lock(ctx) }()
+	h := <-hold.held
+	cancel()
+	var lockErr error
+	returned := false
+	select {
+	case <-h.ctx.Done():
+		// The Client gave up on the script's reply: let it finish what it
+		// does then (settle the attempt) before the script arrives.
+		lockErr, returned = <-done, true
+	case lockErr = <-done:
+		returned = true
+	case <-time.After(time.Second / 2):
+		// The Client still waits for the reply (its context for the
+		// script outlives the caller's by the replica timeout, 1s).
+	}
+	close(h.release)
+	<-h.forwarded
+	if !returned {
+		lockErr = <-done
+	}
+	require.ErrorIs(t, lockErr, context.Canceled)
+	locked, err := l.IsLocked(context.WithoutCancel(owner))
+	require.NoError(t, err)
+	assert.False(t, locked, "the lock is held after a Lock that failed: its script landed after the give-back")
 }

@@ -111,6 +111,11 @@ func (c *Core) runSynced(ctx context.Context, s *lua.Script, keys, args []string
 	if want <= 0 && !refresh {
 		return s.Exec(ctx, c.RDB, keys, args), nil
 	}
+	if want > 0 {
+		var stop func()
+		ctx, stop = c.syncedContext(ctx)
+		defer stop()
+	}
 	tail := func() []rueidis.Completed {
 		var cmds []rueidis.Completed
 		if want > 0 {
@@ -142,6 +147,38 @@ func (c *Core) runSynced(ctx context.Context, s *lua.Script, keys, args []string
 		res = eval()
 	}
 	return c.syncResult(ctx, keys[0], count, want, refresh, res)
+}
+
+// syncedContext is the context of a script sent with WAIT behind it. It
+// carries ctx's values but does not end with ctx: it ends scriptGrace
+// plus the replica timeout after ctx does, so that the script's reply,
+// and WAIT's, are still read when the caller's context ends while they
+// are in flight.
+//
+// The script and WAIT go on a connection of rueidis' blocking pool, not
+// on the connection of the Client's other commands, and rueidis answers
+// a DoMulti cut by its context with the context's error for every
+// command, the script's too, and closes the connection. The script,
+// written before, still runs; a give-back of it (the call's end settles
+// an attempt whose reply it did not see) would go on the other connection
+// and could reach the server first: it would find nothing to give back,
+// and the script would then leave a hold that nobody renews until its
+// lease ran out. With this context the reply is seen, and what the script
+// won is given back after it, by the caller that finds its context ended
+// (as every attempt checks after a reply). The cost: a call whose context
+// ends while WAIT waits returns when WAIT does, at most the replica
+// timeout later. Only a connection that breaks, or a server that answers
+// nothing in that time, leaves the outcome unknown, as on any connection.
+func (c *Core) syncedContext(ctx context.Context) (context.Context, func()) {
+	if ctx.Done() == nil || ctx.Err() != nil {
+		return ctx, func() {} // never ends, or ended: rueidis sends nothing
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(scriptGrace+c.replicaTimeout, cancel)
+		context.AfterFunc(sctx, func() { t.Stop() })
+	})
+	return sctx, func() { stop(); cancel() }
 }
 
 // syncResult reads the replies of a script sent with WAIT (when want > 0)
