@@ -109,6 +109,55 @@ func TestReplicaSyncDefault(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx))
 	})
 
+	t.Run("every kind", func(t *testing.T) {
+		c, counts := commandCountingClient(t, master.Client(t))
+		fixed, fixedCounts := commandCountingClient(t, master.Client(t), rlock.WithReplicaSync(1, time.Second))
+		name := relocktest.Name(t)
+		waits := func(counts *commandCounts, what string, want int, op func() error) {
+			t.Helper()
+			before := counts.get("WAIT")
+			require.NoError(t, op(), what)
+			assert.Equal(t, want, counts.get("WAIT")-before, "WAITs sent by %s", what)
+		}
+		lockUnlock := func(what string, lock, unlock func(context.Context) error) {
+			t.Helper()
+			waits(counts, what+" Lock", 1, func() error { return lock(ctx) })
+			waits(counts, what+" Lock again (re-entry)", 1, func() error { return lock(ctx) })
+			waits(counts, what+" Unlock", 1, func() error { return unlock(ctx) })
+			waits(counts, what+" last Unlock", 1, func() error { return unlock(ctx) })
+		}
+		l := c.GetLock(name + ":lock")
+		lockUnlock("Lock", l.Lock, l.Unlock)
+		f := c.GetFencedLock(name + ":fenced")
+		lockUnlock("FencedLock", f.Lock, f.Unlock)
+		fair := c.GetFairLock(name + ":fair")
+		lockUnlock("FairLock", fair.Lock, fair.Unlock)
+		rw := c.GetReadWriteLock(name + ":rw")
+		lockUnlock("ReadLock", rw.ReadLock().Lock, rw.ReadLock().Unlock)
+		lockUnlock("WriteLock", rw.WriteLock().Lock, rw.WriteLock().Unlock)
+		spin := c.GetSpinLock(name + ":spin")
+		lockUnlock("SpinLock", spin.Lock, spin.Unlock)
+
+		sem := c.GetSemaphore(name + ":sem")
+		waits(counts, "Semaphore.TrySetPermits", 0, func() error { _, err := sem.TrySetPermits(ctx, 1); return err })
+		var id string
+		waits(counts, "Semaphore.Acquire", 1, func() (err error) { id, err = sem.Acquire(ctx, time.Minute); return err })
+		waits(counts, "Semaphore.Release", 1, func() error { return sem.Release(ctx, id) })
+
+		cs := c.GetCountingSemaphore(name + ":counting")
+		waits(counts, "Counting.TrySetPermits", 0, func() error { _, err := cs.TrySetPermits(ctx, 2); return err })
+		waits(counts, "Counting.Acquire", 1, func() error { return cs.Acquire(ctx, 2) })
+		waits(counts, "Counting.Release", 1, func() error { return cs.Release(ctx, 2) })
+
+		// A rate limiter's grant is no lock operation: the default does not
+		// wait for it; WithReplicaSync(n, timeout) does.
+		rl := c.GetRateLimiter(name + ":rate")
+		waits(counts, "Limiter.TrySetRate", 0, func() error { _, err := rl.TrySetRate(ctx, 10, time.Minute); return err })
+		waits(counts, "Limiter.Acquire", 0, func() error { return rl.Acquire(ctx, 1) })
+		frl := fixed.GetRateLimiter(name + ":rate")
+		waits(fixedCounts, "Limiter.Acquire with WithReplicaSync(1, 1s)", 1, func() error { return frl.Acquire(ctx, 1) })
+	})
+
 	t.Run("off", func(t *testing.T) {
 		c, counts := commandCountingClient(t, master.Client(t), rlock.WithoutReplicaSync())
 		lockCycle(t, c, "sync:off")

@@ -67,6 +67,17 @@ func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []strin
 	return c.runSynced(ctx, s, keys, args)
 }
 
+// RunGrant runs a rate limiter's acquire script. A grant is no lock
+// operation: the default replica sync (the replicas the server counts)
+// does not wait for it, as Redisson's rate limiter does not; with
+// WithReplicaSync(n, timeout) it waits like RunAcquire.
+func (c *Core) RunGrant(ctx context.Context, s *lua.Script, keys, args []string) (rueidis.RedisResult, error) {
+	if c.replicaMode != ReplicasFixed {
+		return s.Exec(ctx, c.RDB, keys, args), nil
+	}
+	return c.runSynced(ctx, s, keys, args)
+}
+
 // RunRelease runs a release script and waits for the replicas like
 // RunAcquire. A release the replicas did not confirm is still a release
 // on the master: it is not an error (a failover that loses it brings back
