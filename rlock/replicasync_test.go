@@ -191,6 +191,15 @@ func TestReplicaSyncDefault(t *testing.T) {
 		avail, err := s.AvailablePermits(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, avail, "the unconfirmed permit was not given back")
+		cs := c.GetCountingSemaphore("sync:stopped:counting")
+		_, err = cs.TrySetPermits(ctx, 2)
+		require.NoError(t, err)
+		err = cs.Acquire(ctx, 2)
+		require.ErrorIs(t, err, rlock.ErrReplicaSync)
+		require.ErrorIs(t, err, rlock.ErrNotAcquired)
+		avail, err = cs.AvailablePermits(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 2, avail, "the unconfirmed permits of the counting semaphore were not given back")
 	})
 }
 
