@@ -108,7 +108,10 @@ func WithFairLockWaitTimeout(d time.Duration) Option {
 // connected_slaves, counted once per Client and node and again every few
 // seconds within an operation's own round trip), and an acquisition fails
 // with ErrReplicaSync only when none of them confirmed it. A server
-// without replicas costs nothing: no WAIT is sent. Renewals do not wait.
+// without replicas costs nothing: no WAIT is sent. Renewals do not wait,
+// nor does a rate limiter's grant unless WithReplicaSync gave a number.
+// A call whose context ends while WAIT waits returns when WAIT does, at
+// most the timeout later, having given back what it won.
 //
 // It narrows the window in which a failover loses an acquisition; it does
 // not make Redis strongly consistent (a failover may still promote a
