@@ -158,6 +158,26 @@ func TestReplicaSyncDefault(t *testing.T) {
 		waits(fixedCounts, "Limiter.Acquire with WithReplicaSync(1, 1s)", 1, func() error { return frl.Acquire(ctx, 1) })
 	})
 
+	t.Run("WAIT refused", func(t *testing.T) {
+		// A user whose ACL refuses WAIT (as a proxy that does not know it
+		// does): the default waits for nothing and fails nothing; a number
+		// asked for with WithReplicaSync is refused as before.
+		_, err := master.Do(t.Context(), "ACL", "SETUSER", "nowait", "on", ">pw", "~*", "&*", "+@all", "-wait")
+		require.NoError(t, err)
+		opt := master.ClientOption()
+		opt.Username, opt.Password = "nowait", "pw"
+		rdb, err := rueidis.NewClient(opt)
+		require.NoError(t, err)
+		t.Cleanup(rdb.Close)
+		c, counts := commandCountingClient(t, rdb)
+		lockCycle(t, c, "sync:refused")
+		assert.Positive(t, counts.get("WAIT"), "WAIT sent to a server with a replica")
+		fixed, _ := commandCountingClient(t, rdb, rlock.WithReplicaSync(1, time.Second))
+		err = fixed.GetLock("sync:refused:fixed").Lock(ctx)
+		require.ErrorIs(t, err, rlock.ErrReplicaSync)
+		require.ErrorIs(t, err, rlock.ErrNotAcquired)
+	})
+
 	t.Run("off", func(t *testing.T) {
 		c, counts := commandCountingClient(t, master.Client(t), rlock.WithoutReplicaSync())
 		lockCycle(t, c, "sync:off")

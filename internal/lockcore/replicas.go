@@ -202,6 +202,15 @@ func (c *Core) syncResult(ctx context.Context, key string, count *replicaCount, 
 		return res[0], nil // a script that failed wrote nothing to wait for
 	}
 	acked, err := res[1].AsInt64()
+	if _, refused := rueidis.IsRedisErr(err); refused && count != nil {
+		// The server refuses WAIT (an ACL user without it, a proxy that
+		// does not know it): the default counts no replicas until the
+		// next count, as on a server without any, and the operation
+		// stands (WithReplicaSync's n, asked for, fails below).
+		count.n.Store(0)
+		count.counted.Store(time.Now().UnixNano())
+		return res[0], nil
+	}
 	if count != nil && err == nil && acked != want {
 		count.counted.Store(0) // replicas came or went: count them at the next operation
 	}
