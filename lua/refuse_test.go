@@ -108,8 +108,8 @@ func nameScripts(r *rules) map[string]func(name string) rueidis.RedisResult {
 		"semaphore update lease": sem(lua.SemUpdateLease, "permit-of-other", "1"),
 		"semaphore lease left":   sem(lua.SemLeaseLeft, "permit-of-other"),
 		"semaphore available":    sem(lua.SemAvailable),
-		"semaphore release":   sem(lua.SemRelease, "permit-of-other"),
-		"semaphore renew":     sem(lua.SemRenew, "permit-of-other", ruleLease),
+		"semaphore release":      sem(lua.SemRelease, "permit-of-other"),
+		"semaphore renew":        sem(lua.SemRenew, "permit-of-other", ruleLease),
 		"semaphore delete": func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
 			return r.exec(lua.SemDelete, []string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, layout.OtherKey(name)})
