@@ -468,3 +468,29 @@ func TestUpdateLeaseWakesWaiter(t *testing.T) {
 	assert.True(t, relocktest.Receive(t, got, handoff, "the waiter once the shorter lease ended"))
 	assert.Less(t, time.Since(start), handoff)
 }
+
+// TestAcquirePermitsGiveUpLeavesNothing: a waiter for several permits
+// that joined the queue and gives up takes every member of its own out
+// of the queue, so that it holds nothing back after its call.
+func TestAcquirePermitsGiveUpLeavesNothing(t *testing.T) {
+	semaphore.SetTiming(t, 20*time.Millisecond, 100*time.Millisecond)
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	s := c.GetSemaphore(name)
+	setPermits(t, s, 3)
+	held, err := s.AcquirePermits(t.Context(), 2, time.Minute)
+	require.NoError(t, err)
+	ps, err := s.TryAcquirePermits(t.Context(), 3, 300*time.Millisecond, 0)
+	require.NoError(t, err)
+	assert.Nil(t, ps, "three while one is free")
+	n, err := raw.Do(t.Context(), raw.B().Exists().Key(semaphore.KeysOf(name).Queue, semaphore.KeysOf(name).QueueDeadlines).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "queue keys left by a waiter that gave up")
+	_, ok, err := s.TryAcquire(t.Context(), 0, 0)
+	require.NoError(t, err)
+	assert.True(t, ok, "the free permit, held back for nobody")
+	for _, p := range held {
+		require.NoError(t, p.Release(t.Context()))
+	}
+}
