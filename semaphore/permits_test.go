@@ -361,10 +361,17 @@ func TestUpdateLeaseWatchdog(t *testing.T) {
 	setPermits(t, s, 1)
 	p, err := s.AcquirePermit(t.Context(), 0)
 	require.NoError(t, err)
-	require.NoError(t, p.UpdateLease(t.Context(), 600*time.Millisecond))
+	require.NoError(t, p.UpdateLease(t.Context(), 2*time.Second))
+	select {
+	case <-p.Done():
+		require.FailNow(t, "the Permit's context ended before its new lease")
+	case <-time.After(300 * time.Millisecond):
+		// The scenario: ten renewals of the 90ms watchdog lease would
+		// have run.
+	}
 	left, err := p.RemainingLease(t.Context())
 	require.NoError(t, err)
-	assert.Greater(t, left, 300*time.Millisecond, "the new lease, not the watchdog's")
+	assert.Greater(t, left, time.Second, "the new lease, not reset to the watchdog's by a renewal")
 
 	// Not renewed: a waiter of another Client gets the permit when the
 	// new lease ends.
