@@ -29,7 +29,8 @@
 // lease.lua, which tells the waiters when they do: a waiter sleeps until
 // the end of the lease its last attempt saw, and every script that makes
 // a lease shorter without freeing the lock publishes, so that no waiter
-// sleeps past the new end.
+// sleeps past the new end (sem_update_lease.lua does the same for a
+// semaphore's permit, whose end a waiter sleeps until as well).
 //
 // Every script that creates or takes state under a name (the acquire and
 // re-enter scripts of every lock kind, the semaphore's scripts that read
