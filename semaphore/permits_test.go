@@ -501,3 +501,27 @@ func TestAcquirePermitsGiveUpLeavesNothing(t *testing.T) {
 		require.NoError(t, p.Release(t.Context()))
 	}
 }
+
+// TestPermitsCallsNameForms: while the name's other form has its count,
+// the new calls of the semaphore are refused with ErrNameConflict and
+// change nothing; a waiting AcquirePermits ends at once.
+func TestPermitsCallsNameForms(t *testing.T) {
+	c := relocktest.Client(t)
+	plain, braced := relocktest.NamePair(t)
+	a, b := c.GetSemaphore(plain), c.GetSemaphore(braced)
+	setPermits(t, a, 2)
+	p, err := a.AcquirePermit(t.Context(), time.Minute)
+	require.NoError(t, err)
+	before := snapshotKeys(t, plain)
+	start := time.Now()
+	_, err = b.AcquirePermits(t.Context(), 2, 0)
+	assert.ErrorIs(t, err, rlock.ErrNameConflict, "AcquirePermits of the other form")
+	assert.Less(t, time.Since(start), 2*time.Second, "a refused AcquirePermits ends at once")
+	_, err = b.TryAcquirePermits(t.Context(), 1, 0, 0)
+	assert.ErrorIs(t, err, rlock.ErrNameConflict, "TryAcquirePermits of the other form")
+	assert.ErrorIs(t, b.UpdateLease(t.Context(), p.ID(), time.Second), rlock.ErrNameConflict, "UpdateLease of the other form")
+	_, err = b.RemainingLease(t.Context(), p.ID())
+	assert.ErrorIs(t, err, rlock.ErrNameConflict, "RemainingLease of the other form")
+	assert.Equal(t, before, snapshotKeys(t, plain), "refused calls changed Redis")
+	require.NoError(t, p.Release(t.Context()))
+}
