@@ -186,7 +186,7 @@ func TestAcquirePermitsWaits(t *testing.T) {
 // joined the queue holds them back: a later waiter for one does not take
 // the permits that come free one by one before it has them all.
 func TestAcquirePermitsNotPassedOver(t *testing.T) {
-	semaphore.SetTiming(t, 20*time.Millisecond, 100*time.Millisecond)
+	semaphore.SetTiming(t, 20*time.Millisecond, 300*time.Millisecond)
 	c := relocktest.Client(t)
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
@@ -302,7 +302,7 @@ func TestUpdateLeaseFixed(t *testing.T) {
 	name := relocktest.Name(t)
 	s := c.GetSemaphore(name)
 	setPermits(t, s, 2)
-	p, err := s.AcquirePermit(t.Context(), 500*time.Millisecond)
+	p, err := s.AcquirePermit(t.Context(), time.Second)
 	require.NoError(t, err)
 
 	require.NoError(t, p.UpdateLease(t.Context(), time.Minute))
@@ -315,8 +315,8 @@ func TestUpdateLeaseFixed(t *testing.T) {
 	select {
 	case <-p.Done():
 		require.FailNow(t, "the Permit's context ended at its old lease")
-	case <-time.After(700 * time.Millisecond):
-		// The scenario: the old lease of 500ms passes.
+	case <-time.After(1200 * time.Millisecond):
+		// The scenario: the old lease of 1s passes.
 	}
 	left, err = s.RemainingLease(t.Context(), p.ID())
 	require.NoError(t, err)
@@ -350,7 +350,7 @@ func TestUpdateLeaseFixed(t *testing.T) {
 // loss told to the lost handler.
 func TestUpdateLeaseWatchdog(t *testing.T) {
 	lost := make(chan string, 4)
-	c := relocktest.Client(t, rlock.WithWatchdogTimeout(90*time.Millisecond),
+	c := relocktest.Client(t, rlock.WithWatchdogTimeout(300*time.Millisecond),
 		rlock.WithLostHandler(func(_, owner string, cause error) {
 			if errors.Is(cause, rlock.ErrLockLost) {
 				lost <- owner
@@ -361,12 +361,12 @@ func TestUpdateLeaseWatchdog(t *testing.T) {
 	setPermits(t, s, 1)
 	p, err := s.AcquirePermit(t.Context(), 0)
 	require.NoError(t, err)
-	require.NoError(t, p.UpdateLease(t.Context(), 2*time.Second))
+	require.NoError(t, p.UpdateLease(t.Context(), 3*time.Second))
 	select {
 	case <-p.Done():
 		require.FailNow(t, "the Permit's context ended before its new lease")
-	case <-time.After(300 * time.Millisecond):
-		// The scenario: ten renewals of the 90ms watchdog lease would
+	case <-time.After(700 * time.Millisecond):
+		// The scenario: six renewals of the 300ms watchdog lease would
 		// have run.
 	}
 	left, err := p.RemainingLease(t.Context())
