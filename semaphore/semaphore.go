@@ -231,11 +231,11 @@ func (s *Semaphore) Acquire(ctx context.Context, lease time.Duration) (permitID 
 			return "", err
 		}
 	}
-	a, err := s.acquire(ctx, -1, lease)
+	a, err := s.acquire(ctx, 1, false, -1, lease)
 	if err != nil {
 		return "", err
 	}
-	return a.id, nil
+	return a.ids[0], nil
 }
 
 // TryAcquire takes one permit like Acquire but gives up after wait: wait 0
@@ -259,11 +259,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, wait, lease time.Duration) (
 			return "", false, err
 		}
 	}
-	a, err := s.acquire(ctx, wait, lease)
+	a, err := s.acquire(ctx, 1, false, wait, lease)
 	if a == nil {
 		return "", false, err
 	}
-	return a.id, true, nil
+	return a.ids[0], true, nil
 }
 
 // Release gives the permit permitID back, whichever Client (or Redisson
