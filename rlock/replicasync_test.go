@@ -16,6 +16,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/semaphore"
 )
 
 // commandCounts counts the commands a Client sends, by name.
@@ -142,7 +143,14 @@ func TestReplicaSyncDefault(t *testing.T) {
 		waits(counts, "Semaphore.TrySetPermits", 0, func() error { _, err := sem.TrySetPermits(ctx, 1); return err })
 		var id string
 		waits(counts, "Semaphore.Acquire", 1, func() (err error) { id, err = sem.Acquire(ctx, time.Minute); return err })
+		waits(counts, "Semaphore.UpdateLease", 1, func() error { return sem.UpdateLease(ctx, id, time.Hour) })
 		waits(counts, "Semaphore.Release", 1, func() error { return sem.Release(ctx, id) })
+		waits(counts, "Semaphore.AddPermits", 0, func() error { return sem.AddPermits(ctx, 1) })
+		var permits []*semaphore.Permit
+		waits(counts, "Semaphore.AcquirePermits(2)", 1, func() (err error) { permits, err = sem.AcquirePermits(ctx, 2, time.Minute); return err })
+		for _, p := range permits {
+			waits(counts, "Permit.Release", 1, func() error { return p.Release(ctx) })
+		}
 
 		cs := c.GetCountingSemaphore(name + ":counting")
 		waits(counts, "Counting.TrySetPermits", 0, func() error { _, err := cs.TrySetPermits(ctx, 2); return err })
@@ -211,6 +219,12 @@ func TestReplicaSyncDefault(t *testing.T) {
 		avail, err := s.AvailablePermits(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, avail, "the unconfirmed permit was not given back")
+		require.NoError(t, s.AddPermits(ctx, 1))
+		_, err = s.AcquirePermits(ctx, 2, time.Minute)
+		require.ErrorIs(t, err, rlock.ErrReplicaSync)
+		avail, err = s.AvailablePermits(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 2, avail, "the unconfirmed permits of AcquirePermits were not given back")
 		cs := c.GetCountingSemaphore("sync:stopped:counting")
 		_, err = cs.TrySetPermits(ctx, 2)
 		require.NoError(t, err)

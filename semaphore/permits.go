@@ -151,7 +151,9 @@ func (s *Semaphore) updateLease(ctx context.Context, permitID string, lease time
 	k := KeysOf(s.name)
 	err = s.core.UpdatePermit(ctx, s.name, permitID, lease, func(ctx context.Context) (bool, error) {
 		sent = time.Now()
-		n, err := lua.SemUpdateLease.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
+		// Waits for the replicas like a release (Redisson's updateLeaseTime
+		// does too): the lease is changed on the master whatever they say.
+		n, err := s.core.RunRelease(ctx, lua.SemUpdateLease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
 			[]string{s.core.PublishCommand(), raw, strconv.FormatInt(lockcore.Millis(lease), 10)}).AsInt64()
 		if err != nil {
 			return false, s.fail("update lease", err)
