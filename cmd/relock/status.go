@@ -99,6 +99,7 @@ var statusKinds = map[string][]layout.Kind{
 func (cl *cli) status(args []string) int {
 	fs := cl.newConnFlagSet("status", statusUsage)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	noWaiters := fs.Bool("no-waiters", false, "do not look for the waiters' records (a SCAN of the keyspace)")
 	kindFlag := fs.String("kind", "auto", "what NAME is: auto, lock, rwlock, semaphore, latch, counting or rate")
 	pos, _, code := cl.parse(fs, args, -1)
 	if code >= 0 {
@@ -133,6 +134,15 @@ func (cl *cli) status(args []string) int {
 		return cl.errorf(exitFailure, "%v", err)
 	case err != nil:
 		return cl.errorf(exitUnavailable, "%v", err)
+	}
+	if !*noWaiters {
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		ws, err := readWaiters(wctx, rdb, func(n string) bool { return n == name })
+		if err != nil {
+			return cl.errorf(exitUnavailable, "reading the waiters' records: %v", err)
+		}
+		setWaiters(st, ws.waiters)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(cl.stdout)
@@ -205,4 +215,45 @@ func writeState(w io.Writer, st any) {
 	case *rateState:
 		writeRate(w, st)
 	}
+	writeWaiters(w, waitersOf(st))
+}
+
+// setWaiters puts ws in a state of readStatus.
+func setWaiters(st any, ws []*waiter) {
+	if ws == nil {
+		ws = []*waiter{}
+	}
+	switch st := st.(type) {
+	case *lockState:
+		st.Waiters = ws
+	case *rwState:
+		st.Waiters = ws
+	case *semState:
+		st.Waiters = ws
+	case *latchState:
+		st.Waiters = ws
+	case *countingState:
+		st.Waiters = ws
+	case *rateState:
+		st.Waiters = ws
+	}
+}
+
+// waitersOf are the waiters of a state of readStatus.
+func waitersOf(st any) []*waiter {
+	switch st := st.(type) {
+	case *lockState:
+		return st.Waiters
+	case *rwState:
+		return st.Waiters
+	case *semState:
+		return st.Waiters
+	case *latchState:
+		return st.Waiters
+	case *countingState:
+		return st.Waiters
+	case *rateState:
+		return st.Waiters
+	}
+	return nil
 }
