@@ -448,6 +448,10 @@ func acquisitions(prev, r *topRow, released int, prevAt, now time.Time) (n int, 
 		}
 		return n, true
 	case *lockState, *rwState:
+	case nil: // nothing under the name: a lock, free at the refresh
+		if r.Error != "" {
+			return 0, false
+		}
 	default:
 		return 0, false
 	}
@@ -491,8 +495,10 @@ func (tp *topper) render(rows []*topRow, now time.Time) string {
 	for _, r := range rows {
 		waiting += len(r.Waiters)
 		kind := string(r.Kind)
-		if kind == "" {
-			kind = "free"
+		if kind == "" { // nothing under the name: free, a lock by its waiters
+			if kind = r.waiterKind(); kind == "" {
+				kind = "free"
+			}
 		}
 		longest, acq, hand := "-", "-", "-"
 		if len(r.Waiters) > 0 {
