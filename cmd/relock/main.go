@@ -36,7 +36,7 @@ type command struct {
 
 var commands = []command{
 	{name: "run", summary: "run a command while holding a lock (a distributed flock)", main: (*cli).run},
-	{name: "status", summary: "show who holds a lock, its lease, its fair queue and fencing counter", main: (*cli).status},
+	{name: "status", summary: "show who holds a lock and who waits, its lease, queue and fencing counter", main: (*cli).status},
 	{name: "unlock", summary: "delete a lock whoever holds it (needs --force)", main: (*cli).unlock},
 	{name: "scan", summary: "list every lock in Redis, its holders and TTL; flag leaked ones", main: (*cli).scan},
 	{name: "waits", summary: "show who waits for what, every kind, and flag deadlocks (cycles)", main: (*cli).waits},

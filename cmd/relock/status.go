@@ -14,8 +14,8 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 )
 
-const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] NAME
-       relock [CONNECTION FLAGS] status [--json] --kind KIND NAME
+const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] [--no-waiters] NAME
+       relock [CONNECTION FLAGS] status [--json] [--no-waiters] --kind KIND NAME
 
 Show what Redis holds about the lock (or synchronizer) NAME, read in one
 transaction. KIND is what NAME is; by default it is told from the keys:
@@ -40,6 +40,15 @@ transaction. KIND is what NAME is; by default it is told from the keys:
              relock's record of its recent grants {NAME}:relock_grants):
              the permits available.
 
+Every kind also shows its waiters: the calls of relock Clients that wait
+for NAME, from the wait records the Clients keep while they wait (see
+'relock waits'), longest wait first: owner field, what each waits for
+(lock, fenced, fair, spin, read, write, semaphore, counting_semaphore,
+rate_limiter, latch) and for how long, on the server's clock. They are
+found with a SCAN of every master for the records (relock_waits:{*}), which
+on a large keyspace takes a while: --no-waiters skips it. Redisson's
+waiters record nothing.
+
 Only what NAME has is shown: a fair lock is told by its queue, a fenced
 lock by its fencing counter (a fair lock nobody waits for shows as a
 lock), a counting semaphore by grants made in the last 10s. A count
@@ -56,7 +65,8 @@ nothing in Redis, and neither does an open latch: they look the same.
   queue[]{position, field, client_id, owner, deadline_ms, remaining_ms},
   fencing_counter (null if never used), server_time_ms,
   keys{lock, queue, timeout, token, channel}
-For the others, "kind" ("rwlock", "semaphore", "latch",
+Every kind has waiters[]{field, client_id, owner, kind, since_ms,
+waiting_ms} (empty with --no-waiters). For the others, "kind" ("rwlock", "semaphore", "latch",
 "counting_semaphore", "rate_limiter", or "counter" for a count that may be a semaphore's,
 a latch's or a counting semaphore's) and:
   rwlock:    name, locked, mode ("read", "write", "" when free),

@@ -141,7 +141,7 @@ func (cl *cli) top(args []string) int {
 		}
 		text := tp.render(rows, time.Now())
 		if tty {
-			io.WriteString(cl.stdout, "\x1b[H\x1b[2J"+strings.ReplaceAll(text, "\n", "\r\n"))
+			io.WriteString(cl.stdout, redraw(text))
 		} else {
 			io.WriteString(cl.stdout, text+"\n")
 		}
@@ -151,7 +151,7 @@ func (cl *cli) top(args []string) int {
 		return cl.errorf(exitUnavailable, "top: %v", err)
 	}
 	if tty {
-		io.WriteString(cl.stdout, "\x1b[H\x1b[2J"+strings.ReplaceAll(tp.render(tp.last, time.Now()), "\n", "\r\n"))
+		io.WriteString(cl.stdout, "\x1b[H\x1b[2J"+redraw(tp.render(tp.last, time.Now())))
 	}
 	tick := time.NewTicker(interval.d)
 	defer tick.Stop()
@@ -172,6 +172,13 @@ func (cl *cli) top(args []string) int {
 			return exitOK
 		}
 	}
+}
+
+// redraw is text drawn over the screen from its top left corner: each
+// line clears what is left of the old one, and what is below the text
+// is cleared.
+func redraw(text string) string {
+	return "\x1b[H" + strings.ReplaceAll(text, "\n", "\x1b[K\n") + "\x1b[J"
 }
 
 // readKeys passes on the bytes read from f until it fails; the goroutine
