@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -371,4 +374,73 @@ func TestWaitsPrefix(t *testing.T) {
 	r := relock(t, "status", "--json", "--prefix", "app1:", "--redis", server(t).Addr, name)
 	wantCode(t, r, exitOK)
 	assert.Contains(t, r.stdout, `"field": "`+c.ID()+`:w"`)
+}
+
+// libraryRecordsWaits reports whether the library writes wait records:
+// whether rlock depends on internal/waitrec.
+func libraryRecordsWaits(t *testing.T) bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "github.com/relock-go/relock/rlock").Output()
+	require.NoError(t, err, "go list")
+	return slices.Contains(strings.Fields(string(out)), "github.com/relock-go/relock/internal/waitrec")
+}
+
+// TestWaitsRealWaiters: relock run --wait processes that wait for a lock
+// and a fair lock held by the test are shown by waits, status and top,
+// from the records their Clients write; their records go when their
+// waits end.
+func TestWaitsRealWaiters(t *testing.T) {
+	if !libraryRecordsWaits(t) {
+		t.Skip("the library writes no wait records yet (rlock does not use internal/waitrec)")
+	}
+	srv := server(t)
+	c := relocktest.Client(t)
+	names, match := testNames(t, 2)
+	holder := rlock.WithOwner(t.Context(), "holder")
+	require.NoError(t, c.GetLock(names[0]).Lock(holder))
+	require.NoError(t, c.GetFairLock(names[1]).Lock(holder))
+	p1 := startRelock(t, "run", "--redis", srv.Addr, "--wait", "1m", names[0], "--", "true")
+	p2 := startRelock(t, "run", "--redis", srv.Addr, "--wait", "1m", "--fair", names[1], "--", "true")
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	want := map[string]struct{ owner, kind string }{
+		names[0]: {fmt.Sprintf("run:%s:%d", host, p1.cmd.Process.Pid), "lock"},
+		names[1]: {fmt.Sprintf("run:%s:%d", host, p2.cmd.Process.Pid), "fair"},
+	}
+	var out waitsOutput
+	waitUntil(t, 15*time.Second, "both waiters recorded", func() (bool, error) {
+		out = runWaits(t, exitOK, "--match", match)
+		for n, w := range want {
+			got := out.names[n]
+			if len(got.Waiters) != 1 || got.Waiters[0].Owner != w.owner {
+				return false, nil
+			}
+		}
+		return true, nil
+	}, p1.describe, p2.describe)
+	for n, w := range want {
+		assert.Equal(t, w.kind, out.names[n].Waiters[0].Kind, "the kind %s's waiter waits for", n)
+		assert.Equal(t, c.ID()+":holder", out.names[n].Holders[0].Field, "the holder of %s", n)
+	}
+	var st struct {
+		Waiters []waiterJSON `json:"waiters"`
+	}
+	r := relock(t, "status", "--json", "--redis", srv.Addr, names[0])
+	wantCode(t, r, exitOK)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	if assert.Len(t, st.Waiters, 1, "status waiters") {
+		assert.Equal(t, want[names[0]].owner, st.Waiters[0].Owner)
+	}
+	r = relock(t, "top", "--once", "--interval", "100ms", "--redis", srv.Addr, "--match", match)
+	wantCode(t, r, exitOK)
+	l, ok := topLineOf(t, r.stdout, names[0])
+	require.True(t, ok, r.stdout)
+	assert.Equal(t, 1, l.wait)
+
+	require.NoError(t, c.GetLock(names[0]).Unlock(holder))
+	require.NoError(t, c.GetFairLock(names[1]).Unlock(holder))
+	wantCode(t, p1.wait(30*time.Second), 0)
+	wantCode(t, p2.wait(30*time.Second), 0)
+	out = runWaits(t, exitOK, "--match", match)
+	assert.Empty(t, out.names, "waits after the waits ended")
 }
