@@ -39,3 +39,37 @@ func TestFindCycles(t *testing.T) {
 	assert.Len(t, confirmed(c, ring), 1)
 	assert.Empty(t, confirmed(c, ring[:1]))
 }
+
+// TestBlocks: which holds keep a waiter waiting, by the kind it waits for.
+func TestBlocks(t *testing.T) {
+	w := func(kind string) *waiter { return &waiter{Field: "c:w", Kind: kind} }
+	other := graphHolder{Field: "c:o"}
+	reader := graphHolder{Field: "c:o", Mode: "read"}
+	writer := graphHolder{Field: "c:o:write", Mode: "write"}
+	selfRead := graphHolder{Field: "c:w", Mode: "read"}
+	selfWrite := graphHolder{Field: "c:w:write", Mode: "write"}
+	for _, tc := range []struct {
+		kind    string
+		h       graphHolder
+		holders []graphHolder
+		want    bool
+	}{
+		{"lock", other, nil, true},
+		{"fair", graphHolder{Field: "c:w"}, nil, false}, // its own hold: reentered
+		{"read", writer, nil, true},
+		{"read", reader, nil, false}, // readers share
+		{"read", selfWrite, nil, false},
+		{"write", reader, nil, true},
+		{"write", writer, nil, true},
+		{"write", selfRead, []graphHolder{selfRead}, true},             // no upgrade: a cycle of one
+		{"write", selfRead, []graphHolder{selfWrite, selfRead}, false}, // a writer that also reads
+		{"semaphore", other, nil, false},                               // names no owner
+		{"latch", other, nil, false},
+	} {
+		holders := tc.holders
+		if holders == nil {
+			holders = []graphHolder{tc.h}
+		}
+		assert.Equal(t, tc.want, blocks(w(tc.kind), tc.h, holders), "%s waiter, hold %+v", tc.kind, tc.h)
+	}
+}
