@@ -14,8 +14,8 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 )
 
-const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] [--no-waiters] NAME
-       relock [CONNECTION FLAGS] status [--json] [--no-waiters] --kind KIND NAME
+const statusUsage = `Usage: relock [CONNECTION FLAGS] status [--json] NAME
+       relock [CONNECTION FLAGS] status [--json] --kind KIND NAME
 
 Show what Redis holds about the lock (or synchronizer) NAME, read in one
 transaction. KIND is what NAME is; by default it is told from the keys:
@@ -66,7 +66,8 @@ nothing in Redis, and neither does an open latch: they look the same.
   fencing_counter (null if never used), server_time_ms,
   keys{lock, queue, timeout, token, channel}
 Every kind has waiters[]{field, client_id, owner, kind, since_ms,
-waiting_ms} (empty with --no-waiters). For the others, "kind" ("rwlock", "semaphore", "latch",
+waiting_ms} (empty with --no-waiters).
+For the others, "kind" ("rwlock", "semaphore", "latch",
 "counting_semaphore", "rate_limiter", or "counter" for a count that may be a semaphore's,
 a latch's or a counting semaphore's) and:
   rwlock:    name, locked, mode ("read", "write", "" when free),

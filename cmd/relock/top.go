@@ -240,24 +240,32 @@ type topRow struct {
 // releasePatterns are the channels on which releases are announced.
 var releasePatterns = []string{layout.ChannelPrefix + ":*", layout.RWLockChannelPrefix + ":*"}
 
-// listen subscribes to the release channels until ctx ends; the channel
-// it returns says once that the subscription was confirmed (nil) or
-// failed.
+// listen subscribes to the release channels until ctx ends, again a
+// second after the subscription ends (a lost connection, a restart); the
+// channel it returns says once that the first subscription was confirmed
+// (nil) or failed.
 func (tp *topper) listen(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
 	var once sync.Once
-	confirmed := 0
-	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-		if s.Kind == "psubscribe" {
-			if confirmed++; confirmed == len(releasePatterns) {
-				once.Do(func() { done <- nil })
-			}
-		}
-	})
 	go func() {
-		err := tp.rdb.Receive(hooked, tp.rdb.B().Psubscribe().Pattern(releasePatterns...).Build(), tp.heardMessage)
-		if err == nil || ctx.Err() == nil {
+		for ctx.Err() == nil {
+			confirmed := 0
+			hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+				if s.Kind == "psubscribe" {
+					if confirmed++; confirmed == len(releasePatterns) {
+						once.Do(func() { done <- nil })
+					}
+				}
+			})
+			err := tp.rdb.Receive(hooked, tp.rdb.B().Psubscribe().Pattern(releasePatterns...).Build(), tp.heardMessage)
+			if ctx.Err() != nil {
+				return
+			}
 			once.Do(func() { done <- fmt.Errorf("subscription ended: %v", err) })
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
 	}()
 	return done
