@@ -139,8 +139,19 @@ func (cl *cli) status(args []string) int {
 	st, err := readStatus(ctx, rdb, name, want)
 	switch {
 	case errors.Is(err, errNoSuchLock):
+		waiting := ""
+		if !*noWaiters {
+			ws, err := readWaiters(ctx, rdb, func(n string) bool { return n == name })
+			switch {
+			case err != nil:
+			case len(ws.waiters) == 1:
+				waiting = "; yet a call waits for it ('relock waits' shows it)"
+			case len(ws.waiters) > 1:
+				waiting = fmt.Sprintf("; yet %d calls wait for it ('relock waits' shows them)", len(ws.waiters))
+			}
+		}
 		return cl.errorf(exitNoSuchLock, "no such lock: nothing in Redis under %q (no key of any kind; "+
-			"a free lock that is neither fenced nor fair, or an open latch, keeps none)", name)
+			"a free lock that is neither fenced nor fair, or an open latch, keeps none)%s", name, waiting)
 	case errors.Is(err, errNotALock):
 		return cl.errorf(exitFailure, "%v", err)
 	case err != nil:

@@ -504,6 +504,9 @@ func (tp *topper) render(rows []*topRow, now time.Time) string {
 	if tp.match != "" {
 		scope = fmt.Sprintf("names matching %q", tp.match)
 	}
+	if tp.prefix != "" {
+		scope += fmt.Sprintf(" under %q", tp.prefix)
+	}
 	fmt.Fprintf(&b, "relock top  %s  %s on %d node(s)  every %v  %s\n", tp.where, scope, tp.nodes, tp.interval, now.Format("15:04:05"))
 	fmt.Fprintf(&b, "%-24s %-10s %-16s %4s %8s %7s %7s\n", "NAME", "KIND", "HOLDERS", "WAIT", "LONGEST", "ACQ/S", "HAND/S")
 	waiting := 0

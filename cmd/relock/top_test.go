@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -96,15 +97,24 @@ func TestTopOnce(t *testing.T) {
 	names, match := testNames(t, 3)
 	plain, fenced, idle := names[0], names[1], names[2]
 	l := c.GetLock(plain)
-	contend(t, 3, l.Lock, l.Unlock)
+	var taken atomic.Int64 // acquisitions of plain
+	contend(t, 3, func(ctx context.Context) error {
+		err := l.Lock(ctx)
+		if err == nil {
+			taken.Add(1)
+		}
+		return err
+	}, l.Unlock)
 	f := c.GetFencedLock(fenced)
 	contend(t, 2, f.Lock, f.Unlock)
 	require.NoError(t, c.GetLock(idle).Lock(rlock.WithOwner(t.Context(), "sleeper")))
 	recordWait(t, "", c.ID(), "worker-9", plain, "lock", 3*time.Second)
 	recordWait(t, "", c.ID(), "worker-8", plain, "lock", time.Second)
 
+	before := taken.Load()
 	r := relock(t, "top", "--once", "--interval", "500ms", "--redis", server(t).Addr, "--match", match)
 	wantCode(t, r, exitOK)
+	during := taken.Load() - before
 	frame := r.stdout
 	assert.Contains(t, frame, "NAME ")
 	p, ok := topLineOf(t, frame, plain)
@@ -114,6 +124,10 @@ func TestTopOnce(t *testing.T) {
 	assert.True(t, strings.HasSuffix(p.longest, "s"), "LONGEST %q", p.longest)
 	assert.True(t, p.acqSet && p.acq > 0, "ACQ/S of a contended lock:\n%s", frame)
 	assert.True(t, p.handSet && p.hand > 0, "HAND/S of a lock with waiters:\n%s", frame)
+	// Over its interval top counts no more than were taken while it ran
+	// (give or take the holds at the interval's ends).
+	assert.LessOrEqual(t, p.acq*0.5, float64(during+2), "ACQ/S against the %d acquisitions made while top ran:\n%s", during, frame)
+	assert.LessOrEqual(t, p.hand, p.acq+4, "HAND/S above ACQ/S:\n%s", frame)
 	fl, ok := topLineOf(t, frame, fenced)
 	require.True(t, ok, "no line for %s:\n%s", fenced, frame)
 	assert.True(t, fl.acqSet && fl.acq > 0, "ACQ/S of a contended fenced lock:\n%s", frame)

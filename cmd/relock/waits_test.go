@@ -374,6 +374,20 @@ func TestWaitsPrefix(t *testing.T) {
 	r := relock(t, "status", "--json", "--prefix", "app1:", "--redis", server(t).Addr, name)
 	wantCode(t, r, exitOK)
 	assert.Contains(t, r.stdout, `"field": "`+c.ID()+`:w"`)
+
+	r = relock(t, "top", "--once", "--interval", "50ms", "--prefix", "app1:", "--redis", server(t).Addr, "--match", name)
+	wantCode(t, r, exitOK)
+	l, ok := topLineOf(t, r.stdout, name)
+	require.True(t, ok, "top --prefix shows the name without the prefix:\n%s", r.stdout)
+	assert.Equal(t, 1, l.wait)
+
+	// A name with waiters and nothing under it: no such lock, but
+	// status says that someone waits.
+	free := prefixedName(t)
+	recordWait(t, "", c.ID(), "w2", free, "semaphore", time.Second)
+	r = relock(t, "status", "--redis", server(t).Addr, free)
+	wantCode(t, r, exitNoSuchLock)
+	assert.Contains(t, r.stderr, "yet a call waits for it")
 }
 
 // libraryRecordsWaits reports whether the library writes wait records:
