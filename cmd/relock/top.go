@@ -63,6 +63,10 @@ pattern reaches: only the holds seen at each refresh are counted then. The
 first frame has no rates yet ("-"). Nothing is written to Redis, and the
 server's configuration is never changed.
 
+Each refresh walks the keyspace with SCAN for the wait records (MATCH, so
+the server does the filtering): on a keyspace of millions of keys, give a
+longer --interval.
+
 On a terminal the view is redrawn in place until q (or Ctrl-C). When
 stdout is not a terminal, a frame is printed after each interval, one
 after another, until interrupted. --once waits one interval (for the
@@ -118,8 +122,8 @@ func (cl *cli) top(args []string) int {
 		}
 	case <-time.After(3 * time.Second):
 		cl.warnf("top: the subscription to the release channels was not confirmed: rates may miss releases")
-	case sig := <-sigs:
-		return exitSignalBase + int(sig.(syscall.Signal))
+	case <-sigs:
+		return exitOK
 	}
 
 	tty := !*once && isTerminal(cl.stdout)
