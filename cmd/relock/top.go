@@ -25,7 +25,9 @@ records (as 'relock waits' does) and the holders of the busiest names, and
 shows one line per name, most waiters first, then most acquisitions:
 
   NAME       the name (without --prefix)
-  KIND       what Redis holds under it (lock, fenced, fair, rwlock, ...)
+  KIND       what Redis holds under it: lock, fenced, fair, rwlock,
+             semaphore, counting (semaphore), rate (limiter), latch; when
+             nothing is, what its waiters wait for, or free
   HOLDERS    its first holder's owner (the part after the client ID) and
              "+N" for N more; for a semaphore or rate limiter the permits
              available, for a latch its count
@@ -516,7 +518,7 @@ func (tp *topper) render(rows []*topRow, now time.Time) string {
 	waiting := 0
 	for _, r := range rows {
 		waiting += len(r.Waiters)
-		kind := string(r.Kind)
+		kind := topKind(r.Kind)
 		if kind == "" { // nothing under the name: free, a lock by its waiters
 			if kind = r.waiterKind(); kind == "" {
 				kind = "free"
@@ -546,6 +548,19 @@ func (tp *topper) render(rows []*topRow, now time.Time) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// topKind is the KIND column: a kind by the name status's --kind gives it.
+func topKind(k layout.Kind) string {
+	switch k {
+	case layout.KindCountingSemaphore:
+		return "counting"
+	case layout.KindRateLimiter:
+		return "rate"
+	case layout.KindLatch:
+		return "latch"
+	}
+	return string(k)
 }
 
 // holdersText is the HOLDERS column of a name.

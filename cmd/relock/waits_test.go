@@ -234,6 +234,17 @@ func TestWaitsEveryKind(t *testing.T) {
 	}
 	assert.Contains(t, r.stdout, "10 waiting calls for 10 names on 1 node(s), 0 cycles")
 
+	// So does top, one line per name.
+	r = relock(t, "top", "--once", "--interval", "50ms", "--redis", server(t).Addr, "--match", match)
+	wantCode(t, r, exitOK)
+	for i, tc := range cases {
+		l, ok := topLineOf(t, r.stdout, names[i])
+		if assert.True(t, ok, "top: no line for %s:\n%s", tc.kind, r.stdout) {
+			assert.Equal(t, 1, l.wait, "top: %s waiters", tc.kind)
+			assert.Equal(t, topKind(tc.want), l.kind, "top: %s kind", tc.kind)
+		}
+	}
+
 	// status shows the waiters of every kind too.
 	for i, tc := range cases {
 		kind := map[string]string{"latch": "latch", "counting_semaphore": "counting"}[tc.kind]
@@ -309,6 +320,10 @@ func TestWaitsCycles(t *testing.T) {
 		assert.Contains(t, r.stdout, "CYCLE (a deadlock) of 2 owners:\n")
 		assert.Contains(t, r.stdout, "  "+a+" waits (read) for "+y+", held by "+b+":write\n")
 		assert.Contains(t, r.stdout, "  "+b+" waits (lock) for "+x+", held by "+a+"\n")
+
+		r = relock(t, "top", "--once", "--interval", "50ms", "--redis", server(t).Addr, "--match", match)
+		wantCode(t, r, exitOK)
+		assert.Contains(t, r.stdout, "2 names, 2 waiting calls, 1 cycle among them")
 	})
 
 	t.Run("three owners", func(t *testing.T) {
