@@ -47,9 +47,13 @@ func TestTopOnTerminal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		require.Fail(t, "top did not quit on q", "%q", p.output())
 	}
+	// What top wrote last reaches the terminal's master side after top
+	// ended: wait for it.
+	waitUntil(t, 10*time.Second, "the cursor shown again", func() (bool, error) {
+		return strings.HasSuffix(p.output(), ansiShowCursor), nil
+	}, func() string { return p.output() })
 	out := p.output()
 	assert.True(t, strings.HasPrefix(out, ansiHideCursor), "the cursor hidden first: %q", out)
-	assert.True(t, strings.HasSuffix(out, ansiShowCursor), "the cursor shown last: %q", out)
 	assert.Contains(t, out, names[0]+" ", "the name's line")
 	var tio syscall.Termios
 	require.NoError(t, termios(int(p.slave.Fd()), syscall.TCGETS, &tio))
