@@ -240,7 +240,6 @@ type topRow struct {
 	acq, hand float64
 	rated     bool // acq and hand are known
 	counted   bool // acq is counted for this kind
-	heard     int  // releases heard in the interval, for ranking
 }
 
 // releasePatterns are the channels on which releases are announced.
@@ -400,7 +399,6 @@ func (tp *topper) refresh(ctx context.Context) ([]*topRow, error) {
 		if h == nil {
 			h = &heardCount{}
 		}
-		r.heard = h.releases
 		if !tp.prevAt.IsZero() && elapsed > 0 {
 			acq, counted := acquisitions(tp.prev[c.full], r, h.releases, tp.prevAt, now)
 			r.acq, r.hand, r.rated, r.counted = float64(acq)/elapsed, float64(h.handoffs)/elapsed, true, counted
