@@ -60,7 +60,7 @@ func newReplicaCounts() *replicaCounts {
 }
 
 // RunAcquire runs an acquire script and waits for the replicas (see
-// waitReplicas). It returns, beside the script's reply, an error matching
+// runSynced). It returns, beside the script's reply, an error matching
 // relock.ErrReplicaSync when the replicas did not confirm in time: the
 // caller then gives the acquisition back.
 func (c *Core) RunAcquire(ctx context.Context, s *lua.Script, keys, args []string) (rueidis.RedisResult, error) {
