@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/rlock"
@@ -247,4 +249,359 @@ func TestDeadlockMixedKinds(t *testing.T) {
 	err := errors.Join(errA, errB)
 	require.ErrorIs(t, err, rlock.ErrDeadlock)
 	assert.True(t, strings.Contains(err.Error(), "write") || strings.Contains(err.Error(), "lock"), err.Error())
+}
+
+// waitKind is one kind's waiting call, for TestWaitRecordedEveryKind.
+type waitKind struct {
+	kind    string
+	hold    func(t *testing.T, c *rlock.Client, name string) // makes the waiter wait
+	wait    func(ctx context.Context, c *rlock.Client, name string) error
+	release func(t *testing.T, c *rlock.Client, name string) // lets it go on; nil: the context ends it
+}
+
+func waitKinds() []waitKind {
+	h := func(t *testing.T) context.Context { return rlock.WithOwner(t.Context(), "h") }
+	var permit string
+	return []waitKind{
+		{kind: "fenced",
+			hold: func(t *testing.T, c *rlock.Client, n string) { require.NoError(t, c.GetFencedLock(n).Lock(h(t))) },
+			wait: func(ctx context.Context, c *rlock.Client, n string) error { return c.GetFencedLock(n).Lock(ctx) },
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetFencedLock(n).Unlock(h(t)))
+			}},
+		{kind: "fair",
+			hold: func(t *testing.T, c *rlock.Client, n string) { require.NoError(t, c.GetFairLock(n).Lock(h(t))) },
+			wait: func(ctx context.Context, c *rlock.Client, n string) error { return c.GetFairLock(n).Lock(ctx) },
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetFairLock(n).Unlock(h(t)))
+			}},
+		{kind: "spin",
+			hold: func(t *testing.T, c *rlock.Client, n string) { require.NoError(t, c.GetSpinLock(n).Lock(h(t))) },
+			wait: func(ctx context.Context, c *rlock.Client, n string) error { return c.GetSpinLock(n).Lock(ctx) },
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetSpinLock(n).Unlock(h(t)))
+			}},
+		{kind: "read",
+			hold: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetReadWriteLock(n).WriteLock().Lock(h(t)))
+			},
+			wait: func(ctx context.Context, c *rlock.Client, n string) error {
+				return c.GetReadWriteLock(n).ReadLock().Lock(ctx)
+			},
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetReadWriteLock(n).WriteLock().Unlock(h(t)))
+			}},
+		{kind: "write",
+			hold: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetReadWriteLock(n).ReadLock().Lock(h(t)))
+			},
+			wait: func(ctx context.Context, c *rlock.Client, n string) error {
+				return c.GetReadWriteLock(n).WriteLock().Lock(ctx)
+			},
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetReadWriteLock(n).ReadLock().Unlock(h(t)))
+			}},
+		{kind: "semaphore",
+			hold: func(t *testing.T, c *rlock.Client, n string) {
+				_, err := c.GetSemaphore(n).TrySetPermits(t.Context(), 1)
+				require.NoError(t, err)
+				permit, err = c.GetSemaphore(n).Acquire(t.Context(), 0)
+				require.NoError(t, err)
+			},
+			wait: func(ctx context.Context, c *rlock.Client, n string) error {
+				id, err := c.GetSemaphore(n).Acquire(ctx, 0)
+				if err == nil {
+					_ = c.GetSemaphore(n).Release(ctx, id)
+				}
+				return err
+			},
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetSemaphore(n).Release(t.Context(), permit))
+			}},
+		{kind: "counting_semaphore",
+			hold: func(t *testing.T, c *rlock.Client, n string) {
+				_, err := c.GetCountingSemaphore(n).TrySetPermits(t.Context(), 1)
+				require.NoError(t, err)
+				require.NoError(t, c.GetCountingSemaphore(n).Acquire(t.Context(), 1))
+			},
+			wait: func(ctx context.Context, c *rlock.Client, n string) error {
+				return c.GetCountingSemaphore(n).Acquire(ctx, 1)
+			},
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetCountingSemaphore(n).Release(t.Context(), 1))
+			}},
+		{kind: "rate_limiter",
+			hold: func(t *testing.T, c *rlock.Client, n string) {
+				_, err := c.GetRateLimiter(n).TrySetRate(t.Context(), 1, time.Hour)
+				require.NoError(t, err)
+				require.NoError(t, c.GetRateLimiter(n).Acquire(t.Context(), 1))
+			},
+			wait: func(ctx context.Context, c *rlock.Client, n string) error {
+				return c.GetRateLimiter(n).Acquire(ctx, 1)
+			}},
+		{kind: "latch",
+			hold: func(t *testing.T, c *rlock.Client, n string) {
+				_, err := c.GetCountDownLatch(n).TrySetCount(t.Context(), 1)
+				require.NoError(t, err)
+			},
+			wait: func(ctx context.Context, c *rlock.Client, n string) error { return c.GetCountDownLatch(n).Await(ctx) },
+			release: func(t *testing.T, c *rlock.Client, n string) {
+				require.NoError(t, c.GetCountDownLatch(n).CountDown(t.Context()))
+			}},
+	}
+}
+
+// TestWaitRecordedEveryKind: the waiting call of every kind records who
+// waits (the owner in its context, as a hash field names a holder), for
+// what (the name, the kind), and deletes its record when its wait ends.
+func TestWaitRecordedEveryKind(t *testing.T) {
+	raw := relocktest.Raw(t)
+	for _, k := range waitKinds() {
+		t.Run(k.kind, func(t *testing.T) {
+			holder := relocktest.Client(t)
+			c := relocktest.Client(t)
+			name := relocktest.Name(t)
+			k.hold(t, holder, name)
+			ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "w"))
+			defer cancel()
+			got := make(chan error, 1)
+			go func() { got <- k.wait(ctx, c, name) }()
+			recs := awaitRecords(t, raw, c, name, 1)
+			assert.Equal(t, waitrec.Record{Owner: layout.Field(c.ID(), "w"), Name: name, Kind: k.kind, Since: recs[0].Since}, recs[0])
+			if k.release != nil {
+				k.release(t, holder, name)
+				require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"))
+			} else {
+				cancel()
+				require.Error(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"))
+			}
+			assert.Empty(t, waitRecords(t, raw, c), "the record is deleted when the wait ends")
+		})
+	}
+}
+
+// TestDeadlockUpgrade: an owner that holds a read-write lock's read side
+// and waits for its write side waits for itself: a cycle of one, ended
+// after the delay.
+func TestDeadlockUpgrade(t *testing.T) {
+	c := relocktest.Client(t, rlock.WithDeadlockDetection(200*time.Millisecond))
+	rw := c.GetReadWriteLock(relocktest.Name(t))
+	a := rlock.WithOwner(t.Context(), "a")
+	require.NoError(t, rw.ReadLock().Lock(a))
+	ctx, cancel := context.WithTimeout(a, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := rw.WriteLock().Lock(ctx)
+	require.ErrorIs(t, err, rlock.ErrDeadlock)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Contains(t, err.Error(), `owner "a"`)
+	require.NoError(t, rw.ReadLock().Unlock(a))
+	// A writer that takes the read side too is no cycle: it is granted.
+	require.NoError(t, rw.WriteLock().Lock(a))
+	require.NoError(t, rw.ReadLock().Lock(a))
+	require.NoError(t, rw.ReadLock().Unlock(a))
+	require.NoError(t, rw.WriteLock().Unlock(a))
+}
+
+// TestDeadlockSharedOwner: owners are threads of control. Goroutine 1 of
+// owner O holds L1 (and would release it later); goroutine 2 of O waits
+// for L2, held by P, which waits for L1. The detector cannot see that
+// goroutine 1 runs: it reports the cycle through O, and one wait ends
+// (documented: give goroutines that take locks on their own their own
+// owners).
+func TestDeadlockSharedOwner(t *testing.T) {
+	const after = 200 * time.Millisecond
+	co := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	cp := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	o, p := rlock.WithOwner(t.Context(), "o"), rlock.WithOwner(t.Context(), "p")
+	require.NoError(t, co.GetLock(l1).Lock(o)) // goroutine 1 of O
+	require.NoError(t, cp.GetLock(l2).Lock(p))
+	pWait := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(p, 10*time.Second)
+		defer cancel()
+		err := cp.GetLock(l1).Lock(ctx)
+		if err == nil {
+			_ = cp.GetLock(l1).Unlock(p)
+		}
+		_ = cp.GetLock(l2).Unlock(p)
+		pWait <- err
+	}()
+	awaitRecords(t, relocktest.Raw(t), cp, l1, 1)
+	ctx, cancel := context.WithTimeout(o, 10*time.Second)
+	defer cancel()
+	errO := co.GetLock(l2).Lock(ctx) // goroutine 2 of O: the youngest wait
+	require.ErrorIs(t, errO, rlock.ErrDeadlock, "the cycle through O is reported")
+	require.NoError(t, co.GetLock(l1).Unlock(o))
+	require.NoError(t, relocktest.Receive(t, pWait, 5*time.Second, "P to go on"))
+}
+
+// TestDeadlockChainIsNoCycle: a long chain of waits that is no cycle ends
+// nothing, however many times its waiters look.
+func TestDeadlockChainIsNoCycle(t *testing.T) {
+	const after = 100 * time.Millisecond
+	names := []string{relocktest.Name(t), relocktest.Name(t), relocktest.Name(t), relocktest.Name(t)}
+	cs := make([]*rlock.Client, len(names))
+	for i := range cs {
+		cs[i] = relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	}
+	// o_i holds names[i] and waits for names[i+1]; the last holds only.
+	raw := relocktest.Raw(t)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(t.Context())
+	errs := make([]error, len(names)-1)
+	for i := range names {
+		require.NoError(t, cs[i].GetLock(names[i]).Lock(rlock.WithOwner(ctx, fmt.Sprint("o", i))))
+	}
+	for i := range len(names) - 1 {
+		wg.Go(func() {
+			errs[i] = cs[i].GetLock(names[i+1]).Lock(rlock.WithOwner(ctx, fmt.Sprint("o", i)))
+		})
+		awaitRecords(t, raw, cs[i], names[i+1], 1)
+	}
+	// Several looks of every waiter: that nothing ends is seen only by
+	// letting them look.
+	time.Sleep(5 * after)
+	cancel()
+	wg.Wait()
+	for i, err := range errs {
+		require.ErrorIs(t, err, context.Canceled, "wait %d", i)
+		require.NotErrorIs(t, err, rlock.ErrDeadlock, "wait %d", i)
+	}
+}
+
+// TestUncontendedSendsNothingMore: an acquisition that gets the lock at
+// once, and its release, send one command each, as before waits were
+// recorded; a contended one sends one more at the start of its wait and
+// one at its end.
+func TestUncontendedSendsNothingMore(t *testing.T) {
+	f := relocktest.NewFaulty(relocktest.Raw(t))
+	c, err := rlock.New(f, rlock.WithWatchdogTimeout(time.Minute))
+	require.NoError(t, err)
+	defer c.Close()
+	l := c.GetLock(relocktest.Name(t))
+	a := rlock.WithOwner(t.Context(), "a")
+	before := f.Commands()
+	require.NoError(t, l.Lock(a))
+	assert.Equal(t, int64(1), f.Commands()-before, "an uncontended Lock")
+	before = f.Commands()
+	require.NoError(t, l.Unlock(a))
+	assert.Equal(t, int64(1), f.Commands()-before, "an Unlock")
+	before = f.Commands()
+	ok, err := l.TryLock(a, time.Second, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), f.Commands()-before, "an uncontended TryLock")
+	require.NoError(t, l.Unlock(a))
+	n, err := relocktest.Raw(t).Do(t.Context(), relocktest.Raw(t).B().Exists().Key(waitrec.Key("", c.ID())).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "no wait record hash")
+}
+
+// deadlockChildEnv passes TestDeadlockChild its server, names and act.
+const deadlockChildEnv = "RELOCK_DEADLOCK_CHILD"
+
+// TestDeadlockChild is the child process of the cross-process tests: its
+// Client (watchdog timeout 1s) holds the first name as owner "child",
+// then waits for the second, and says how its wait ended.
+func TestDeadlockChild(t *testing.T) {
+	v := os.Getenv(deadlockChildEnv)
+	if v == "" {
+		t.Skip("only in a child process of TestDeadlockAcrossProcesses and TestWaitRecordOfDeadClientExpires")
+	}
+	f := strings.Split(v, "\x1f")
+	if len(f) != 3 {
+		relocktest.ChildSay("error bad %s: %q", deadlockChildEnv, v)
+		return
+	}
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{f[0]}, DisableCache: true},
+		rlock.WithWatchdogTimeout(time.Second), rlock.WithDeadlockDetection(200*time.Millisecond))
+	if err != nil {
+		relocktest.ChildSay("error %v", err)
+		return
+	}
+	defer c.Close()
+	relocktest.ChildSay("client %s", c.ID())
+	ctx := rlock.WithOwner(context.Background(), "child")
+	if err := c.GetLock(f[1]).Lock(ctx); err != nil {
+		relocktest.ChildSay("error %v", err)
+		return
+	}
+	relocktest.ChildSay("holding")
+	err = c.GetLock(f[2]).Lock(ctx)
+	if err == nil {
+		_ = c.GetLock(f[2]).Unlock(ctx)
+	}
+	_ = c.GetLock(f[1]).Unlock(ctx)
+	relocktest.ChildSay("waited %v", err)
+	relocktest.ChildWait()
+}
+
+func startDeadlockChild(t *testing.T, hold, wait string) (*relocktest.Child, string) {
+	t.Helper()
+	p, err := relocktest.StartChild("TestDeadlockChild",
+		deadlockChildEnv+"="+strings.Join([]string{redistest.Shared(t).Addr, hold, wait}, "\x1f"))
+	require.NoError(t, err, "start a child")
+	t.Cleanup(p.Kill)
+	id, err := p.Expect("client ", 10*time.Second)
+	require.NoError(t, err, "the child's Client")
+	_, err = p.Expect("holding", 10*time.Second)
+	require.NoError(t, err, "the child's hold")
+	return p, id
+}
+
+// TestDeadlockAcrossProcesses: a cycle between this process and a child
+// process ends one wait, this one (it began last); the child then gets
+// its lock.
+func TestDeadlockAcrossProcesses(t *testing.T) {
+	raw := relocktest.Raw(t)
+	c := relocktest.Client(t, rlock.WithDeadlockDetection(200*time.Millisecond))
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	p := rlock.WithOwner(t.Context(), "parent")
+	require.NoError(t, c.GetLock(l2).Lock(p))
+	child, id := startDeadlockChild(t, l1, l2)
+	relocktest.Eventually(t, 5*time.Second, "the child's wait record", func() bool {
+		m, err := raw.Do(t.Context(), raw.B().Hvals().Key(waitrec.Key("", id)).Build()).AsStrSlice()
+		return err == nil && len(m) == 1
+	})
+	ctx, cancel := context.WithTimeout(p, 10*time.Second)
+	defer cancel()
+	err := c.GetLock(l1).Lock(ctx)
+	require.ErrorIs(t, err, rlock.ErrDeadlock)
+	assert.Contains(t, err.Error(), `owner "child"`)
+	require.NoError(t, c.GetLock(l2).Unlock(p))
+	got, err := child.Expect("waited ", 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "<nil>", got, "the child goes on")
+}
+
+// TestWaitRecordOfDeadClientExpires: a process killed while it waits
+// leaves its record, which expires with its hash (the watchdog timeout,
+// 1s) since no one renews it.
+func TestWaitRecordOfDeadClientExpires(t *testing.T) {
+	raw := relocktest.Raw(t)
+	c := relocktest.Client(t)
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	p := rlock.WithOwner(t.Context(), "parent")
+	require.NoError(t, c.GetLock(l2).Lock(p))
+	child, id := startDeadlockChild(t, l1, l2)
+	key := waitrec.Key("", id)
+	relocktest.Eventually(t, 5*time.Second, "the child's wait record", func() bool {
+		n, err := raw.Do(t.Context(), raw.B().Hlen().Key(key).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	// Renewed while the child lives: still there after two timeouts.
+	time.Sleep(2 * time.Second)
+	n, err := raw.Do(t.Context(), raw.B().Hlen().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "a live Client's record is renewed")
+	child.Kill()
+	killed := time.Now()
+	relocktest.Eventually(t, 5*time.Second, "the dead child's records to expire", func() bool {
+		n, err := raw.Do(t.Context(), raw.B().Exists().Key(key).Build()).AsInt64()
+		return err == nil && n == 0
+	})
+	assert.Less(t, time.Since(killed), 2*time.Second, "gone within the watchdog timeout (1s)")
+	require.NoError(t, c.GetLock(l2).Unlock(p))
 }
