@@ -282,13 +282,30 @@ func (w *Wait) detect() error {
 	defer cancel()
 	stop := context.AfterFunc(c.root, cancel)
 	defer stop()
-	d := &detector{c: c, ctx: ctx, holders: map[string][]holding{}, records: map[string][]recordAt{}}
 	self := recordAt{key: c.waits.key, field: r.field, value: r.rec.Encode(), rec: r.rec}
+	if cycle := c.lookFor(ctx, self, nil); cycle != nil {
+		return notAcquired(&deadlockError{cycle: cycle})
+	}
+	return nil
+}
+
+// lookFor is one look for a cycle through the wait whose record is self:
+// it returns the cycle, confirmed, when self's wait is its victim, and nil
+// otherwise. between, when not nil (tests), runs after the cycle was
+// found and before it is confirmed.
+func (c *Core) lookFor(ctx context.Context, self recordAt, between func()) []CycleEdge {
+	d := &detector{c: c, ctx: ctx, holders: map[string][]holding{}, records: map[string][]recordAt{}}
 	cycle := d.find(self)
-	if cycle == nil || victim(cycle) != 0 || !d.confirm(cycle) {
+	if cycle == nil || victim(cycle) != 0 {
 		return nil
 	}
-	return notAcquired(&deadlockError{cycle: cycle})
+	if between != nil {
+		between()
+	}
+	if !d.confirm(cycle) {
+		return nil
+	}
+	return cycle
 }
 
 // deadlockError is the error of the victim of a cycle: it matches
