@@ -482,7 +482,12 @@ func TestUncontendedSendsNothingMore(t *testing.T) {
 	defer c.Close()
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
-	before := f.Commands()
+	// Load the scripts first (a server new to a script answers NOSCRIPT,
+	// and the script is sent again).
+	require.NoError(t, l.Lock(a))
+	require.NoError(t, l.Unlock(a))
+	start := f.Commands()
+	before := start
 	require.NoError(t, l.Lock(a))
 	assert.Equal(t, int64(1), f.Commands()-before, "an uncontended Lock")
 	before = f.Commands()
@@ -494,6 +499,8 @@ func TestUncontendedSendsNothingMore(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, int64(1), f.Commands()-before, "an uncontended TryLock")
 	require.NoError(t, l.Unlock(a))
+	require.NoError(t, c.Close()) // and what it waits for
+	assert.Equal(t, int64(4), f.Commands()-start, "two Locks and two Unlocks, and Close, send 4 commands in all")
 	n, err := relocktest.Raw(t).Do(t.Context(), relocktest.Raw(t).B().Exists().Key(waitrec.Key("", c.ID())).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no wait record hash")
