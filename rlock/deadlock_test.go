@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/internal/waitrec"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -611,4 +613,78 @@ func TestWaitRecordOfDeadClientExpires(t *testing.T) {
 	})
 	assert.Less(t, time.Since(killed), 2*time.Second, "gone within the watchdog timeout (1s)")
 	require.NoError(t, c.GetLock(l2).Unlock(p))
+}
+
+// waitCounter counts the calls that waited.
+type waitCounter struct {
+	observe.Base
+	waits atomic.Int64
+}
+
+func (w *waitCounter) WaitStart(context.Context, observe.Wait) { w.waits.Add(1) }
+
+// TestCommandsPerAcquisition measures the commands a Client sends per
+// acquisition, uncontended and contended (4 Clients, one goroutine each,
+// on one lock held 1ms each time), for docs/benchmarks.md: a contended
+// acquisition that waited sends one command more at the start of its wait
+// (its record) and one at its end (the record's delete). It checks only
+// the uncontended count (TestUncontendedSendsNothingMore checks it
+// exactly); the contended counts depend on the machine's timing.
+func TestCommandsPerAcquisition(t *testing.T) {
+	const clients, rounds = 4, 100
+	name := relocktest.Name(t)
+	fs := make([]*relocktest.Faulty, clients)
+	cs := make([]*rlock.Client, clients)
+	obs := &waitCounter{}
+	for i := range cs {
+		fs[i] = relocktest.NewFaulty(relocktest.Raw(t))
+		c, err := rlock.New(fs[i], rlock.WithWatchdogTimeout(time.Minute), rlock.WithObserver(obs))
+		require.NoError(t, err)
+		cs[i] = c
+	}
+	sent := func() (n int64) {
+		for _, f := range fs {
+			n += f.Commands()
+		}
+		return n
+	}
+	// Warm up: the scripts loaded.
+	l := cs[0].GetLock(name)
+	require.NoError(t, l.Lock(t.Context()))
+	require.NoError(t, l.Unlock(t.Context()))
+	start := sent()
+	for range rounds {
+		require.NoError(t, l.Lock(t.Context()))
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	unc := float64(sent()-start) / rounds
+	assert.Equal(t, 2.0, unc, "uncontended: one command to Lock, one to Unlock")
+
+	obs.waits.Store(0)
+	start = sent()
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() {
+			l := cs[i].GetLock(name)
+			for range rounds {
+				if err := l.Lock(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond) // the hold
+				if err := l.Unlock(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range cs {
+		require.NoError(t, c.Close()) // its last commands sent
+	}
+	total := sent() - start
+	n := int64(clients * rounds)
+	t.Logf("uncontended: %.2f commands per Lock+Unlock; contended: %d acquisitions, %d waited, %.2f commands per acquisition (Lock+Unlock), %.2f per wait",
+		unc, n, obs.waits.Load(), float64(total)/float64(n), float64(total)/float64(max(obs.waits.Load(), 1)))
 }
