@@ -123,7 +123,6 @@ run; absolute figures on a shared machine vary from run to run.
 // the program keeps it as it is, from the mark on.
 const handMark = "<!-- Written by hand from here on: the benchmark program keeps this part as it is. -->"
 
-
 func writeChartLink(b *bytes.Buffer, dir string, ch chart) {
 	fmt.Fprintf(b, "![%s](%s)\n\n", cell(ch.Alt), filepath.ToSlash(filepath.Join(dir, ch.File)))
 }
