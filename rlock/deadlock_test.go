@@ -49,6 +49,15 @@ func waitRecordsOf(t testing.TB, raw rueidis.Client, c *rlock.Client, name strin
 	return out
 }
 
+// awaitNoRecords waits until c has no record left: a wait's delete is
+// sent when it ends, and not waited for.
+func awaitNoRecords(t testing.TB, raw rueidis.Client, c *rlock.Client) {
+	t.Helper()
+	relocktest.Eventually(t, 5*time.Second, "the wait records deleted", func() bool {
+		return len(waitRecords(t, raw, c)) == 0
+	})
+}
+
 // awaitRecords waits until c has n records for name.
 func awaitRecords(t testing.TB, raw rueidis.Client, c *rlock.Client, name string, n int) []waitrec.Record {
 	t.Helper()
@@ -88,7 +97,7 @@ func TestWaitRecorded(t *testing.T) {
 		assert.InDelta(t, 5000, pttl, 1000, "the hash expires with the watchdog timeout")
 		require.NoError(t, holder.GetLock(name).Unlock(h))
 		require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to acquire"))
-		assert.Empty(t, waitRecords(t, raw, c), "the record is deleted when the wait ended")
+		awaitNoRecords(t, raw, c)
 		require.NoError(t, l.Unlock(rlock.WithOwner(t.Context(), "w")))
 		require.NoError(t, holder.GetLock(name).Lock(h))
 	})
@@ -96,7 +105,7 @@ func TestWaitRecorded(t *testing.T) {
 		ok, err := l.TryLock(rlock.WithOwner(t.Context(), "w"), 300*time.Millisecond, 0)
 		require.NoError(t, err)
 		require.False(t, ok)
-		assert.Empty(t, waitRecords(t, raw, c))
+		awaitNoRecords(t, raw, c)
 	})
 	t.Run("context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "w"))
@@ -104,7 +113,7 @@ func TestWaitRecorded(t *testing.T) {
 		awaitRecords(t, raw, c, name, 1)
 		cancel()
 		require.ErrorIs(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"), context.Canceled)
-		assert.Empty(t, waitRecords(t, raw, c))
+		awaitNoRecords(t, raw, c)
 	})
 	t.Run("close", func(t *testing.T) {
 		c2 := relocktest.Client(t)
@@ -112,7 +121,7 @@ func TestWaitRecorded(t *testing.T) {
 		awaitRecords(t, raw, c2, name, 1)
 		require.NoError(t, c2.Close())
 		require.ErrorIs(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"), rlock.ErrClosed)
-		assert.Empty(t, waitRecords(t, raw, c2))
+		assert.Empty(t, waitRecords(t, raw, c2), "Close returned: its records are gone")
 	})
 	t.Run("single attempt", func(t *testing.T) {
 		ok, err := l.TryLock(rlock.WithOwner(t.Context(), "w"), 0, 0)
@@ -377,7 +386,7 @@ func TestWaitRecordedEveryKind(t *testing.T) {
 				cancel()
 				require.Error(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"))
 			}
-			assert.Empty(t, waitRecords(t, raw, c), "the record is deleted when the wait ends")
+			awaitNoRecords(t, raw, c)
 		})
 	}
 }

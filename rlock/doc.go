@@ -170,7 +170,7 @@
 // send nothing more; a wait sends one command more at its start (the
 // record, HSET and PEXPIRE in one script, sent beside the wait's
 // subscription or second attempt, whose reply it does not wait for) and
-// one at its end (HDEL). The hash expires after the watchdog timeout;
+// one at its end (HDEL, not waited for either). The hash expires after the watchdog timeout;
 // the Client renews it on the watchdog's tick while it has records (one
 // call per Client per tick, pipelined with the holds' renewals), so the
 // records of a Client that died expire on their own. A record's write or

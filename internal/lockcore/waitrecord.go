@@ -25,9 +25,10 @@ import (
 // beside the command the wait sends next anyway (its subscription, or its
 // second attempt), so that it adds no round trip to the wait; the wait
 // does not wait for its reply. The delete (HDEL) is sent when the wait
-// ends, after the write's reply (so that it cannot overtake it): by the
-// ending call, or, when the write has not been answered yet, by the
-// write's goroutine once it is.
+// ends, after the write's reply (so that it cannot overtake it), on a
+// goroutine of its own (the ending call does not wait for it), or, when
+// the write has not been answered yet, by the write's goroutine once it
+// is. Close waits for both goroutines, then deletes the hash.
 //
 // The hash's expiry is the watchdog timeout: set by each write, and
 // renewed on the watchdog's tick (one call per Client per tick, pipelined
@@ -134,8 +135,10 @@ func (c *Core) writeRecord(r *waitRecord) {
 	}
 }
 
-// unrecord deletes w's record when its wait ends: at once when its write
-// was answered, else by the write's goroutine once it is.
+// unrecord deletes w's record when its wait ends, on a goroutine of its
+// own, so that the call does not wait for the delete's round trip (an
+// acquisition that waited returns as soon as it has the lock): at once
+// when its write was answered, else by the write's goroutine once it is.
 func (w *Wait) unrecord() {
 	r := w.rec
 	if r == nil {
@@ -151,13 +154,18 @@ func (w *Wait) unrecord() {
 		return
 	}
 	r.mu.Unlock()
-	w.core.deleteRecord(r)
+	c := w.core
+	c.background.Add(1)
+	go func() {
+		defer c.background.Done()
+		c.deleteRecord(r)
+	}()
 }
 
-// deleteRecord sends r's delete; a delete that fails is left to the next
-// tick's clean-up.
+// deleteRecord sends r's delete; a delete that fails (or that Close cut
+// short) is left to the next tick's clean-up, or to Close.
 func (c *Core) deleteRecord(r *waitRecord) {
-	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
 	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
 	cancel()
 	b := &c.waits
@@ -169,8 +177,7 @@ func (c *Core) deleteRecord(r *waitRecord) {
 	b.mu.Unlock()
 }
 
-// deleteTimeout bounds a record's delete: a wait that ends does not wait
-// longer for it.
+// deleteTimeout bounds Close's delete of the record hash.
 const deleteTimeout = 250 * time.Millisecond
 
 // waitLease is the watchdog value that renews the Client's wait record
