@@ -63,7 +63,7 @@ func (m *dlModel) holderField(name string, h dlHold) string {
 // its own (some read-write: the read side, or the write side), some
 // holding a second; most waiting for a random name, some for their own
 // read-write name's write side (an upgrade).
-func genModel(rng *rand.Rand, prefix string) *dlModel {
+func genModel(rng *rand.Rand, prefix string, shared bool) *dlModel {
 	m := &dlModel{holders: map[string][]dlHold{}, rw: map[string]bool{}}
 	k := 1 + rng.IntN(4)
 	clients := make([]string, k)
@@ -90,8 +90,22 @@ func genModel(rng *rand.Rand, prefix string) *dlModel {
 			m.holders[name] = append(m.holders[name], h)
 		}
 	}
-	free := newName() // a name no one holds
-	_ = free
+	newName() // a name no one holds
+	if shared {
+		// Some read-write names read by several owners: the graph
+		// branches.
+		for _, name := range m.names {
+			hs := m.holders[name]
+			if !m.rw[name] || len(hs) != 1 || !hs[0].read {
+				continue
+			}
+			for range rng.IntN(3) {
+				if j := rng.IntN(n); j != hs[0].owner {
+					m.holders[name] = append(m.holders[name], dlHold{owner: j, read: true})
+				}
+			}
+		}
+	}
 	seq := map[string]int{}
 	for i, o := range m.owners {
 		if rng.IntN(10) < 3 {
@@ -143,6 +157,40 @@ func (m *dlModel) next(i int) int {
 		return -1
 	}
 	return hs[0].owner
+}
+
+// succ are the owners that owner i waits for: the holders of the name it
+// waits for, itself only for an upgrade.
+func (m *dlModel) succ(i int) []int {
+	w := m.owners[i].wait
+	if w == nil {
+		return nil
+	}
+	var out []int
+	for _, h := range m.holders[w.name] {
+		if h.owner != i || (h.read && w.kind == "write") {
+			out = append(out, h.owner)
+		}
+	}
+	return out
+}
+
+// onCycle reports whether a path of waits leads from i back to i.
+func (m *dlModel) onCycle(i int) bool {
+	seen := map[int]bool{}
+	stack := m.succ(i)
+	for len(stack) > 0 {
+		j := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if j == i {
+			return true
+		}
+		if !seen[j] {
+			seen[j] = true
+			stack = append(stack, m.succ(j)...)
+		}
+	}
+	return false
 }
 
 // cycleOf returns the owners of the cycle through i, or nil.
@@ -240,7 +288,7 @@ func TestDeadlockModel(t *testing.T) {
 	defer c.Close()
 	var cycles, ended, broken, tails int
 	for round := range 300 {
-		m := genModel(rng, fmt.Sprintf("dlmodel:%d:%d:", seed, round))
+		m := genModel(rng, fmt.Sprintf("dlmodel:%d:%d:", seed, round), false)
 		m.write(t, rdb)
 		for i, o := range m.owners {
 			if o.wait == nil {
@@ -300,8 +348,101 @@ func TestDeadlockModel(t *testing.T) {
 		}
 		m.clear(rdb)
 	}
-	t.Logf("%d cycles, %d ended, %d changed while read, %d waits on chains that are no cycle", cycles, ended, broken, tails)
+	// Graphs that branch (several readers of a name): a wait that ends is
+	// on a cycle, and a look that changed ends nothing.
+	var branched int
+	for round := range 200 {
+		m := genModel(rng, fmt.Sprintf("dlmodel:%d:shared:%d:", seed, round), true)
+		m.write(t, rdb)
+		for i, o := range m.owners {
+			if o.wait == nil {
+				continue
+			}
+			self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+				rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+			cycle := c.lookFor(t.Context(), self, nil)
+			if cycle != nil && !m.onCycle(i) {
+				t.Fatalf("shared round %d, owner %d (%s waits for %s): ended, on no cycle; found %+v",
+					round, i, o.field, o.wait.name, cycle)
+			}
+			if cycle != nil {
+				branched++
+				// The cycle it named is one of the model's.
+				for k, e := range cycle {
+					next := cycle[(k+1)%len(cycle)].Wait.rec.Owner
+					if e.Holder != next {
+						t.Fatalf("shared round %d: edge %d held by %s, the next wait is %s's", round, k, e.Holder, next)
+					}
+				}
+				if h := m.owners[i].wait; h.name != cycle[0].Wait.rec.Name {
+					t.Fatalf("shared round %d: the cycle does not start with the looking wait", round)
+				}
+				if !sameLast(cycle, o.field) {
+					t.Fatalf("shared round %d: the cycle does not end at the looking owner", round)
+				}
+			}
+		}
+		m.clear(rdb)
+	}
+	t.Logf("%d cycles, %d ended, %d changed while read, %d waits on chains that are no cycle; branched graphs: %d ended",
+		cycles, ended, broken, tails, branched)
 	if cycles < 50 || broken < 20 || tails < 50 {
 		t.Fatalf("too few cases: %d cycles, %d changed, %d tails", cycles, broken, tails)
+	}
+}
+
+// sameLast reports whether the cycle's last edge comes back to owner.
+func sameLast(cycle []CycleEdge, owner string) bool {
+	return cycle[len(cycle)-1].Holder == owner
+}
+
+// ring is a cycle of n owners, each on a Client of its own: owner i holds
+// name i and waits for name i+1.
+func ring(prefix string, n int) *dlModel {
+	m := &dlModel{holders: map[string][]dlHold{}, rw: map[string]bool{}}
+	for i := range n {
+		c := uuid.NewString()
+		m.owners = append(m.owners, &dlOwner{client: c, field: layout.Field(c, "o")})
+		name := fmt.Sprintf("%sn%d", prefix, i)
+		m.names = append(m.names, name)
+		m.holders[name] = []dlHold{{owner: i}}
+	}
+	for i, o := range m.owners {
+		w := &dlWait{name: m.names[(i+1)%n], kind: "lock", field: "1", since: int64(1000 + i), key: waitrec.Key("", o.client)}
+		w.value = waitrec.Record{Owner: o.field, Name: w.name, Kind: w.kind, Since: w.since}.Encode()
+		o.wait = w
+	}
+	return m
+}
+
+// TestDeadlockLookBounded: a look reads at most maxDetectReads keys (a
+// name's hash and a Client's records per owner): a cycle of 30 owners on
+// 30 Clients ends its youngest wait; one of 40 is too long to see, and
+// ends nothing.
+func TestDeadlockLookBounded(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	c, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, n := range []int{30, 40} {
+		m := ring(fmt.Sprintf("dlring:%d:%d:", time.Now().UnixNano(), n), n)
+		m.write(t, rdb)
+		ends := 0
+		for i, o := range m.owners {
+			self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+				rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+			if c.lookFor(t.Context(), self, nil) != nil {
+				ends++
+				if i != n-1 {
+					t.Errorf("ring of %d: owner %d ended, want the youngest, %d", n, i, n-1)
+				}
+			}
+		}
+		m.clear(rdb)
+		if want := map[int]int{30: 1, 40: 0}[n]; ends != want {
+			t.Errorf("ring of %d: %d waits ended, want %d", n, ends, want)
+		}
 	}
 }
