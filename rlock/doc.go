@@ -187,7 +187,8 @@
 // them waits for (its Client's records with that owner), their holders,
 // and so on, until the walk comes back to its own owner; across Clients,
 // processes and lock kinds, of any length, reading each key on its own
-// (names may be in different Cluster slots), at most 64 keys a look. It
+// (names may be in different Cluster slots), at most 64 keys a look (a
+// cycle of up to 30 owners on as many Clients; a longer one is not seen). It
 // looks again every delay while it waits (cycles form after a wait
 // began). Exactly one wait of a cycle ends: the one whose record is the
 // youngest (the latest since; ties by owner, then by record), which every
