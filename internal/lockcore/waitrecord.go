@@ -9,7 +9,6 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/lua"
-	"github.com/relock-go/relock/watchdog"
 )
 
 // Wait records (see package internal/waitrec for their layout): every
@@ -50,7 +49,9 @@ type waitBook struct {
 	seq   uint64                 // the last field given
 	live  map[string]*waitRecord // records written or being written, by field
 	dirty bool                   // a delete failed: the next tick cleans up
-	lease *watchdog.Lease        // the hash's renewal, once a record was made
+	// leased: the hash is on the watchdog (or being put there), from the
+	// Client's first record until Close, or until the watchdog lost it.
+	leased bool
 }
 
 // waitRecord is one waiting call's record.
@@ -84,9 +85,18 @@ func (w *Wait) recordOwner() string {
 // attempt of a call that goes on waiting.
 func (w *Wait) record() {
 	c := w.core
-	if w.rec != nil || c.waits.off || w.Limit == 0 || c.CheckOpen() != nil {
+	if w.rec != nil || c.waits.off || w.Limit == 0 {
 		return
 	}
+	// The write's goroutine is one that Close waits for: counted only
+	// while the Client is open (c.mu orders it before Close).
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.background.Add(1)
+	c.mu.Unlock()
 	r := &waitRecord{rec: waitrec.Record{Owner: w.recordOwner(), Name: w.Lock.Name, Kind: w.Lock.Kind},
 		start: time.Now(), written: make(chan struct{})}
 	if r.rec.Kind == "" {
@@ -97,10 +107,8 @@ func (w *Wait) record() {
 	b.seq++
 	r.field = strconv.FormatUint(b.seq, 10)
 	b.live[r.field] = r
-	lease := b.lease == nil
-	if lease {
-		b.lease = &watchdog.Lease{} // taken; set below
-	}
+	lease := !b.leased
+	b.leased = true
 	b.mu.Unlock()
 	if lease {
 		c.addWaitLease()
@@ -109,7 +117,6 @@ func (w *Wait) record() {
 	if c.waits.after > 0 {
 		w.detectT = time.NewTimer(c.waits.after)
 	}
-	c.background.Add(1)
 	go func() {
 		defer c.background.Done()
 		c.writeRecord(r)
@@ -155,7 +162,14 @@ func (w *Wait) unrecord() {
 	}
 	r.mu.Unlock()
 	c := w.core
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		// Close deletes the hash once the Client's goroutines are done.
+		c.mu.Unlock()
+		return
+	}
 	c.background.Add(1)
+	c.mu.Unlock()
 	go func() {
 		defer c.background.Done()
 		c.deleteRecord(r)
@@ -207,19 +221,17 @@ func (l waitLease) RenewCall(lease time.Duration) Call {
 // first record or after the watchdog lost it: renewed from then on until
 // Close, each tick sending nothing while the Client has no record.
 func (c *Core) addWaitLease() {
-	l, err := c.Watchdog.Add(c.WatchdogTimeout, waitLease{c}, func(error) {
-		// No renewal succeeded for a whole timeout: the next record
-		// puts the hash on the watchdog again.
-		c.waits.mu.Lock()
-		c.waits.lease = nil
-		c.waits.mu.Unlock()
-	})
-	c.waits.mu.Lock()
-	if err != nil {
-		c.waits.lease = nil
-	} else {
-		c.waits.lease = l
+	if _, err := c.Watchdog.Add(c.WatchdogTimeout, waitLease{c}, c.lostWaitLease); err != nil {
+		c.lostWaitLease(err) // closed
 	}
+}
+
+// lostWaitLease is called when no renewal of the record hash succeeded
+// for a whole watchdog timeout (or it could not be put on the
+// watchdog): the next record puts it there again.
+func (c *Core) lostWaitLease(error) {
+	c.waits.mu.Lock()
+	c.waits.leased = false
 	c.waits.mu.Unlock()
 }
 
@@ -229,7 +241,7 @@ func (c *Core) addWaitLease() {
 func (c *Core) closeWaits() {
 	b := &c.waits
 	b.mu.Lock()
-	made := b.lease != nil || b.dirty
+	made := b.leased || b.dirty || len(b.live) > 0
 	b.mu.Unlock()
 	if !made || b.off {
 		return
