@@ -124,6 +124,26 @@ func TestWaitRecorded(t *testing.T) {
 		require.ErrorIs(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"), rlock.ErrClosed)
 		assert.Empty(t, waitRecords(t, raw, c2), "Close returned: its records are gone")
 	})
+	t.Run("error", func(t *testing.T) {
+		// The name turns into a read-write lock while the call waits: its
+		// next attempt is refused with ErrWrongKind, which ends the wait.
+		other := relocktest.Name(t)
+		hc := rlock.WithOwner(t.Context(), "h")
+		require.NoError(t, holder.GetLock(other).Lock(hc))
+		got := lockAsync(c.GetLock(other), rlock.WithOwner(t.Context(), "w"))
+		awaitRecords(t, raw, c, other, 1)
+		// In one step, so that every attempt finds either the plain hold
+		// or the read-write lock.
+		swap := "redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'mode', 'read', ARGV[1], 1); return 1"
+		for _, cmd := range []rueidis.Completed{
+			raw.B().Eval().Script(swap).Numkeys(1).Key(other).Arg(layout.Field(holder.ID(), "r")).Build(),
+			raw.B().Publish().Channel(layout.Channel(other)).Message(layout.UnlockMessage).Build(),
+		} {
+			require.NoError(t, raw.Do(t.Context(), cmd).Error())
+		}
+		require.ErrorIs(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"), rlock.ErrWrongKind)
+		awaitNoRecords(t, raw, c)
+	})
 	t.Run("single attempt", func(t *testing.T) {
 		ok, err := l.TryLock(rlock.WithOwner(t.Context(), "w"), 0, 0)
 		require.NoError(t, err)
@@ -226,6 +246,9 @@ func testDeadlock(t *testing.T, n int) {
 		}
 	}
 	require.Len(t, victims, 1, "one victim: %v", errs)
+	for _, m := range members {
+		awaitNoRecords(t, relocktest.Raw(t), m.c)
+	}
 	// The victim's wait is the youngest: the cycle closed when it began.
 	assert.Less(t, took[victims[0]], after+time.Second, "the victim's wait ended within the delay and a second")
 }
