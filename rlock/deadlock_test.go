@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -227,9 +228,11 @@ func testDeadlock(t *testing.T, n int) {
 	for i := range names {
 		names[i] = relocktest.Name(t)
 	}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	members := make([]cycleMember, n)
 	for i := range members {
-		members[i] = cycleMember{c: relocktest.Client(t, rlock.WithDeadlockDetection(after)),
+		members[i] = cycleMember{c: relocktest.Client(t, rlock.WithDeadlockDetection(after), rlock.WithLogger(log)),
 			owner: fmt.Sprintf("o%d", i), hold: names[i], wait: names[(i+1)%n]}
 	}
 	errs, took := runCycleTimed(t, members, 10*time.Second)
@@ -249,6 +252,7 @@ func testDeadlock(t *testing.T, n int) {
 	for _, m := range members {
 		awaitNoRecords(t, relocktest.Raw(t), m.c)
 	}
+	assert.Equal(t, 1, strings.Count(logs.String(), "relock: deadlock; this wait ends"), "one WARN line:\n%s", logs.String())
 	// The victim's wait is the youngest: the cycle closed when it began.
 	assert.Less(t, took[victims[0]], after+time.Second, "the victim's wait ended within the delay and a second")
 }

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -284,7 +285,13 @@ func (w *Wait) detect() error {
 	defer stop()
 	self := recordAt{key: c.waits.key, field: r.field, value: r.rec.Encode(), rec: r.rec}
 	if cycle := c.lookFor(ctx, self, nil); cycle != nil {
-		return notAcquired(&deadlockError{cycle: cycle})
+		err := &deadlockError{cycle: cycle}
+		if ob := c.obs; ob != nil && ob.log != nil {
+			ob.log.LogAttrs(w.Ctx, slog.LevelWarn, "relock: deadlock; this wait ends",
+				slog.String("lock", w.Lock.Name), slog.String("kind", w.Lock.Kind), slog.String("owner", w.Owner),
+				slog.Int("owners", len(cycle)), slog.String("cycle", err.Error()))
+		}
+		return notAcquired(err)
 	}
 	return nil
 }
