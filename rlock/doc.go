@@ -174,8 +174,8 @@
 // the Client renews it on the watchdog's tick while it has records (one
 // call per Client per tick, pipelined with the holds' renewals), so the
 // records of a Client that died expire on their own. A record's write or
-// delete that fails does not fail the wait: the wait is then not shown,
-// or shown until the next tick (which deletes what the Client no longer
+// delete that fails does not fail the wait: the wait is then not shown
+// (and is no part of deadlock detection), or shown until the next tick (which deletes what the Client no longer
 // has) or the hash's expiry. Redisson's waiters leave no record: status
 // shows nothing of them, as it shows their holders (whose fields name
 // Redisson's clients).
