@@ -757,3 +757,48 @@ func TestWaitRecordFailureDoesNotFailTheWait(t *testing.T) {
 	require.NoError(t, c.GetLock(name).Unlock(w))
 	assert.Empty(t, waitRecords(t, raw, c))
 }
+
+// TestDeadlockPhilosophers: five owners on five Clients, five locks in a
+// ring, each owner taking its left lock then its right one, again and
+// again: the order that deadlocks. Each deadlock ends one wait; its owner
+// releases its left lock and tries again, and every owner finishes its
+// rounds.
+func TestDeadlockPhilosophers(t *testing.T) {
+	const n, rounds = 5, 8
+	names := make([]string, n)
+	for i := range names {
+		names[i] = relocktest.Name(t)
+	}
+	var deadlocks atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		c := relocktest.Client(t, rlock.WithDeadlockDetection(100*time.Millisecond))
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), fmt.Sprint("p", i)), 60*time.Second)
+			defer cancel()
+			left, right := c.GetLock(names[i]), c.GetLock(names[(i+1)%n])
+			for done := 0; done < rounds; {
+				if err := left.Lock(ctx); err != nil {
+					t.Errorf("p%d: left: %v", i, err)
+					return
+				}
+				err := right.Lock(ctx)
+				switch {
+				case errors.Is(err, rlock.ErrDeadlock):
+					deadlocks.Add(1)
+				case err != nil:
+					t.Errorf("p%d: right: %v", i, err)
+					_ = left.Unlock(ctx)
+					return
+				default:
+					time.Sleep(time.Millisecond) // eat
+					_ = right.Unlock(ctx)
+					done++
+				}
+				_ = left.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d deadlocks broken", deadlocks.Load())
+}
