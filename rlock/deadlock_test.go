@@ -802,3 +802,24 @@ func TestDeadlockPhilosophers(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d deadlocks broken", deadlocks.Load())
 }
+
+// TestDeadlockDetectionOff: WithDeadlockDetection(0) turns detection off
+// (a cycle then waits until its contexts end; its waits are still
+// recorded); a negative delay is refused.
+func TestDeadlockDetectionOff(t *testing.T) {
+	_, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Shared(t).Addr}},
+		rlock.WithDeadlockDetection(-time.Second))
+	require.ErrorIs(t, err, rlock.ErrInvalidArgument)
+
+	n1, n2 := relocktest.Name(t), relocktest.Name(t)
+	members := []cycleMember{
+		{c: relocktest.Client(t, rlock.WithDeadlockDetection(0)), owner: "a", hold: n1, wait: n2},
+		{c: relocktest.Client(t, rlock.WithDeadlockDetection(0)), owner: "b", hold: n2, wait: n1},
+	}
+	// Longer than the default delay (1s) and a look.
+	errs := runCycle(t, members, 1500*time.Millisecond)
+	for owner, err := range errs {
+		require.ErrorIs(t, err, context.DeadlineExceeded, owner)
+		require.NotErrorIs(t, err, rlock.ErrDeadlock, owner)
+	}
+}
