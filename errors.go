@@ -57,4 +57,13 @@ var (
 	// with rlock.WithReplicaSync(n, timeout), fewer than n); it was
 	// released, and the error also matches ErrNotAcquired.
 	ErrReplicaSync = errors.New("relock: too few replicas confirmed the acquisition")
+	// ErrDeadlock: a wait that closed a cycle of owners (A holds L1 and
+	// waits for L2, B holds L2 and waits for L1; any length, across
+	// Clients, processes and lock kinds) and was chosen to end it (see
+	// rlock.WithDeadlockDetection). The error also matches ErrNotAcquired
+	// and names the cycle (owners, names, kinds). The call holds nothing
+	// more than before it; its caller releases what it holds, so that the
+	// others of the cycle go on, and may try again, as after a database's
+	// deadlock error.
+	ErrDeadlock = errors.New("relock: deadlock")
 )

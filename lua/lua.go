@@ -206,6 +206,11 @@ var (
 	latchSet string
 	//go:embed latch_count_down.lua
 	latchCountDown string
+
+	//go:embed wait_record.lua
+	waitRecord string
+	//go:embed wait_expire.lua
+	waitExpire string
 )
 
 var (
@@ -351,4 +356,12 @@ var (
 	// LatchCountDown counts a latch down by one. Never resent: it would
 	// count twice.
 	LatchCountDown = script(latchOpened+latchCountDown, false)
+
+	// WaitRecord writes a waiting call's record (see internal/waitrec),
+	// stamped with the server's time, and sets its hash's expiry. Safe to
+	// resend: the field is the call's own.
+	WaitRecord = script(waitRecord, true)
+	// WaitExpire renews the expiry of a Client's wait record hash and
+	// deletes the records the Client no longer has. Safe to resend.
+	WaitExpire = script(waitExpire, true)
 )

@@ -164,6 +164,28 @@ func WithKeyPrefix(prefix string) Option {
 	return func(c *lockcore.Config) { c.KeyPrefix = prefix }
 }
 
+// WithDeadlockDetection sets how long a wait lasts before it looks for a
+// deadlock (a cycle of owners through it: A holds L1 and waits for L2, B
+// holds L2 and waits for L1; of any length, across Clients, processes and
+// lock kinds), and how often it looks again while it waits. Of a cycle,
+// exactly one wait ends, the one that began last: its call returns an
+// error matching ErrDeadlock and ErrNotAcquired that names the cycle, and
+// the others go on once its caller releases what it holds. Owners count as
+// threads of control, as a database's transactions: a cycle through an
+// owner that two goroutines share is reported although the other
+// goroutine might have released. Each look reads the locks' holders and
+// the waits' records one key at a time (at most 64 keys), so a wait that
+// lasts costs a few reads each after. The package documentation
+// (Waits and deadlocks) says more.
+//
+// The default is on, 1s; 0 turns it off (waits are still recorded, for
+// relock waits and status). A Client with detection off never ends a
+// wait, even one its cycle chose: turn it off in every Client that shares
+// locks, or in none. A negative delay is refused with ErrInvalidArgument.
+func WithDeadlockDetection(after time.Duration) Option {
+	return func(c *lockcore.Config) { c.DeadlockAfter, c.DeadlockAfterSet = after, true }
+}
+
 // NewClient builds a rueidis client from opt and a Client that owns it:
 // Close closes both. Unless opt.PipelineMultiplex is set, every command
 // is pipelined on one connection (rueidis would open up to four): lock

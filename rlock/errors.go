@@ -14,4 +14,5 @@ var (
 	ErrReplicaSync     = relock.ErrReplicaSync     // WithReplicaSync: too few replicas confirmed
 	ErrNameConflict    = relock.ErrNameConflict    // the name's other form ("a" for "{a}") is in use
 	ErrWrongKind       = relock.ErrWrongKind       // the name holds a lock of another kind
+	ErrDeadlock        = relock.ErrDeadlock        // the wait was chosen to end a cycle of owners (WithDeadlockDetection)
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/watchdog"
@@ -79,6 +80,12 @@ type Config struct {
 	// observe.go).
 	Observer observe.Observer
 	Logger   *slog.Logger
+	// DeadlockAfter is how long a wait lasts before it looks for a cycle
+	// of owners through itself, and how often it looks again (see
+	// deadlock.go); 0 means DefaultDeadlockAfter unless DeadlockAfterSet
+	// says it was given (then detection is off).
+	DeadlockAfter    time.Duration
+	DeadlockAfterSet bool
 }
 
 // Core is the state one Client shares with every lock it hands out: the
@@ -158,6 +165,9 @@ type Core struct {
 	// (EVALSHA_RO, Redis 7): read-only scripts then go as EVALSHA.
 	noReadOnly atomic.Bool
 
+	// waits are the Client's wait records (see waitrecord.go).
+	waits waitBook
+
 	// closers run at Close (see OnClose).
 	closers []func()
 	// wakers are this Client's registrations for wake-ups, per lock name
@@ -217,6 +227,12 @@ func NewCore(cfg Config) (*Core, error) {
 	default:
 		c.replicaMode, c.replicaTimeout = ReplicasCounted, DefaultReplicaTimeout
 	}
+	c.waits.key = waitrec.Key(c.prefix, c.ID)
+	c.waits.live = make(map[string]*waitRecord)
+	c.waits.after = cfg.DeadlockAfter
+	if !cfg.DeadlockAfterSet && cfg.DeadlockAfter == 0 {
+		c.waits.after = DefaultDeadlockAfter
+	}
 	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
 	// The root of every hold's life. It is not a call's context: it
 	// lives as long as the Client and ends at Close.
@@ -247,6 +263,9 @@ func CheckConfig(cfg Config) error {
 	}
 	if err := CheckKeyPrefix(cfg.KeyPrefix); err != nil {
 		return err
+	}
+	if cfg.DeadlockAfter < 0 || cfg.DeadlockAfter > MaxLease {
+		return invalid("deadlock detection delay %v is outside [0, %v]", cfg.DeadlockAfter, MaxLease)
 	}
 	if cfg.Replicas < 0 {
 		return invalid("negative replica count %d", cfg.Replicas)
@@ -314,6 +333,7 @@ func (c *Core) Close() error {
 		}
 		c.stopWakers()
 		c.background.Wait()
+		c.closeWaits()
 		c.Watchdog.Close()
 		c.closeErr = c.Hub.Close()
 		if c.ownsRDB {
