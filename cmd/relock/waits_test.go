@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -407,21 +405,11 @@ func TestWaitsPrefix(t *testing.T) {
 
 // libraryRecordsWaits reports whether the library writes wait records:
 // whether rlock depends on internal/waitrec.
-func libraryRecordsWaits(t *testing.T) bool {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "github.com/relock-go/relock/rlock").Output()
-	require.NoError(t, err, "go list")
-	return slices.Contains(strings.Fields(string(out)), "github.com/relock-go/relock/internal/waitrec")
-}
-
 // TestWaitsRealWaiters: relock run --wait processes that wait for a lock
 // and a fair lock held by the test are shown by waits, status and top,
 // from the records their Clients write; their records go when their
 // waits end.
 func TestWaitsRealWaiters(t *testing.T) {
-	if !libraryRecordsWaits(t) {
-		t.Skip("the library writes no wait records yet (rlock does not use internal/waitrec)")
-	}
 	srv := server(t)
 	c := relocktest.Client(t)
 	names, match := testNames(t, 2)
