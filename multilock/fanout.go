@@ -13,20 +13,26 @@ type result struct {
 	err error
 }
 
-// fanout calls some of a RedLock's locks at once, one goroutine each, and
-// collects their answers. A RedLock keeps its fanouts in a pool: one is
-// used by one call at a time, and it goes back to the pool only once every
-// goroutine it started has answered, so that fanning out allocates
-// nothing once the pool has one.
+// fanout calls some of a RedLock's locks at once and collects their
+// answers. A RedLock keeps its fanouts in a pool: one is used by one call
+// at a time, and it goes back to the pool only once every call it started
+// has answered, so that fanning out allocates nothing once the pool has
+// one.
+//
+// Each lock has a worker goroutine of the fanout that makes its calls.
+// A worker is started by the first call that needs it and waits for the
+// next one for workerIdle, then ends: back-to-back acquisitions and
+// releases reuse the same goroutines, whose stacks have grown already, and
+// a fanout left alone has no goroutine after workerIdle. The caller makes
+// one call of a round itself (start's inline).
 type fanout struct {
 	locks []Locker
-	// What the goroutines do, set before they start: TryLock(ctx, 0,
-	// lease), or Unlock(ctx) with release set, on each lock marked in ask.
+	// What the calls are, set before they start: TryLock(ctx, 0, lease),
+	// or Unlock(ctx) with release set, on each lock marked in ask.
 	ctx     context.Context
 	lease   time.Duration
 	release bool
 	ask     []bool
-	next    atomic.Int32 // claims the next lock to call
 	// res[i] is lock i's answer, written before answered[i] is set.
 	res      []result
 	answered []atomic.Bool
@@ -34,20 +40,37 @@ type fanout struct {
 	// on done, so that the caller wakes once.
 	pending atomic.Int32
 	done    chan struct{}
-	call    func() // f.callOne: made once, so that starting a goroutine allocates nothing
+	// workers[i] is the state of lock i's worker (workerNone, workerIdle
+	// or workerBusy); wake[i] hands it a call.
+	workers []atomic.Int32
+	wake    []chan struct{}
 	// Scratch space for the caller: the locks a round took, and those the
 	// owner held before.
 	took, before []bool
-	// abandoned is set when the caller stopped waiting for a goroutine:
-	// the fanout is then left to it and never reused.
+	// abandoned is set when the caller stopped waiting for a call: the
+	// fanout is then left to its workers and never reused.
 	abandoned bool
 }
+
+// The states of a lock's worker.
+const (
+	workerNone int32 = iota // no worker: the next call starts one
+	workerIdle              // waiting for a call on wake
+	workerBusy              // handed a call (or starting with one)
+)
+
+// workerIdleFor is how long a worker waits for its next call before it
+// ends.
+var workerIdleFor = 50 * time.Millisecond
 
 func newFanout(locks []Locker) *fanout {
 	n := len(locks)
 	f := &fanout{locks: locks, ask: make([]bool, n), res: make([]result, n), answered: make([]atomic.Bool, n),
-		done: make(chan struct{}, 1), took: make([]bool, n), before: make([]bool, n)}
-	f.call = f.callOne
+		done: make(chan struct{}, 1), workers: make([]atomic.Int32, n), wake: make([]chan struct{}, n),
+		took: make([]bool, n), before: make([]bool, n)}
+	for i := range f.wake {
+		f.wake[i] = make(chan struct{}, 1)
+	}
 	return f
 }
 
@@ -59,7 +82,7 @@ func (r *RedLock) getFanout() *fanout {
 	return newFanout(r.g.locks)
 }
 
-// putFanout gives f back, unless a goroutine may still use it.
+// putFanout gives f back, unless a call may still use it.
 func (r *RedLock) putFanout(f *fanout) {
 	if f.abandoned {
 		return
@@ -75,12 +98,12 @@ func (r *RedLock) putFanout(f *fanout) {
 // receives once every call has answered (at once when none was asked).
 func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, inline bool) {
 	f.ctx, f.release, f.lease = ctx, release, lease
-	f.next.Store(0)
-	asked := 0
+	asked, last := 0, -1
 	for i, a := range f.ask {
 		f.answered[i].Store(false)
 		if a {
 			asked++
+			last = i
 		}
 	}
 	if asked == 0 {
@@ -88,30 +111,65 @@ func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, i
 		return
 	}
 	f.pending.Store(int32(asked))
-	goroutines := asked
-	if inline {
-		goroutines--
+	if !inline {
+		last = -1
 	}
-	for range goroutines {
-		go f.call()
+	for i, a := range f.ask {
+		if a && i != last {
+			f.dispatch(i)
+		}
 	}
-	if goroutines < asked {
-		f.callOne()
+	if last >= 0 {
+		f.call(last, false)
 	}
 }
 
-// callOne makes the call on the next lock marked in f.ask.
-func (f *fanout) callOne() {
-	i := int(f.next.Add(1)) - 1
-	for !f.ask[i] {
-		i = int(f.next.Add(1)) - 1
+// dispatch hands the call on lock i to its worker, starting one when it
+// has none.
+func (f *fanout) dispatch(i int) {
+	if f.workers[i].CompareAndSwap(workerIdle, workerBusy) {
+		f.wake[i] <- struct{}{}
+		return
 	}
+	// No worker: the last one ended (a worker is never busy here: every
+	// call of the fanout's previous use answered before this one).
+	f.workers[i].Store(workerBusy)
+	go f.work(i)
+}
+
+// work is lock i's worker: it makes the call it was started for, then
+// each call handed to it on f.wake[i], until none came for workerIdleFor.
+func (f *fanout) work(i int) {
+	f.call(i, true)
+	t := time.NewTimer(workerIdleFor)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.wake[i]:
+			f.call(i, true)
+			t.Reset(workerIdleFor)
+		case <-t.C:
+			if f.workers[i].CompareAndSwap(workerIdle, workerNone) {
+				return
+			}
+			// A call was handed over meanwhile: it is on f.wake[i].
+		}
+	}
+}
+
+// call makes the call on lock i and records its answer. From a worker
+// (worker set), the worker is marked idle before the answer counts, so
+// that the next use of the fanout finds it ready.
+func (f *fanout) call(i int, worker bool) {
 	l := f.locks[i]
 	if f.release {
 		f.res[i] = result{i: i, ok: true, err: l.Unlock(f.ctx)}
 	} else {
 		ok, err := l.TryLock(f.ctx, 0, f.lease)
 		f.res[i] = result{i: i, ok: ok && err == nil, err: err}
+	}
+	if worker {
+		f.workers[i].Store(workerIdle)
 	}
 	f.answered[i].Store(true)
 	if f.pending.Add(-1) == 0 {

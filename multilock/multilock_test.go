@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -77,7 +76,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestMultiLockTakesLocksInNameOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "c", "a", "d", "b")
 		// A nested MultiLock is expanded into the same order.
@@ -92,7 +91,7 @@ func TestMultiLockTakesLocksInNameOrder(t *testing.T) {
 }
 
 func TestMultiLockAllOrNothing(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b", "c")
 		fs[1].set(func(f *fake) { f.busy = true })
@@ -105,7 +104,7 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 }
 
 func TestMultiLockErrorIsNodeError(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b", "c")
 		boom := errors.New("boom")
@@ -144,7 +143,7 @@ func assertFree(t *testing.T, fs ...*fake) {
 }
 
 func TestMultiLockUnlockGoesOnPastErrors(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b", "c")
 		m := multilock.New(lockers(fs)...)
@@ -162,7 +161,7 @@ func TestMultiLockUnlockGoesOnPastErrors(t *testing.T) {
 }
 
 func TestMultiLockWaitsInOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		m := multilock.New(lockers(fs)...)
@@ -188,7 +187,7 @@ func TestMultiLockWaitsInOrder(t *testing.T) {
 }
 
 func TestMultiLockWaitEndsWithoutLocks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		fs[1].set(func(f *fake) { f.busy = true })
@@ -206,7 +205,7 @@ func TestMultiLockWaitEndsWithoutLocks(t *testing.T) {
 }
 
 func TestMultiLockFixedLeaseValidity(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		fs[1].set(func(f *fake) { f.delay = 30 * time.Millisecond })
@@ -275,7 +274,7 @@ func TestReentrant(t *testing.T) {
 }
 
 func TestRedLockQuorum(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		for _, c := range []struct {
 			busy int
 			want bool
@@ -303,7 +302,7 @@ func TestRedLockQuorum(t *testing.T) {
 }
 
 func TestRedLockFailedRoundUndoesEverywhere(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "x", "x", "x", "x", "x")
 		boom := errors.New("boom")
@@ -325,7 +324,7 @@ func TestRedLockFailedRoundUndoesEverywhere(t *testing.T) {
 }
 
 func TestRedLockTooManyErrors(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "a", "b", "c", "d", "e")
 		boom := errors.New("boom")
 		for _, f := range fs[2:] {
@@ -348,7 +347,7 @@ func TestRedLockTooManyErrors(t *testing.T) {
 }
 
 func TestRedLockHungInstance(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x")
 		fs[1].set(func(f *fake) { f.hang = true })
 		r := multilock.NewRedLock(lockers(fs)...).With(multilock.WithInstanceTimeout(20 * time.Millisecond))
@@ -362,7 +361,7 @@ func TestRedLockHungInstance(t *testing.T) {
 }
 
 func TestRedLockValidityExpired(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x")
 		for _, f := range fs {
 			f.set(func(f *fake) { f.delay = 25 * time.Millisecond })
@@ -375,7 +374,7 @@ func TestRedLockValidityExpired(t *testing.T) {
 }
 
 func TestRedLockLoss(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x", "x", "x")
 		r := multilock.NewRedLock(lockers(fs)...)
 		var cause error
@@ -405,7 +404,7 @@ func TestRedLockLoss(t *testing.T) {
 }
 
 func TestMultiLockLoss(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "a", "b")
 		m := multilock.New(lockers(fs)...)
 		err := m.Do(t.Context(), func(ctx context.Context) error {
@@ -419,7 +418,7 @@ func TestMultiLockLoss(t *testing.T) {
 }
 
 func TestComposition(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x", "y")
 		r := multilock.NewRedLock(fs[0], fs[1], fs[2])
 		m := multilock.New(fs[3], r)
@@ -441,7 +440,7 @@ func TestComposition(t *testing.T) {
 // Two MultiLocks over the same locks, given in different orders, never
 // deadlock: both take them in name order.
 func TestMultiLockNoDeadlock(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "a", "b", "c")
 		m1 := multilock.New(fs[0], fs[1], fs[2])
 		m2 := multilock.New(fs[2], fs[1], fs[0])
@@ -469,7 +468,7 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 // can never be valid: it is refused, and nothing is sent (a MultiLock used
 // to re-take and release its locks with no pause, forever).
 func TestImpossibleLeaseRefused(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		for _, kind := range []string{"multilock", "redlock"} {
@@ -488,7 +487,7 @@ func TestImpossibleLeaseRefused(t *testing.T) {
 // TestMultiLockNeverSpins: a set that cannot be gathered within its fixed
 // lease is retried after a pause, not in a tight loop.
 func TestMultiLockNeverSpins(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		fs[1].set(func(f *fake) { f.delay = 5 * time.Millisecond })
