@@ -323,6 +323,29 @@ func TestRedLockFailedRoundUndoesEverywhere(t *testing.T) {
 	})
 }
 
+// TestRedLockWorkersIdle: a RedLock's calls go through a worker per lock
+// that waits WorkerIdle for the next call and then ends; calls made just
+// before, at and after that moment are all made, and answered once (the
+// bubble fails if a worker is left behind).
+func TestRedLockWorkersIdle(t *testing.T) {
+	for _, d := range []time.Duration{0, multilock.WorkerIdle - 1, multilock.WorkerIdle, multilock.WorkerIdle + 1, 3 * multilock.WorkerIdle} {
+		bubble(t, func(t *testing.T) {
+			j := &journal{}
+			fs := fakes(j, "x", "x", "x")
+			r := multilock.NewRedLock(lockers(fs)...)
+			ctx := t.Context()
+			for i := range 3 {
+				require.NoError(t, r.Lock(ctx), "pause %v, Lock %d", d, i)
+				time.Sleep(d)
+				require.NoError(t, r.Unlock(ctx), "pause %v, Unlock %d", d, i)
+				time.Sleep(d)
+			}
+			assert.Len(t, j.list(), 3*2*3, "pause %v: calls made", d)
+			assertFree(t, fs...)
+		})
+	}
+}
+
 func TestRedLockTooManyErrors(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "a", "b", "c", "d", "e")
