@@ -21,12 +21,16 @@ type result struct {
 //
 // Each lock has a worker goroutine of the fanout that makes its calls.
 // A worker is started by the first call that needs it and waits for the
-// next one for workerIdle, then ends: back-to-back acquisitions and
+// next one for workerIdleFor, then ends: back-to-back acquisitions and
 // releases reuse the same goroutines, whose stacks have grown already, and
-// a fanout left alone has no goroutine after workerIdle. The caller makes
-// one call of a round itself (start's inline).
+// a fanout left alone has no goroutine after workerIdleFor. The caller
+// makes one call of a round or a release itself (start's inline), so five
+// locks take four workers.
 type fanout struct {
 	locks []Locker
+	// bounded[i]: lock i's Unlock keeps to its context's deadline (it is
+	// one of relock's handles; see RedLock.bounded).
+	bounded []bool
 	// What the calls are, set before they start: TryLock(ctx, 0, lease),
 	// or Unlock(ctx) with release set, on each lock marked in ask.
 	ctx     context.Context
@@ -63,9 +67,9 @@ const (
 // ends.
 var workerIdleFor = 50 * time.Millisecond
 
-func newFanout(locks []Locker) *fanout {
+func newFanout(locks []Locker, bounded []bool) *fanout {
 	n := len(locks)
-	f := &fanout{locks: locks, ask: make([]bool, n), res: make([]result, n), answered: make([]atomic.Bool, n),
+	f := &fanout{locks: locks, bounded: bounded, ask: make([]bool, n), res: make([]result, n), answered: make([]atomic.Bool, n),
 		done: make(chan struct{}, 1), workers: make([]atomic.Int32, n), wake: make([]chan struct{}, n),
 		took: make([]bool, n), before: make([]bool, n)}
 	for i := range f.wake {
@@ -79,7 +83,7 @@ func (r *RedLock) getFanout() *fanout {
 	if f, ok := r.fanouts.Get().(*fanout); ok {
 		return f
 	}
-	return newFanout(r.g.locks)
+	return newFanout(r.g.locks, r.bounded)
 }
 
 // putFanout gives f back, unless a call may still use it.
@@ -94,8 +98,9 @@ func (r *RedLock) putFanout(f *fanout) {
 
 // start calls, on ctx, every lock marked in f.ask: TryLock with lease, or
 // Unlock with release set. With inline set, the calling goroutine makes
-// the last call itself, and start returns once it answered. f.done
-// receives once every call has answered (at once when none was asked).
+// the last call itself (for a release, the last on a lock whose Unlock is
+// bounded, if any), and start returns once it answered. f.done receives
+// once every call has answered (at once when none was asked).
 func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, inline bool) {
 	f.ctx, f.release, f.lease = ctx, release, lease
 	asked, last := 0, -1
@@ -103,7 +108,9 @@ func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, i
 		f.answered[i].Store(false)
 		if a {
 			asked++
-			last = i
+			if !release || f.bounded[i] {
+				last = i
+			}
 		}
 	}
 	if asked == 0 {

@@ -39,6 +39,10 @@ type RedLock struct {
 	g       *group
 	cfg     config
 	fanouts sync.Pool // of *fanout (fanout.go)
+	// bounded[i] is set when lock i is one of relock's handles, whose
+	// Unlock keeps to its context's deadline (at least 250ms): the caller
+	// may make such a release itself (see fanout.start).
+	bounded []bool
 }
 
 type config struct {
@@ -114,6 +118,7 @@ func NewRedLock(locks ...Locker) *RedLock {
 	}
 	locks = append([]Locker(nil), locks...)
 	r.g = newGroup("redlock", locks, len(locks)/2+1)
+	r.bounded = boundedReleases(locks)
 	r.g.name = r.g.names[0]
 	for _, n := range r.g.names[1:] {
 		if n != r.g.name {
@@ -142,6 +147,16 @@ func checkIndependent(locks []Locker) error {
 	return invalid("redlock: locks %d and %d are on the same Redis server %s; a RedLock needs independent Redis masters (for several locks on one server, use New)", i, j, addr)
 }
 
+// boundedReleases reports, for each of locks, whether it is one of
+// relock's own handles: a lock shares a Client with itself only then.
+func boundedReleases(locks []Locker) []bool {
+	b := make([]bool, len(locks))
+	for i, l := range locks {
+		_, _, _, b[i] = lockcore.SharedServer([]any{l, l})
+	}
+	return b
+}
+
 // With returns a RedLock over the same locks with opts applied on top of
 // r's options. It shares no holds with r: configure a RedLock before using
 // it. An invalid option is an error (matching ErrInvalidArgument) that
@@ -157,6 +172,7 @@ func (r *RedLock) With(opts ...Option) *RedLock {
 	n := &RedLock{cfg: cfg, g: &group{kind: "redlock", err: r.g.err}}
 	if r.g.err == nil {
 		n.g = newGroup("redlock", r.g.locks, r.g.needed)
+		n.bounded = r.bounded
 		n.g.name = r.g.name
 		if cfg.observerSet {
 			n.g.obs = cfg.observer
@@ -366,7 +382,9 @@ func (r *RedLock) unlockEach(f *fanout, octx context.Context, limit time.Duratio
 			f.res[i] = result{i: i, err: errNoAnswer}
 		}
 	}
-	f.start(uctx, true, 0, false)
+	// The caller makes one release itself, on one of relock's locks: it
+	// keeps to uctx's deadline (at least 250ms), within the wait below.
+	f.start(uctx, true, 0, true)
 	// The wait goes on past uctx's end for those that ignore it: rlock
 	// gives a release at least 250ms even on a shorter deadline.
 	var (
