@@ -40,6 +40,9 @@ type group struct {
 	mu    sync.Mutex
 	anon  string // owner of the current anonymous hold, "" if none
 	holds map[string]*hold
+	// anonFree are made-up owners of anonymous acquisitions that are done
+	// with, to be used again (see reuseAnon).
+	anonFree []string
 
 	obs observe.Observer // nil when none (observe.go)
 }
@@ -65,6 +68,9 @@ type hold struct {
 	watches []*watch
 	wg      sync.WaitGroup // watch goroutines of Lockers without HoldContext
 	obs     holdObs        // for the observer (observe.go)
+	// reuse is set on the hold of a made-up owner whose acquisition had
+	// no failed call: once released cleanly, the owner may be used again.
+	reuse bool
 }
 
 // holdContexter is implemented by relock's locks (and by MultiLock and
@@ -99,8 +105,64 @@ func (g *group) acquirer(ctx context.Context) (context.Context, string, bool, er
 	if ok {
 		return ctx, owner, false, nil
 	}
-	owner = lockcore.AnonymousOwner()
+	g.mu.Lock()
+	if n := len(g.anonFree); n > 0 {
+		owner = g.anonFree[n-1]
+		g.anonFree = g.anonFree[:n-1]
+	}
+	g.mu.Unlock()
+	if owner == "" {
+		owner = lockcore.AnonymousOwner()
+	}
 	return lockcore.WithReservedOwner(ctx, owner), owner, true, nil
+}
+
+// maxAnonFree bounds group.anonFree.
+const maxAnonFree = 16
+
+// reuseAnon gives back owner, made up for an anonymous acquisition, to be
+// used by a later one. Only an owner that holds nothing, and that no call
+// in flight or left behind can make hold something, may be given back:
+// one whose every call answered, with success or, for a release,
+// ErrNotHeld. Reusing it saves the locks' records of a new owner (a
+// relock Client keeps one per owner and lock).
+func (g *group) reuseAnon(owner string) {
+	g.mu.Lock()
+	if len(g.anonFree) < maxAnonFree {
+		g.anonFree = append(g.anonFree, owner)
+	}
+	g.mu.Unlock()
+}
+
+// markReuse marks the hold of owner, just granted to an anonymous
+// acquisition with no failed call, as one whose owner may be used again
+// once released (see releasedAnon).
+func (g *group) markReuse(owner string) {
+	g.mu.Lock()
+	if h := g.holds[owner]; h != nil && h.count == 1 {
+		h.reuse = true
+	}
+	g.mu.Unlock()
+}
+
+// releasedAnon is told, after a release of h by owner, whether every lock
+// answered it with a release or ErrNotHeld (clean). When h ended by that
+// release, was marked by markReuse and was not lost, and the answers
+// were clean, the owner is given back (reuseAnon). Only the first call
+// for h decides.
+func (g *group) releasedAnon(owner string, h *hold, clean bool) {
+	if h == nil {
+		return
+	}
+	g.mu.Lock()
+	reuse := h.reuse && h.count == 0 && g.holds[owner] != h && (h.life == nil || h.life.Err() == nil || context.Cause(h.life) == context.Canceled)
+	if h.count == 0 {
+		h.reuse = false
+	}
+	g.mu.Unlock()
+	if reuse && clean {
+		g.reuseAnon(owner)
+	}
 }
 
 // holder returns the context to call the locks with for a release or a

@@ -283,6 +283,14 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bo
 	f := r.getFanout()
 	defer func() { r.putFanout(f) }()
 	held := r.g.takenInto(owner, f.before)
+	// clean: the owner was made up here and no call with it has failed
+	// so far; when the acquisition fails, it is given back for reuse.
+	clean := anon
+	defer func() {
+		if clean && !ok {
+			r.g.reuseAnon(owner)
+		}
+	}()
 	for {
 		start := time.Now()
 		res := r.round(f, octx, lease, timeout)
@@ -292,14 +300,22 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bo
 			if x.ok {
 				n++
 			}
+			if x.err != nil {
+				clean = false
+			}
 		}
 		if n >= r.g.needed && validity(valid, start) > 0 {
 			r.g.grant(octx, owner, anon, f.took, lease == 0)
+			if clean {
+				r.g.markReuse(owner)
+			}
 			return true, nil
 		}
 		// The round's answers are read before the undo, which reuses f.
 		permanent, failed := r.failures(res)
-		f = r.undo(f, octx, held, timeout)
+		var undone bool
+		f, undone = r.undo(f, octx, held, timeout)
+		clean = clean && undone
 		if err := ctx.Err(); err != nil {
 			return false, notAcquired(err)
 		}
@@ -349,18 +365,32 @@ func (r *RedLock) round(f *fanout, octx context.Context, lease, timeout time.Dur
 // (ErrNotHeld where nothing was taken, failures from the masters that
 // failed the attempt) and ignored: a lock that stays taken expires by its
 // lease. It returns the fanout to go on with: f, or a new one when an
-// Unlock did not answer in time.
-func (r *RedLock) undo(f *fanout, octx context.Context, held bool, timeout time.Duration) *fanout {
+// Unlock did not answer in time; and whether every lock was asked and
+// answered with a release or ErrNotHeld (clean: the owner holds none of
+// them).
+func (r *RedLock) undo(f *fanout, octx context.Context, held bool, timeout time.Duration) (*fanout, bool) {
 	for i := range f.ask {
 		f.ask[i] = f.took[i] || !held || !f.before[i]
 	}
-	r.unlockEach(f, octx, timeout)
+	clean := releasedAll(r.unlockEach(f, octx, timeout))
 	if f.abandoned {
 		g := r.getFanout()
 		copy(g.before, f.before)
-		return g
+		return g, false
 	}
-	return f
+	return f, clean
+}
+
+// releasedAll reports whether every answer to a release is a release or
+// ErrNotHeld: the owner holds none of the locks any more, and no call of
+// the release is left in flight.
+func releasedAll(res []result) bool {
+	for _, x := range res {
+		if x.err != nil && (!errors.Is(x.err, ErrNotHeld) || errors.Is(x.err, errNoAnswer)) {
+			return false
+		}
+	}
+	return true
 }
 
 // errNoAnswer stands for the answer of an Unlock still in flight when
@@ -485,6 +515,7 @@ func (r *RedLock) Unlock(ctx context.Context) (err error) {
 	f.askAll()
 	res := r.unlockEach(f, octx, r.unlockWait())
 	cause := r.g.endRelease(owner, h, func(i int) error { return res[i].err })
+	r.g.releasedAnon(owner, h, cause == nil && releasedAll(res))
 	released, answered := 0, 0
 	var errs []error
 	for _, x := range res {
