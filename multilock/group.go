@@ -40,9 +40,6 @@ type group struct {
 	mu    sync.Mutex
 	anon  string // owner of the current anonymous hold, "" if none
 	holds map[string]*hold
-	// anonFree are made-up owners of anonymous acquisitions that are done
-	// with, to be used again (see reuseAnon).
-	anonFree []string
 
 	obs observe.Observer // nil when none (observe.go)
 }
@@ -105,33 +102,54 @@ func (g *group) acquirer(ctx context.Context) (context.Context, string, bool, er
 	if ok {
 		return ctx, owner, false, nil
 	}
-	g.mu.Lock()
-	if n := len(g.anonFree); n > 0 {
-		owner = g.anonFree[n-1]
-		g.anonFree = g.anonFree[:n-1]
-	}
-	g.mu.Unlock()
-	if owner == "" {
+	if g.kind == "redlock" {
+		owner = freeOwners.take()
+	} else {
 		owner = lockcore.AnonymousOwner()
 	}
 	return lockcore.WithReservedOwner(ctx, owner), owner, true, nil
 }
 
-// maxAnonFree bounds group.anonFree.
-const maxAnonFree = 16
+// freeOwners are made-up owners of RedLocks' anonymous acquisitions that
+// are done with, to be used again by any RedLock of the process (see
+// reuseAnon): a relock Client keeps its record of such an owner's hold
+// once idle (lockcore.ReusedOwner), and an acquisition with an owner it
+// has seen finds it, with no new record to make. Taking the latest first
+// keeps the owners in use few.
+var freeOwners ownerList
 
-// reuseAnon gives back owner, made up for an anonymous acquisition, to be
-// used by a later one. Only an owner that holds nothing, and that no call
-// in flight or left behind can make hold something, may be given back:
-// one whose every call answered, with success or, for a release,
-// ErrNotHeld. Reusing it saves the locks' records of a new owner (a
-// relock Client keeps one per owner and lock).
-func (g *group) reuseAnon(owner string) {
-	g.mu.Lock()
-	if len(g.anonFree) < maxAnonFree {
-		g.anonFree = append(g.anonFree, owner)
+type ownerList struct {
+	mu   sync.Mutex
+	free []string
+}
+
+// maxFreeOwners bounds freeOwners.
+const maxFreeOwners = 64
+
+// take returns a free owner, or a new one.
+func (l *ownerList) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.free)
+	if n == 0 {
+		return lockcore.ReusedOwner()
 	}
-	g.mu.Unlock()
+	o := l.free[n-1]
+	l.free = l.free[:n-1]
+	return o
+}
+
+// reuseAnon gives back owner, made up for an anonymous acquisition of a
+// RedLock, to be used by a later one. Only an owner that holds nothing,
+// and that no call in flight or left behind can make hold something, may
+// be given back: one whose every call answered, with success or, for a
+// release, ErrNotHeld.
+func (g *group) reuseAnon(owner string) {
+	freeOwners.mu.Lock()
+	if len(freeOwners.free) < maxFreeOwners {
+		freeOwners.free = append(freeOwners.free, owner)
+	}
+	freeOwners.mu.Unlock()
 }
 
 // markReuse marks the hold of owner, just granted to an anonymous
