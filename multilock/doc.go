@@ -38,7 +38,7 @@
 // # RedLock
 //
 // A round asks every lock at once (the calling goroutine asks one, a
-// goroutine each the others), every attempt bounded by a per-instance
+// worker goroutine each the others), every attempt bounded by a per-instance
 // timeout (a tenth of the lease, between 5ms and 50ms, or
 // WithInstanceTimeout), so a slow or dead master costs a round that
 // timeout. The round waits for every attempt, so none outlives
@@ -54,6 +54,22 @@
 // timeouts) for Unlock, one per-instance timeout for an undo (rlock gives
 // each release at least 250ms). A release to a dead or hung master then
 // fails, and the master's lease ends the hold.
+//
+// The worker goroutines belong to the RedLock: one per lock for each call
+// in progress at once, started by the first call that needs them and
+// kept for the calls that follow, so that back-to-back acquisitions and
+// releases send their requests at once without starting goroutines. A
+// worker that gets no call for 50ms ends: a RedLock left alone has no
+// goroutine, and has nothing to close.
+//
+// An acquisition without an owner in its context gets a made-up owner of
+// the reserved form "anon-<n>@". Once its hold is released, and every call
+// made with that owner answered (a success, or ErrNotHeld for a release),
+// the owner goes back to a list of the process and a later anonymous
+// acquisition of any RedLock uses it again: the locks' Clients keep their
+// record of it, as for an owner given with rlock.WithOwner, and find it
+// again. An owner whose attempt, undo or release failed may still hold a
+// lock somewhere, and is never used again.
 //
 // With lease 0 (Lock, Do) each lock holds on its own Client's watchdog
 // lease and is renewed by it; the validity is computed from
