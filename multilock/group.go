@@ -50,6 +50,9 @@ type hold struct {
 	count int    // acquisitions not yet matched by an Unlock
 	held  []bool // locks taken by this hold and not seen to end
 	live  int    // locks in held
+	// heldIn is held's room for up to 8 locks, so that a record is one
+	// allocation.
+	heldIn [8]bool
 	// life is the hold's life, made when first needed (nil until then).
 	life context.Context
 	end  context.CancelCauseFunc
@@ -274,7 +277,12 @@ func (g *group) recordLocked(owner string, anon bool, took []bool) *hold {
 	}
 	h := g.holds[owner]
 	if h == nil {
-		h = &hold{held: make([]bool, len(g.locks))}
+		h = &hold{}
+		if n := len(g.locks); n <= len(h.heldIn) {
+			h.held = h.heldIn[:n]
+		} else {
+			h.held = make([]bool, n)
+		}
 		g.holds[owner] = h
 		g.holdStartLocked(h, owner)
 	}
