@@ -83,7 +83,7 @@ func (r *RedLock) getFanout() *fanout {
 	if f, ok := r.fanouts.Get().(*fanout); ok {
 		return f
 	}
-	return newFanout(r.g.locks, r.bounded)
+	return newFanout(r.g.locks, r.bounded())
 }
 
 // putFanout gives f back, unless a call may still use it.

@@ -39,10 +39,11 @@ type RedLock struct {
 	g       *group
 	cfg     config
 	fanouts sync.Pool // of *fanout (fanout.go)
-	// bounded[i] is set when lock i is one of relock's handles, whose
+	// bounded()[i] is set when lock i is one of relock's handles, whose
 	// Unlock keeps to its context's deadline (at least 250ms): the caller
-	// may make such a release itself (see fanout.start).
-	bounded []bool
+	// may make such a release itself (see fanout.start). Worked out at
+	// the first call, not by NewRedLock.
+	bounded func() []bool
 }
 
 type config struct {
@@ -118,7 +119,7 @@ func NewRedLock(locks ...Locker) *RedLock {
 	}
 	locks = append([]Locker(nil), locks...)
 	r.g = newGroup("redlock", locks, len(locks)/2+1)
-	r.bounded = boundedReleases(locks)
+	r.bounded = sync.OnceValue(func() []bool { return boundedReleases(locks) })
 	r.g.name = r.g.names[0]
 	for _, n := range r.g.names[1:] {
 		if n != r.g.name {
