@@ -38,7 +38,7 @@
 // # RedLock
 //
 // A round asks every lock at once (the calling goroutine asks one, a
-// worker goroutine each the others), every attempt bounded by a per-instance
+// goroutine each the others), every attempt bounded by a per-instance
 // timeout (a tenth of the lease, between 5ms and 50ms, or
 // WithInstanceTimeout), so a slow or dead master costs a round that
 // timeout. The round waits for every attempt, so none outlives
@@ -55,12 +55,14 @@
 // each release at least 250ms). A release to a dead or hung master then
 // fails, and the master's lease ends the hold.
 //
-// The worker goroutines belong to the RedLock: one per lock for each call
-// in progress at once, started by the first call that needs them and
-// kept for the calls that follow, so that back-to-back acquisitions and
-// releases send their requests at once without starting goroutines. A
-// worker that gets no call for 50ms ends: a RedLock left alone has no
-// goroutine, and has nothing to close.
+// The goroutines of a round or a release belong to the call that started
+// them: the call waits for each of them, and none is left when it
+// returns, except the release of a Locker that is not relock's and
+// ignores its context, which a release stops waiting for after its
+// bounded wait (it is reported as not answered). The calling goroutine
+// makes one release itself only on one of relock's locks, whose release
+// keeps to its context's deadline. A RedLock left alone has no goroutine,
+// and has nothing to close.
 //
 // An acquisition without an owner in its context gets a made-up owner of
 // the reserved form "anon-<n>@". Once its hold is released, and every call

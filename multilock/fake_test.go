@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/lockcore"
-	"github.com/relock-go/relock/multilock"
 )
 
 // journal records the calls made to a set of fake locks, in order.
@@ -178,14 +175,4 @@ func (f *fake) held() (string, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.owner, f.count
-}
-
-// bubble runs f in a synctest bubble, then lets the fake clock pass the
-// idle time of the RedLocks' fan-out workers, so that those f used end
-// before the bubble does.
-func bubble(t *testing.T, f func(t *testing.T)) {
-	synctest.Test(t, func(t *testing.T) {
-		f(t)
-		time.Sleep(multilock.WorkerIdle + time.Millisecond)
-	})
 }

@@ -14,18 +14,15 @@ type result struct {
 }
 
 // fanout calls some of a RedLock's locks at once and collects their
-// answers. A RedLock keeps its fanouts in a pool: one is used by one call
-// at a time, and it goes back to the pool only once every call it started
-// has answered, so that fanning out allocates nothing once the pool has
-// one.
-//
-// Each lock has a worker goroutine of the fanout that makes its calls.
-// A worker is started by the first call that needs it and waits for the
-// next one for workerIdleFor, then ends: back-to-back acquisitions and
-// releases reuse the same goroutines, whose stacks have grown already, and
-// a fanout left alone has no goroutine after workerIdleFor. The caller
-// makes one call of a round or a release itself (start's inline), so five
-// locks take four workers.
+// answers. The calling goroutine makes one of the calls itself and starts
+// a goroutine for each of the others, which ends once its call answered:
+// the caller waits for every answer (on done), so no goroutine of a round
+// or a release outlives the RedLock call that started it, except the
+// Unlock of a Locker that ignores its context, which a release stops
+// waiting for (see RedLock.unlockEach). A RedLock keeps its fanouts in a
+// pool: one is used by one call at a time, and it goes back to the pool
+// only once every call it started has answered, so that fanning out
+// allocates nothing once the pool has one.
 type fanout struct {
 	locks []Locker
 	// bounded[i]: lock i's Unlock keeps to its context's deadline (it is
@@ -37,6 +34,10 @@ type fanout struct {
 	lease   time.Duration
 	release bool
 	ask     []bool
+	// inline is the lock whose call the caller makes itself (-1: none);
+	// next claims the next lock to call for a goroutine.
+	inline int
+	next   atomic.Int32
 	// res[i] is lock i's answer, written before answered[i] is set.
 	res      []result
 	answered []atomic.Bool
@@ -44,37 +45,20 @@ type fanout struct {
 	// on done, so that the caller wakes once.
 	pending atomic.Int32
 	done    chan struct{}
-	// workers[i] is the state of lock i's worker (workerNone, workerIdle
-	// or workerBusy); wake[i] hands it a call.
-	workers []atomic.Int32
-	wake    []chan struct{}
+	call    func() // f.callNext: made once, so that starting a goroutine allocates nothing
 	// Scratch space for the caller: the locks a round took, and those the
 	// owner held before.
 	took, before []bool
 	// abandoned is set when the caller stopped waiting for a call: the
-	// fanout is then left to its workers and never reused.
+	// fanout is then left to its goroutines and never reused.
 	abandoned bool
 }
-
-// The states of a lock's worker.
-const (
-	workerNone int32 = iota // no worker: the next call starts one
-	workerIdle              // waiting for a call on wake
-	workerBusy              // handed a call (or starting with one)
-)
-
-// workerIdleFor is how long a worker waits for its next call before it
-// ends.
-var workerIdleFor = 50 * time.Millisecond
 
 func newFanout(locks []Locker, bounded []bool) *fanout {
 	n := len(locks)
 	f := &fanout{locks: locks, bounded: bounded, ask: make([]bool, n), res: make([]result, n), answered: make([]atomic.Bool, n),
-		done: make(chan struct{}, 1), workers: make([]atomic.Int32, n), wake: make([]chan struct{}, n),
-		took: make([]bool, n), before: make([]bool, n)}
-	for i := range f.wake {
-		f.wake[i] = make(chan struct{}, 1)
-	}
+		done: make(chan struct{}, 1), took: make([]bool, n), before: make([]bool, n)}
+	f.call = f.callNext
 	return f
 }
 
@@ -99,10 +83,12 @@ func (r *RedLock) putFanout(f *fanout) {
 // start calls, on ctx, every lock marked in f.ask: TryLock with lease, or
 // Unlock with release set. With inline set, the calling goroutine makes
 // the last call itself (for a release, the last on a lock whose Unlock is
-// bounded, if any), and start returns once it answered. f.done receives
-// once every call has answered (at once when none was asked).
+// bounded, if any), and start returns once it answered; a goroutine makes
+// each other call. f.done receives once every call has answered (at once
+// when none was asked).
 func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, inline bool) {
 	f.ctx, f.release, f.lease = ctx, release, lease
+	f.next.Store(0)
 	asked, last := 0, -1
 	for i, a := range f.ask {
 		f.answered[i].Store(false)
@@ -121,62 +107,39 @@ func (f *fanout) start(ctx context.Context, release bool, lease time.Duration, i
 	if !inline {
 		last = -1
 	}
-	for i, a := range f.ask {
-		if a && i != last {
-			f.dispatch(i)
-		}
+	f.inline = last
+	goroutines := asked
+	if last >= 0 {
+		goroutines--
+	}
+	for range goroutines {
+		go f.call()
 	}
 	if last >= 0 {
-		f.call(last, false)
+		f.callOn(last)
 	}
 }
 
-// dispatch hands the call on lock i to its worker, starting one when it
-// has none.
-func (f *fanout) dispatch(i int) {
-	if f.workers[i].CompareAndSwap(workerIdle, workerBusy) {
-		f.wake[i] <- struct{}{}
-		return
+// callNext makes the call on the next lock marked in f.ask that the
+// caller does not call itself. It runs on a goroutine of its own, whose
+// stack it grows first (growStack).
+func (f *fanout) callNext() {
+	growStack()
+	i := int(f.next.Add(1)) - 1
+	for !f.ask[i] || i == f.inline {
+		i = int(f.next.Add(1)) - 1
 	}
-	// No worker: the last one ended (a worker is never busy here: every
-	// call of the fanout's previous use answered before this one).
-	f.workers[i].Store(workerBusy)
-	go f.work(i)
+	f.callOn(i)
 }
 
-// work is lock i's worker: it makes the call it was started for, then
-// each call handed to it on f.wake[i], until none came for workerIdleFor.
-func (f *fanout) work(i int) {
-	f.call(i, true)
-	t := time.NewTimer(workerIdleFor)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.wake[i]:
-			f.call(i, true)
-			t.Reset(workerIdleFor)
-		case <-t.C:
-			if f.workers[i].CompareAndSwap(workerIdle, workerNone) {
-				return
-			}
-			// A call was handed over meanwhile: it is on f.wake[i].
-		}
-	}
-}
-
-// call makes the call on lock i and records its answer. From a worker
-// (worker set), the worker is marked idle before the answer counts, so
-// that the next use of the fanout finds it ready.
-func (f *fanout) call(i int, worker bool) {
+// callOn makes the call on lock i and records its answer.
+func (f *fanout) callOn(i int) {
 	l := f.locks[i]
 	if f.release {
 		f.res[i] = result{i: i, ok: true, err: l.Unlock(f.ctx)}
 	} else {
 		ok, err := l.TryLock(f.ctx, 0, f.lease)
 		f.res[i] = result{i: i, ok: ok && err == nil, err: err}
-	}
-	if worker {
-		f.workers[i].Store(workerIdle)
 	}
 	f.answered[i].Store(true)
 	if f.pending.Add(-1) == 0 {
@@ -190,3 +153,27 @@ func (f *fanout) askAll() {
 		f.ask[i] = true
 	}
 }
+
+// callStack is about the stack a call into one of relock's locks takes,
+// through its lock core and rueidis.
+const callStack = 8 << 10
+
+// growStack grows the calling goroutine's stack to hold callStack more
+// bytes, in one step: its frame alone is that big. A new goroutine
+// starts with a small stack (a few KiB) and a call into a lock grew it
+// step by step, each step copying and adjusting every frame of the call
+// then on the stack, several times per goroutine: 15 to 19% of the
+// client's CPU time in BenchmarkRedLock over 5 servers. Grown here, at
+// the top of the goroutine, the stack is copied once with one frame on
+// it.
+//
+//go:noinline
+func growStack() {
+	var frame [callStack]byte
+	keep(&frame)
+}
+
+// keep stops the compiler from dropping growStack's frame.
+//
+//go:noinline
+func keep(*[callStack]byte) {}

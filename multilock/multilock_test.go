@@ -3,8 +3,11 @@ package multilock_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -76,7 +79,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestMultiLockTakesLocksInNameOrder(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "c", "a", "d", "b")
 		// A nested MultiLock is expanded into the same order.
@@ -91,7 +94,7 @@ func TestMultiLockTakesLocksInNameOrder(t *testing.T) {
 }
 
 func TestMultiLockAllOrNothing(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b", "c")
 		fs[1].set(func(f *fake) { f.busy = true })
@@ -104,7 +107,7 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 }
 
 func TestMultiLockErrorIsNodeError(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b", "c")
 		boom := errors.New("boom")
@@ -143,7 +146,7 @@ func assertFree(t *testing.T, fs ...*fake) {
 }
 
 func TestMultiLockUnlockGoesOnPastErrors(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b", "c")
 		m := multilock.New(lockers(fs)...)
@@ -161,7 +164,7 @@ func TestMultiLockUnlockGoesOnPastErrors(t *testing.T) {
 }
 
 func TestMultiLockWaitsInOrder(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		m := multilock.New(lockers(fs)...)
@@ -187,7 +190,7 @@ func TestMultiLockWaitsInOrder(t *testing.T) {
 }
 
 func TestMultiLockWaitEndsWithoutLocks(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		fs[1].set(func(f *fake) { f.busy = true })
@@ -205,7 +208,7 @@ func TestMultiLockWaitEndsWithoutLocks(t *testing.T) {
 }
 
 func TestMultiLockFixedLeaseValidity(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		fs[1].set(func(f *fake) { f.delay = 30 * time.Millisecond })
@@ -274,7 +277,7 @@ func TestReentrant(t *testing.T) {
 }
 
 func TestRedLockQuorum(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		for _, c := range []struct {
 			busy int
 			want bool
@@ -302,7 +305,7 @@ func TestRedLockQuorum(t *testing.T) {
 }
 
 func TestRedLockFailedRoundUndoesEverywhere(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "x", "x", "x", "x", "x")
 		boom := errors.New("boom")
@@ -330,7 +333,7 @@ func TestRedLockFailedRoundUndoesEverywhere(t *testing.T) {
 // would take that lock again as its own, by re-entry, and its Unlock
 // would leave the lock held.
 func TestRedLockReusesAnonymousOwners(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x")
 		r := multilock.NewRedLock(lockers(fs)...)
 		ctx := t.Context()
@@ -386,31 +389,68 @@ func TestRedLockReusesAnonymousOwners(t *testing.T) {
 	})
 }
 
-// TestRedLockWorkersIdle: a RedLock's calls go through a worker per lock
-// that waits WorkerIdle for the next call and then ends; calls made just
-// before, at and after that moment are all made, and answered once (the
-// bubble fails if a worker is left behind).
-func TestRedLockWorkersIdle(t *testing.T) {
-	for _, d := range []time.Duration{0, multilock.WorkerIdle - 1, multilock.WorkerIdle, multilock.WorkerIdle + 1, 3 * multilock.WorkerIdle} {
-		bubble(t, func(t *testing.T) {
-			j := &journal{}
-			fs := fakes(j, "x", "x", "x")
-			r := multilock.NewRedLock(lockers(fs)...)
-			ctx := t.Context()
-			for i := range 3 {
-				require.NoError(t, r.Lock(ctx), "pause %v, Lock %d", d, i)
-				time.Sleep(d)
-				require.NoError(t, r.Unlock(ctx), "pause %v, Unlock %d", d, i)
-				time.Sleep(d)
-			}
-			assert.Len(t, j.list(), 3*2*3, "pause %v: calls made", d)
-			assertFree(t, fs...)
-		})
+// TestRedLockCallsLeaveNoGoroutine: every goroutine a RedLock call
+// starts to ask its locks has ended when the call returns (a RedLock has
+// no Close to stop one later), whether the call succeeds, loses a round
+// and undoes it, or waits on slow and hung masters.
+func TestRedLockCallsLeaveNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &journal{}
+		fs := fakes(j, "x", "x", "x", "x", "x")
+		fs[0].set(func(f *fake) { f.delay = time.Millisecond })
+		r := multilock.NewRedLock(lockers(fs)...)
+		ctx := t.Context()
+		left := func(after string) {
+			t.Helper()
+			synctest.Wait() // a goroutine that answered has ended, or is blocked
+			assert.Empty(t, fanoutGoroutines(), "goroutines of the RedLock left after %s", after)
+		}
+		require.NoError(t, r.Lock(ctx), "Lock")
+		left("Lock")
+		require.NoError(t, r.Unlock(ctx), "Unlock")
+		left("Unlock")
+		require.NoError(t, r.Do(ctx, func(context.Context) error { return nil }), "Do")
+		left("Do")
+		for _, f := range fs[2:] {
+			f.set(func(f *fake) { f.busy = true })
+		}
+		requireTryLock(t, r, ctx, 0, 0, false)
+		left("a lost round and its undo")
+		for _, f := range fs[2:] {
+			f.set(func(f *fake) { f.busy = false })
+		}
+		fs[1].set(func(f *fake) { f.hang = true })
+		requireTryLock(t, r, ctx, 0, 0, true)
+		left("a round with a hung master")
+		require.NoError(t, r.Unlock(ctx), "Unlock")
+		left("Unlock after a round with a hung master")
+		assertFree(t, fs...)
+	})
+}
+
+// fanoutGoroutines returns the stacks of the goroutines that are in a
+// RedLock's fan-out.
+func fanoutGoroutines() []string {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
 	}
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "multilock.(*fanout)") {
+			found = append(found, g)
+		}
+	}
+	return found
 }
 
 func TestRedLockTooManyErrors(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "a", "b", "c", "d", "e")
 		boom := errors.New("boom")
 		for _, f := range fs[2:] {
@@ -433,7 +473,7 @@ func TestRedLockTooManyErrors(t *testing.T) {
 }
 
 func TestRedLockHungInstance(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x")
 		fs[1].set(func(f *fake) { f.hang = true })
 		r := multilock.NewRedLock(lockers(fs)...).With(multilock.WithInstanceTimeout(20 * time.Millisecond))
@@ -447,7 +487,7 @@ func TestRedLockHungInstance(t *testing.T) {
 }
 
 func TestRedLockValidityExpired(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x")
 		for _, f := range fs {
 			f.set(func(f *fake) { f.delay = 25 * time.Millisecond })
@@ -460,7 +500,7 @@ func TestRedLockValidityExpired(t *testing.T) {
 }
 
 func TestRedLockLoss(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x", "x", "x")
 		r := multilock.NewRedLock(lockers(fs)...)
 		var cause error
@@ -490,7 +530,7 @@ func TestRedLockLoss(t *testing.T) {
 }
 
 func TestMultiLockLoss(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "a", "b")
 		m := multilock.New(lockers(fs)...)
 		err := m.Do(t.Context(), func(ctx context.Context) error {
@@ -504,7 +544,7 @@ func TestMultiLockLoss(t *testing.T) {
 }
 
 func TestComposition(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x", "y")
 		r := multilock.NewRedLock(fs[0], fs[1], fs[2])
 		m := multilock.New(fs[3], r)
@@ -526,7 +566,7 @@ func TestComposition(t *testing.T) {
 // Two MultiLocks over the same locks, given in different orders, never
 // deadlock: both take them in name order.
 func TestMultiLockNoDeadlock(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "a", "b", "c")
 		m1 := multilock.New(fs[0], fs[1], fs[2])
 		m2 := multilock.New(fs[2], fs[1], fs[0])
@@ -554,7 +594,7 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 // can never be valid: it is refused, and nothing is sent (a MultiLock used
 // to re-take and release its locks with no pause, forever).
 func TestImpossibleLeaseRefused(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		for _, kind := range []string{"multilock", "redlock"} {
@@ -573,7 +613,7 @@ func TestImpossibleLeaseRefused(t *testing.T) {
 // TestMultiLockNeverSpins: a set that cannot be gathered within its fixed
 // lease is retried after a pause, not in a tight loop.
 func TestMultiLockNeverSpins(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		j := &journal{}
 		fs := fakes(j, "a", "b")
 		fs[1].set(func(f *fake) { f.delay = 5 * time.Millisecond })

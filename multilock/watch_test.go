@@ -62,7 +62,7 @@ func TestWatchesStartWhenAsked(t *testing.T) {
 // TestLossSeenByLateWatch: locks lost before anyone watched the hold are
 // seen lost as soon as someone does.
 func TestLossSeenByLateWatch(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x", "x", "x")
 		r := multilock.NewRedLock(lockers(fs)...)
 		ctx := lockcore.WithOwner(t.Context(), "o")
@@ -117,7 +117,7 @@ func TestUnwatchedLossAtUnlock(t *testing.T) {
 // TestObservedLossWithoutWatchers: with an observer, a hold is watched
 // from the start, so its loss is reported when it happens, not at Unlock.
 func TestObservedLossWithoutWatchers(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{kinds: []string{"redlock"}}
 		fs := fakes(&journal{}, "x", "x", "x")
 		r := multilock.NewRedLock(lockers(fs)...).With(multilock.WithObserver(rec))
@@ -148,7 +148,7 @@ func (s stuckUnlock) Unlock(ctx context.Context) error {
 // waited for a bounded time; Unlock then reports it, and the RedLock goes
 // on working once it returns.
 func TestRedLockUnlockStopsWaiting(t *testing.T) {
-	bubble(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fs := fakes(&journal{}, "x", "x", "x")
 		stuck := stuckUnlock{fs[2], make(chan struct{})}
 		r := multilock.NewRedLock(fs[0], fs[1], stuck)
