@@ -180,8 +180,8 @@ type holdsModel struct {
 	// wakeable: the kind takes part in wake-one (Lock, FencedLock);
 	// plain: it is a reentrant lock of the plain layout, which a
 	// read-write lock of the same name must refuse (and the other way
-	// round).
-	wakeable, plain bool
+	// round); spin: its waiters never subscribe (SpinLock).
+	wakeable, plain, spin bool
 	// anon is the one handle the anonymous goroutines of each Client
 	// share (exclusive kinds).
 	anon map[*slot]checkedLock
@@ -215,7 +215,8 @@ func newHoldsModel(e *engine, getN func(s *slot, name string, sd side) checkedLo
 	m := &holdsModel{e: e, getN: getN, rw: rw, fair: fair, anonLosses: make([]int, e.kind.slots), anon: map[*slot]checkedLock{}}
 	m.get = func(s *slot, sd side) checkedLock { return getN(s, e.name, sd) }
 	m.wakeable = slices.Contains([]string{"Lock", "FencedLock", "WakeOne"}, e.kind.name)
-	m.plain = m.wakeable
+	m.spin = e.kind.name == "SpinLock"
+	m.plain = m.wakeable || m.spin
 	for i := range e.kind.slots {
 		for _, n := range []string{"a", "b", ""} {
 			m.owners = append(m.owners, &howner{slot: i, name: n, anonymous: n == ""})
@@ -530,13 +531,17 @@ func (m *holdsModel) otherOwners(skip int) []*howner {
 // had base replies of its acquire scripts, is seen waiting: it attempted,
 // and its Client is subscribed (a waiter attempts again after it
 // subscribed, unless its Client was subscribed before it attempted), and,
-// for wake-one, registered; for a fair lock, its field f is in the queue.
-// It reports whether it saw it.
+// for wake-one, registered; for a fair lock, its field f is in the queue;
+// a spin lock's waiter, which never subscribes, once it attempted twice
+// (it is in its backoff). It reports whether it saw it.
 func (m *holdsModel) seenWaiting(s *slot, base int, f string) bool {
 	e := m.e
 	wakers := layout.Wakers(e.name)
 	queue := layout.Queue(e.name)
 	return until(2*time.Second, func() bool {
+		if m.spin {
+			return m.acquireReplies(s) >= base+2
+		}
 		if m.acquireReplies(s) < base+1 || !e.subscribed(s) {
 			return false
 		}
@@ -1989,7 +1994,14 @@ func (m *holdsModel) checkpoint() {
 				}
 			default:
 				if h.count > 0 {
-					m.endHoldLocked(o, sd, m.goneByLocked(o, sd, now), "lost")
+					goneBy := m.goneByLocked(o, sd, now)
+					if !h.fixedMin.IsZero() && !now.Before(h.fixedMin) {
+						// Its Client's timer ended it at its fixed lease's
+						// end, counted from the call's start: Redis counts
+						// from the script, and may keep it until fixedMax.
+						goneBy = maxTime(goneBy, h.fixedMax)
+					}
+					m.endHoldLocked(o, sd, goneBy, "lost")
 				}
 				if v.count > 0 {
 					// Truly unknowable: a level a lost reply may have left

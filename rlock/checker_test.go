@@ -191,19 +191,25 @@ import (
 // failed one's. The kinds' names are Lock, FencedLock, FairLock, WakeOne,
 // ReadWrite, Semaphore and Latch.
 func TestRandomizedHolds(t *testing.T) {
-	total := chkDefaultDuration
+	runChecker(t, chkKinds(), chkDefaultDuration, chkRunLength)
+}
+
+// runChecker runs the kinds (or those RELOCK_CHECK_KINDS names, of every
+// kind the checker knows) for total in all (RELOCK_CHECK_DURATION
+// replaces it), in runs of runLength at most, a seed each.
+func runChecker(t *testing.T, kinds []*chkKind, total, runLength time.Duration) {
 	if s := os.Getenv("RELOCK_CHECK_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		require.NoError(t, err, "RELOCK_CHECK_DURATION")
 		total = d
 	}
-	kinds := chkKinds()
 	if s := os.Getenv("RELOCK_CHECK_KINDS"); s != "" {
+		all := allChkKinds()
 		var sel []*chkKind
 		for _, n := range strings.Split(s, ",") {
-			i := slices.IndexFunc(kinds, func(k *chkKind) bool { return strings.EqualFold(k.name, strings.TrimSpace(n)) })
-			require.GreaterOrEqual(t, i, 0, "RELOCK_CHECK_KINDS: no kind %q (kinds: %s)", n, kindNames(kinds))
-			sel = append(sel, kinds[i])
+			i := slices.IndexFunc(all, func(k *chkKind) bool { return strings.EqualFold(k.name, strings.TrimSpace(n)) })
+			require.GreaterOrEqual(t, i, 0, "RELOCK_CHECK_KINDS: no kind %q (kinds: %s)", n, kindNames(all))
+			sel = append(sel, all[i])
 		}
 		kinds = sel
 	}
@@ -214,13 +220,13 @@ func TestRandomizedHolds(t *testing.T) {
 		require.NoError(t, err, "RELOCK_CHECK_SEED")
 		base, replay = v, true
 	}
-	// Every kind gets the same share of the time, in runs of chkRunLength
+	// Every kind gets the same share of the time, in runs of runLength
 	// (a seed each).
 	share := total / time.Duration(len(kinds))
-	runs := max(1, int(share/chkRunLength))
+	runs := max(1, int(share/runLength))
 	runLen := share / time.Duration(runs)
 	if replay {
-		runs, runLen = 1, max(runLen, chkRunLength)
+		runs, runLen = 1, max(runLen, runLength)
 	}
 	for i, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -257,9 +263,17 @@ const (
 	chkRunLength = 10 * time.Second
 )
 
-// chkKinds are the kinds the checker covers.
+// chkKinds are the kinds TestRandomizedHolds covers.
 func chkKinds() []*chkKind {
 	return append(lockKinds(), semKind(), latchKind())
+}
+
+// allChkKinds are every kind the checker covers: those of
+// TestRandomizedHolds and those of issue 33, each run by a test of its
+// own (TestCheckerSpinLock, TestCheckerCountingSemaphore,
+// TestCheckerRateLimiter).
+func allChkKinds() []*chkKind {
+	return append(chkKinds(), spinKind(), countingKind(), rateKind())
 }
 
 func kindNames(ks []*chkKind) string {
@@ -328,7 +342,7 @@ func runChild(spec childSpec) {
 		return n
 	}
 	var k *chkKind
-	for _, x := range chkKinds() {
+	for _, x := range allChkKinds() {
 		if x.name == spec.Kind {
 			k = x
 		}
@@ -386,6 +400,8 @@ func runChild(spec childSpec) {
 			l = c.GetLock(spec.Name)
 		case "FencedLock":
 			l = c.GetFencedLock(spec.Name)
+		case "SpinLock":
+			l = c.GetSpinLock(spec.Name)
 		case "FairLock":
 			l = c.GetFairLock(spec.Name)
 		case "ReadWrite":

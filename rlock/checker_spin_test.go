@@ -1,0 +1,45 @@
+package rlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/rlock"
+)
+
+// The spin lock's kind: the lock model (checker_holds_test.go) as for
+// Lock, with the spin lock's waiting: no subscription, a backoff between
+// attempts.
+
+// spinBound is the spin lock's liveness bound: its backoff's cap (a
+// waiter looks again at least that often, or at the holder's lease end
+// if sooner), and the round trip of the attempt that finds the lock free
+// (chkSettle).
+const spinBound = lockcore.SpinMax + chkSettle
+
+func spinKind() *chkKind {
+	return &chkKind{name: "SpinLock", slots: 2, bound: spinBound,
+		acquireScripts: []string{lua.LockAcquire.SHA1, lua.LockReenter.SHA1},
+		deaths:         []string{"death:kill hold", "death:kill wait", "death:close holding", "death:close waiting"},
+		model: func(e *engine) model {
+			return newHoldsModel(e, func(s *slot, name string, _ side) checkedLock { return s.c.GetSpinLock(name) }, false, false)
+		}}
+}
+
+var _ checkedLock = (*rlock.SpinLock)(nil)
+
+// TestCheckerSpinLock is the checker (see TestRandomizedHolds) on the
+// spin lock: a lock (no two owners hold it at once, a hold ends only by
+// its release or a reported loss, Redis has what the model has), whose
+// waiters, which never subscribe, go on within spinBound of the lock
+// coming free. Two runs of 5s by default (RELOCK_CHECK_DURATION sets the
+// time of both).
+func TestCheckerSpinLock(t *testing.T) {
+	runChecker(t, []*chkKind{spinKind()}, 2*chkWave4Run, chkWave4Run)
+}
+
+// chkWave4Run is the length of a run of the kinds of issue 33 (their
+// tests make two each by default).
+const chkWave4Run = 5 * time.Second

@@ -1,0 +1,4 @@
+package rlock_test
+
+func countingKind() *chkKind { return spinKind() }
+func rateKind() *chkKind     { return spinKind() }
