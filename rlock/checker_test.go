@@ -376,6 +376,27 @@ func runChild(spec childSpec) {
 			return
 		}
 		relocktest.ChildSay("waiting")
+	case spec.Kind == "CountingSemaphore":
+		s := c.GetCountingSemaphore(spec.Name)
+		if spec.Act == "hold" {
+			if err := s.Acquire(ctx, spec.Expect); err != nil {
+				relocktest.ChildSay("error %v", err)
+				return
+			}
+			relocktest.ChildSay("held %d", start.UnixNano())
+			break
+		}
+		go func() {
+			if err := s.Acquire(ctx, spec.Expect); err == nil {
+				relocktest.ChildSay("error acquired, not waiting")
+			}
+		}()
+		// Waiting once it attempted, subscribed and attempted again.
+		if !until(5*time.Second, func() bool { return replies(lua.CountingAcquire.SHA1) >= 2 }) {
+			relocktest.ChildSay("error not waiting")
+			return
+		}
+		relocktest.ChildSay("waiting")
 	case spec.Kind == "Latch":
 		l := c.GetCountDownLatch(spec.Name)
 		go func() {
