@@ -269,9 +269,15 @@ func (m *countingModel) release(a *cActor, i int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.logLocked("%v Release(%d) -> %v", a, t.n, errText(err))
+	var re *rueidis.RedisError
 	switch {
 	case err == nil:
 		t.to = end
+	case errors.As(err, &re) && s.closedAt.IsZero():
+		// Refused by Redis (an OOM reply): nothing came back; a gives
+		// them back later.
+		t.releasing = false
+		a.takes = append(a.takes, t)
 	case isRedisFailure(err) || errors.Is(err, rlock.ErrClosed):
 		// Truly unknowable: the permits may or may not be back; nobody
 		// gives them back again. The checkpoint reads the count.
@@ -677,6 +683,9 @@ func (m *countingModel) livenessLocked(now time.Time) {
 			steps[i] = step{from: st.from, n: st.n - (w.n - 1)}
 		}
 		ws = append(ws, wait{from: w.from, to: w.to, what: w.what, avail: positive(w.from, w.to, steps, busy)})
+		if len(ws[len(ws)-1].avail) > 0 {
+			e.count("liveness:judged", 1) // it could have gone on at some point
+		}
 	}
 	e.checkLiveness(ws)
 }

@@ -397,6 +397,19 @@ func runChild(spec childSpec) {
 			return
 		}
 		relocktest.ChildSay("waiting")
+	case spec.Kind == "RateLimiter":
+		l := c.GetRateLimiter(spec.Name)
+		go func() {
+			if err := l.Acquire(ctx, spec.Expect); err == nil {
+				relocktest.ChildSay("error acquired, not waiting")
+			}
+		}()
+		// Waiting once it was refused, subscribed and was refused again.
+		if !until(5*time.Second, func() bool { return replies(lua.RateAcquire.SHA1) >= 2 }) {
+			relocktest.ChildSay("error not waiting")
+			return
+		}
+		relocktest.ChildSay("waiting")
 	case spec.Kind == "Latch":
 		l := c.GetCountDownLatch(spec.Name)
 		go func() {

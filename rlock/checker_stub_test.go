@@ -1,3 +1,0 @@
-package rlock_test
-
-func rateKind() *chkKind { return spinKind() }
