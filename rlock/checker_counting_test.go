@@ -111,10 +111,10 @@ func countingKind() *chkKind {
 // semaphore has, less what live actors hold and what dead holders took
 // for good), up to what calls whose outcome is unknown may have taken;
 // whenever n permits are free, a waiter for n goes on within
-// countingBound. Two runs of 5s by default (RELOCK_CHECK_DURATION sets
-// the time of both).
+// countingBound. One run of chkWave4Run by default
+// (RELOCK_CHECK_DURATION sets a longer time, in runs of that length).
 func TestCheckerCountingSemaphore(t *testing.T) {
-	runChecker(t, []*chkKind{countingKind()}, 2*chkWave4Run, chkWave4Run)
+	runChecker(t, []*chkKind{countingKind()}, true, chkWave4Run, chkWave4Run)
 }
 
 func (m *countingModel) sem(s *slot) *semaphore.Counting { return s.c.GetCountingSemaphore(m.e.name) }

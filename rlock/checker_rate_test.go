@@ -91,10 +91,10 @@ func rateKind() *chkKind {
 // interval, by the calls' own times (grants that surely fell in one
 // window) and by the server's clock (the grants' scores); a waiter goes
 // on within rateBound once the grants that kept it out left the window,
-// or the rate was set anew. Two runs of 5s by default
-// (RELOCK_CHECK_DURATION sets the time of both).
+// or the rate was set anew. One run of chkWave4Run by default
+// (RELOCK_CHECK_DURATION sets a longer time, in runs of that length).
 func TestCheckerRateLimiter(t *testing.T) {
-	runChecker(t, []*chkKind{rateKind()}, 2*chkWave4Run, chkWave4Run)
+	runChecker(t, []*chkKind{rateKind()}, true, chkWave4Run, chkWave4Run)
 }
 
 func (m *rateModel) limiter(s *slot) *ratelimit.Limiter { return s.c.GetRateLimiter(m.e.name) }
