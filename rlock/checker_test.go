@@ -176,7 +176,7 @@ import (
 //
 // RELOCK_CHECK_DURATION (a Go duration) sets the time of all the kinds
 // together; RELOCK_CHECK_KINDS (names, comma-separated) runs some kinds
-// only; RELOCK_CHECK_SEED replays a run, as its log says: the order of its
+// only (also the kinds of issue 33, below); RELOCK_CHECK_SEED replays a run, as its log says: the order of its
 // rounds, shapes and faults, and its calls' choices as far as its
 // goroutines draw in the same order (the server's timing is not
 // replayed). RELOCK_CHECK_SKIP names shapes (handoff, kill-holder,
@@ -190,6 +190,15 @@ import (
 // failure; RELOCK_CHECK_HISTORY prints every run's history, not only a
 // failed one's. The kinds' names are Lock, FencedLock, FairLock, WakeOne,
 // ReadWrite, Semaphore and Latch.
+//
+// # The kinds of issue 33
+//
+// The spin lock, the counting semaphore and the rate limiter run on the
+// same engine in tests of their own, which say their models' rules and
+// bounds: TestCheckerSpinLock (SpinLock), TestCheckerCountingSemaphore
+// (CountingSemaphore) and TestCheckerRateLimiter (RateLimiter), one run
+// of chkWave4Run each by default; RELOCK_CHECK_KINDS names them, to
+// these tests or to this one, and the variables above apply to them.
 func TestRandomizedHolds(t *testing.T) {
 	runChecker(t, chkKinds(), false, chkDefaultDuration, chkRunLength)
 }
