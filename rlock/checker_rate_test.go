@@ -99,10 +99,12 @@ func TestCheckerRateLimiter(t *testing.T) {
 
 func (m *rateModel) limiter(s *slot) *ratelimit.Limiter { return s.c.GetRateLimiter(m.e.name) }
 
-func (m *rateModel) shapes() []string { return []string{"kill-waiter", "close-waiter"} }
+func (m *rateModel) shapes() []string { return []string{"kill-waiter", "close-waiter", "window"} }
 
 func (m *rateModel) round(shape string, f faultKind) {
 	switch shape {
+	case "window":
+		m.windowRound()
 	case "kill-waiter", "close-waiter":
 		m.deadWaiterRound(shape == "kill-waiter")
 	default:
@@ -206,6 +208,36 @@ func (m *rateModel) setRate(i int, d time.Duration) {
 		return
 	}
 	m.epochs = append(m.epochs, rEpoch{setFrom: start, setTo: end, interval: d})
+}
+
+// windowRound: the window, once empty, is filled, and a third to two thirds of an
+// interval later a waiter of each Client (one or two permits) starts:
+// each must go on once the grants that keep it out leave the window, not
+// a whole interval after it was refused.
+func (m *rateModel) windowRound() {
+	e := m.e
+	// The grants of the rounds before leave the window first.
+	time.Sleep(m.interval + chkSettle)
+	for range m.rate {
+		e.call()
+		m.acquire(0, "c0a", 1, "TryAcquire(1, 0) (to fill)", time.Second, false, func(ctx context.Context, l *ratelimit.Limiter) (bool, error) {
+			return l.TryAcquire(ctx, 1, 0)
+		})
+	}
+	third := m.interval / 3
+	time.Sleep(third + time.Duration(e.intn(int(third)+1)))
+	var wg sync.WaitGroup
+	for i, who := range []string{"c0b", "c1a"} {
+		n := pick(e, 1, 1, 2)
+		wg.Go(func() {
+			e.call()
+			m.acquire(i, who, n, fmt.Sprintf("Acquire(%d) (for room in the window)", n), 3*m.interval, true, func(ctx context.Context, l *ratelimit.Limiter) (bool, error) {
+				err := l.Acquire(ctx, n)
+				return err == nil, err
+			})
+		})
+	}
+	wg.Wait()
 }
 
 // deadWaiterRound: the rate is set anew with a long interval, and its
@@ -398,13 +430,22 @@ func (m *rateModel) checkpoint() {
 func (m *rateModel) livenessLocked(now time.Time) {
 	e := m.e
 	var busy []window
-	add := func(g *rGrant, to time.Time) {
+	add := func(g *rGrant, from, to time.Time) {
 		for range g.n {
-			busy = append(busy, window{from: g.from, to: to, what: "the grant of " + g.who})
+			busy = append(busy, window{from: from, to: to, what: "the grant of " + g.who})
 		}
 	}
 	for _, g := range m.grants {
-		add(g, m.busyTo(g))
+		// A grant is made between its call's start and its reply; with no
+		// fault about its end, the reply comes within a round trip of the
+		// script, and the model takes it as made no earlier than chkBound
+		// before the reply (a waiting call's start may be long before its
+		// grant, and would hide the room the window had meanwhile).
+		from := g.from
+		if !e.faultedDuring(g.to.Add(-chkBound-chkRecovery), g.to) {
+			from = maxTime(from, g.to.Add(-chkBound))
+		}
+		add(g, from, m.busyTo(g))
 	}
 	for _, g := range m.unknown {
 		// Made, if at all, by the time the call's last script ran.
@@ -414,7 +455,7 @@ func (m *rateModel) livenessLocked(now time.Time) {
 				to = ep.setTo
 			}
 		}
-		add(g, to)
+		add(g, g.from, to)
 	}
 	steps := func(n int) []step {
 		return []step{{from: m.epochs[0].setFrom, n: m.rate - (n - 1)}}
