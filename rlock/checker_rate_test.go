@@ -76,7 +76,7 @@ func rateKind() *chkKind {
 		acquireScripts: []string{lua.RateAcquire.SHA1},
 		deaths:         []string{"death:kill wait", "death:close waiting"},
 		model: func(e *engine) model {
-			m := &rateModel{e: e, rate: 2 + e.intn(2), interval: 300*time.Millisecond + e.ms(200)}
+			m := &rateModel{e: e, rate: 2 + e.intn(2), interval: 400*time.Millisecond + e.ms(200)}
 			start := time.Now()
 			ok, err := m.limiter(e.slot(0)).TrySetRate(context.Background(), m.rate, m.interval)
 			require.NoError(e.t, err, "TrySetRate")
@@ -210,8 +210,8 @@ func (m *rateModel) setRate(i int, d time.Duration) {
 	m.epochs = append(m.epochs, rEpoch{setFrom: start, setTo: end, interval: d})
 }
 
-// windowRound: the window, once empty, is filled, and a third to two thirds of an
-// interval later a waiter of each Client (one or two permits) starts:
+// windowRound: the window, once empty, is filled, and a half to three
+// quarters of an interval later a waiter of each Client (one or two permits) starts:
 // each must go on once the grants that keep it out leave the window, not
 // a whole interval after it was refused.
 func (m *rateModel) windowRound() {
@@ -224,8 +224,8 @@ func (m *rateModel) windowRound() {
 			return l.TryAcquire(ctx, 1, 0)
 		})
 	}
-	third := m.interval / 3
-	time.Sleep(third + time.Duration(e.intn(int(third)+1)))
+	half := m.interval / 2
+	time.Sleep(half + time.Duration(e.intn(int(half/2)+1)))
 	var wg sync.WaitGroup
 	for i, who := range []string{"c0b", "c1a"} {
 		n := pick(e, 1, 1, 2)
@@ -438,12 +438,12 @@ func (m *rateModel) livenessLocked(now time.Time) {
 	for _, g := range m.grants {
 		// A grant is made between its call's start and its reply; with no
 		// fault about its end, the reply comes within a round trip of the
-		// script, and the model takes it as made no earlier than chkBound
-		// before the reply (a waiting call's start may be long before its
-		// grant, and would hide the room the window had meanwhile).
+		// script (chkSettle, as the engine takes it), and the model takes
+		// it as made no earlier (a waiting call's start may be long before
+		// its grant, and would hide the room the window had meanwhile).
 		from := g.from
-		if !e.faultedDuring(g.to.Add(-chkBound-chkRecovery), g.to) {
-			from = maxTime(from, g.to.Add(-chkBound))
+		if !e.faultedDuring(g.to.Add(-chkSettle-chkRecovery), g.to) {
+			from = maxTime(from, g.to.Add(-chkSettle))
 		}
 		add(g, from, m.busyTo(g))
 	}
