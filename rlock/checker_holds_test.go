@@ -1060,16 +1060,24 @@ func (m *holdsModel) closeSlot(i int, queued bool, what string) {
 				if !o.anonymous {
 					ctx = rlock.WithOwner(ctx, ownerString(o))
 				}
-				lives = append(lives, life{o, sd, m.get(old, sd).HoldContext(ctx)})
+				lives = append(lives, life{o, sd, ctx})
 			}
 		}
 	}
 	e.mu.Unlock()
+	// HoldContext may call the lost handler, which takes e.mu, on this
+	// goroutine (a hold first watched after its fixed lease ran out).
+	for j := range lives {
+		lives[j].ctx = m.get(old, lives[j].sd).HoldContext(lives[j].ctx)
+	}
 	s := e.closeSlot(i, queued, what)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, lf := range lives {
-		if cause := context.Cause(lf.ctx); !errors.Is(cause, rlock.ErrClosed) && !lf.o.s[lf.sd].uncertain && lf.o.s[lf.sd].doomed == "" {
+		h := &lf.o.s[lf.sd]
+		lapsed := !h.fixedMin.IsZero() && time.Now().After(h.fixedMin) // its fixed lease may have ended first
+		if cause := context.Cause(lf.ctx); !errors.Is(cause, rlock.ErrClosed) && !h.uncertain && h.doomed == "" &&
+			!(lapsed && errors.Is(cause, rlock.ErrLockLost)) {
 			e.violation("%v: after Close, its %s hold's cause is %v, want ErrClosed", lf.o, lf.sd, cause)
 		}
 	}
