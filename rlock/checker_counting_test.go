@@ -42,7 +42,8 @@ const countingBound = chkBound
 type cTake struct {
 	n        int
 	who      string
-	from, to time.Time // to: zero while taken
+	start    time.Time // the call that took them
+	from, to time.Time // from its reply; to: zero while taken
 	// certain: the permits are surely taken from the reply on (not for a
 	// call whose outcome is unknown).
 	certain bool
@@ -73,6 +74,10 @@ type countingModel struct {
 	top   int
 	takes []*cTake
 	waits []cWait
+	// calls are the acquisitions of this round, and tries those that
+	// ended without the permits and without an error (see
+	// checkTriesLocked).
+	calls, tries []cWait
 	// faultEnd is the end of the round's last fault (zero: none).
 	faultEnd time.Time
 }
@@ -197,10 +202,14 @@ func (m *countingModel) acquire(a *cActor, n int, what string, timeout time.Dura
 	if waits {
 		m.waits = append(m.waits, cWait{n: n, from: start, to: end, what: what})
 	}
+	m.calls = append(m.calls, cWait{n: n, from: start, to: end, what: what})
+	if err == nil && !ok && s.closedAt.IsZero() {
+		m.tries = append(m.tries, m.calls[len(m.calls)-1])
+	}
 	switch {
 	case err == nil && ok:
 		e.logLocked("%s -> acquired", what)
-		t := &cTake{n: n, who: a.String(), from: end, certain: true}
+		t := &cTake{n: n, who: a.String(), start: start, from: end, certain: true}
 		m.checkTakeLocked(t, what)
 		if !s.closedAt.IsZero() || s != e.slots[a.slot] {
 			// Its Client closed as it took them: nobody gives them back.
@@ -225,7 +234,7 @@ func (m *countingModel) acquire(a *cActor, n int, what string, timeout time.Dura
 		// taken them, and the call's give-back may not have run (Redis did
 		// not answer it either). The checkpoint reads the count. (A call
 		// that only ran out of time, with no fault, took nothing.)
-		m.takes = append(m.takes, &cTake{n: n, who: what + " (outcome unknown)", from: start})
+		m.takes = append(m.takes, &cTake{n: n, who: what + " (outcome unknown)", start: start, from: start})
 	}
 	return false
 }
@@ -417,7 +426,7 @@ func (m *countingModel) deadHolderRound(kill bool) {
 			return
 		}
 		e.mu.Lock()
-		ct = &cTake{n: n, who: "child " + ch.who, from: time.Now(), certain: true}
+		ct = &cTake{n: n, who: "child " + ch.who, start: time.Now(), from: time.Now(), certain: true}
 		m.checkTakeLocked(ct, "child "+ch.who+" Acquire")
 		m.takes = append(m.takes, ct)
 		e.mu.Unlock()
@@ -627,7 +636,7 @@ func (m *countingModel) checkpoint() {
 		if lost := want - got; lost > 0 {
 			e.count("lost:unknown", lost)
 			e.logLocked("  model: calls of unknown outcome took %d permits for good", lost)
-			m.takes = append(m.takes, &cTake{n: lost, who: "calls of unknown outcome", from: now, certain: true, dead: true})
+			m.takes = append(m.takes, &cTake{n: lost, who: "calls of unknown outcome", start: now, from: now, certain: true, dead: true})
 		}
 	}
 	for _, t := range m.takes {
@@ -635,7 +644,9 @@ func (m *countingModel) checkpoint() {
 			t.to = now
 		}
 	}
+	m.checkTriesLocked(now)
 	m.livenessLocked(now)
+	m.calls, m.tries = m.calls[:0], m.tries[:0]
 	// What is taken for good is refilled below: the model forgets it.
 	dead := 0
 	var keep []*cTake
@@ -659,6 +670,51 @@ func (m *countingModel) checkpoint() {
 	m.top = m.total
 	m.steps = []step{{from: time.Now(), n: m.total}}
 	e.mu.Unlock()
+}
+
+// checkTriesLocked judges the acquisitions of the round that ended
+// without the permits and without an error: if the n permits one asked
+// for were free for its whole call (the count less what was held, what
+// calls of unknown outcome may have taken and what the other
+// acquisitions in flight may have), with no child at work, no fault and
+// no other excuse, it should have taken them, however short its wait.
+// e.mu is held.
+func (m *countingModel) checkTriesLocked(now time.Time) {
+	e := m.e
+	xs := e.excuses()
+	for _, w := range m.tries {
+		var busy []window
+		for _, t := range m.takes {
+			to := t.to
+			if to.IsZero() {
+				to = now
+			}
+			for range t.n {
+				busy = append(busy, window{from: t.start, to: to})
+			}
+		}
+		for _, c := range m.calls {
+			if !(c.from.Equal(w.from) && c.what == w.what) {
+				for range c.n {
+					busy = append(busy, window{from: c.from, to: c.to.Add(chkStray)})
+				}
+			}
+		}
+		busy = append(busy, e.childWindowsLocked(now)...)
+		steps := make([]step, len(m.steps))
+		for i, st := range m.steps {
+			steps[i] = step{from: st.from, n: st.n - (w.n - 1)}
+		}
+		whole := func(ps []window) bool {
+			return len(ps) == 1 && ps[0].from.Equal(w.from) && ps[0].to.Equal(w.to)
+		}
+		if !whole(positive(w.from, w.to, steps, busy)) || !whole(subtract(window{from: w.from, to: w.to}, xs)) {
+			continue
+		}
+		e.count("violations:free-not-taken", 1)
+		e.violation("%s (%v to %v, %v) took nothing, though the %d permits it asked for were free for the whole call, with no other call in flight",
+			w.what, e.at(w.from), e.at(w.to), w.to.Sub(w.from).Round(time.Microsecond), w.n)
+	}
 }
 
 // livenessLocked checks the waits of the round: none waits for longer than

@@ -69,6 +69,9 @@ type rateModel struct {
 	// the checkpoint (a script held up by a pause runs at its end).
 	unknown  []*rGrant
 	faultEnd time.Time
+	// calls are the acquisitions of this round, and tries those that
+	// ended without a grant and without an error (see checkTriesLocked).
+	calls, tries []rWait
 }
 
 func rateKind() *chkKind {
@@ -171,6 +174,10 @@ func (m *rateModel) acquire(i int, who string, n int, what string, timeout time.
 	what = who + " " + what
 	if waits {
 		m.waits = append(m.waits, rWait{n: n, from: start, to: end, what: what})
+	}
+	m.calls = append(m.calls, rWait{n: n, from: start, to: end, what: what})
+	if err == nil && !ok && s.closedAt.IsZero() {
+		m.tries = append(m.tries, m.calls[len(m.calls)-1])
 	}
 	switch {
 	case err == nil && ok:
@@ -412,7 +419,9 @@ func (m *rateModel) checkpoint() {
 	defer e.mu.Unlock()
 	now := time.Now()
 	m.checkWindowsLocked()
+	m.checkTriesLocked(now)
 	m.livenessLocked(now)
+	m.calls, m.tries = m.calls[:0], m.tries[:0]
 	// Forget what can no longer share a window with what comes.
 	last := len(m.epochs) - 1
 	m.grants = slices.DeleteFunc(m.grants, func(g *rGrant) bool { return g.epoch < last || m.busyTo(g).Before(now) })
@@ -423,6 +432,48 @@ func (m *rateModel) checkpoint() {
 	m.unknown = m.unknown[:0]
 	m.waits = m.waits[:0]
 	e.forgetPast()
+}
+
+// checkTriesLocked judges the acquisitions of the round that ended
+// without a grant and without an error: if the window had room for the
+// n permits one asked for during its whole call (every grant counted from
+// its call's start, and the other acquisitions in flight as grants), with
+// no child at work, no fault and no other excuse, it should have been
+// granted, however short its wait. e.mu is held.
+func (m *rateModel) checkTriesLocked(now time.Time) {
+	e := m.e
+	xs := e.excuses()
+	for _, w := range m.tries {
+		var busy []window
+		for _, g := range m.grants {
+			for range g.n {
+				busy = append(busy, window{from: g.from, to: m.busyTo(g)})
+			}
+		}
+		for _, g := range m.unknown {
+			for range g.n {
+				busy = append(busy, window{from: g.from, to: e.settled(g.to).Add(m.epochs[g.epoch].interval)})
+			}
+		}
+		for _, c := range m.calls {
+			if !(c.from.Equal(w.from) && c.what == w.what) {
+				for range c.n {
+					busy = append(busy, window{from: c.from, to: c.to.Add(chkStray)})
+				}
+			}
+		}
+		busy = append(busy, e.childWindowsLocked(now)...)
+		whole := func(ps []window) bool {
+			return len(ps) == 1 && ps[0].from.Equal(w.from) && ps[0].to.Equal(w.to)
+		}
+		steps := []step{{from: m.epochs[0].setFrom, n: m.rate - (w.n - 1)}}
+		if !whole(positive(w.from, w.to, steps, busy)) || !whole(subtract(window{from: w.from, to: w.to}, xs)) {
+			continue
+		}
+		e.count("violations:free-not-taken", 1)
+		e.violation("%s (%v to %v, %v) was not granted, though the window had room for its %d permits for the whole call, with no other call in flight",
+			w.what, e.at(w.from), e.at(w.to), w.to.Sub(w.from).Round(time.Microsecond), w.n)
+	}
 }
 
 // livenessLocked checks the waits of the round: none waits for longer than

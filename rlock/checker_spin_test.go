@@ -15,10 +15,11 @@ import (
 
 // spinBound is the spin lock's liveness bound: its backoff's cap (a
 // waiter looks again at least that often, or at the holder's lease end
-// if sooner), and the semaphore's bound for the attempt that finds the
-// lock free (its round trip, and the timers of a loaded machine: 128ms
-// and 50ms were seen overrun by 80ms under the race detector).
-const spinBound = lockcore.SpinMax + semBound
+// if sooner), and the lock kinds' bound for the attempt that then finds
+// the lock free (chkBound: its round trip, and the scheduler of a loaded
+// machine; with 150ms, five spinners of two Clients were seen held up
+// together 480ms on a machine loaded seven times over).
+const spinBound = lockcore.SpinMax + chkBound
 
 func spinKind() *chkKind {
 	return &chkKind{name: "SpinLock", slots: 2, bound: spinBound,
