@@ -403,10 +403,20 @@ func (m *countingModel) waiter(wg *sync.WaitGroup, a *cActor, n int, what string
 	})
 }
 
-// seenWaiting waits until slot s has had base+2 replies of the acquire
-// script (a waiter attempts, subscribes, and attempts again).
+// seenWaiting waits until a waiter of slot s, started when the slot had
+// had base replies of the acquire script, is seen waiting: it attempted,
+// and its Client is subscribed (a waiter attempts again after it
+// subscribed, unless its Client was subscribed before it attempted: the
+// channel of a waiter that left lingers a while).
 func (m *countingModel) seenWaiting(s *slot, base int) bool {
-	return until(2*time.Second, func() bool { return m.e.replies(s, lua.CountingAcquire.SHA1) >= base+2 })
+	return seenWaiting(m.e, s, lua.CountingAcquire.SHA1, base)
+}
+
+// seenWaiting is the counting semaphore's and the rate limiter's: a
+// waiter of slot s has had a reply of the acquire script sha since base,
+// and its Client is subscribed.
+func seenWaiting(e *engine, s *slot, sha string, base int) bool {
+	return until(2*time.Second, func() bool { return e.replies(s, sha) >= base+1 && e.subscribed(s) })
 }
 
 // deadHolderRound: a holder (a child, killed; or an actor whose Client
@@ -540,7 +550,9 @@ func (m *countingModel) passOnRound() {
 	time.Sleep(e.ms(50))
 	e.call()
 	m.release(m.slotActors(0)[0], 0)
-	time.Sleep(100 * time.Millisecond)
+	// Nothing else frees a permit for longer than the bound: a small
+	// request that sleeps on is seen.
+	time.Sleep(countingBound + 200*time.Millisecond)
 	m.drain()
 	wg.Wait()
 	m.drain()

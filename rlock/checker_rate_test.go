@@ -280,7 +280,7 @@ func (m *rateModel) deadWaiterRound(kill bool) {
 				return err == nil, err
 			})
 		})
-		until(2*time.Second, func() bool { return e.replies(s, lua.RateAcquire.SHA1) >= base+2 })
+		seenWaiting(e, s, lua.RateAcquire.SHA1, base)
 	}
 	ws := e.slot(0)
 	base := e.replies(ws, lua.RateAcquire.SHA1)
@@ -291,7 +291,7 @@ func (m *rateModel) deadWaiterRound(kill bool) {
 			return err == nil, err
 		})
 	})
-	until(2*time.Second, func() bool { return e.replies(ws, lua.RateAcquire.SHA1) >= base+2 })
+	seenWaiting(e, ws, lua.RateAcquire.SHA1, base)
 	if kill {
 		e.kill(ch, false)
 	} else {
