@@ -1590,8 +1590,11 @@ func (m *holdsModel) do(o *howner, sd side, ctx context.Context, s *slot, l chec
 	// Another goroutine of the owner may have released the level Do took
 	// while fn ran (an owner's levels are all alike): Do's release then
 	// finds nothing to release. That is right only if the model, too, has
-	// no level left for the owner.
-	taken := errors.Is(err, rlock.ErrNotHeld) && !errors.Is(err, rlock.ErrLockLost) && h.count == 0
+	// no level left for the owner, or does not know how many it has (a
+	// loss, or an event that may have ended the hold, then Do took a new
+	// hold, which a release of a level from before took).
+	taken := errors.Is(err, rlock.ErrNotHeld) && !errors.Is(err, rlock.ErrLockLost) &&
+		(h.count == 0 || h.uncertain || h.doomed != "")
 	if mode == 1 && !errors.Is(err, errFn) || mode == 0 && err != nil && !errors.Is(err, rlock.ErrLockLost) &&
 		!errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) && !taken {
 		e.violation("%v: Do = %v, want the function's own result", o, err)
