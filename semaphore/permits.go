@@ -20,6 +20,12 @@ import (
 // held until released by its ID).
 const NeverExpires time.Duration = -1
 
+// MaxPermitsPerCall is the most permits AcquirePermits and
+// TryAcquirePermits take in one call: each permit has its own ID, sent
+// with every attempt and kept by the Client while held, and the script
+// that takes them runs, blocking the server, for all of them at once.
+const MaxPermitsPerCall = 1 << 16
+
 // AcquirePermits takes n permits in one step, all or none, waiting until
 // n are free or ctx ends, and returns them. lease is Acquire's, for each
 // permit: 0 holds each on the watchdog lease, renewed by the Client until
@@ -28,9 +34,10 @@ const NeverExpires time.Duration = -1
 // that joined the queue holds n permits back, so it is not passed over by
 // later waiters for fewer.
 //
-// n must be at least 1, and no more than the semaphore's permits,
-// available and held (checked by each attempt while the count is set: a
-// semaphore whose permits were never set is waited for, as by Acquire);
+// n must be at least 1 and at most MaxPermitsPerCall, and no more than
+// the semaphore's permits, available and held (checked by each attempt
+// while the count is set: a semaphore whose permits were never set is
+// waited for, as by Acquire);
 // otherwise, and for a negative lease, it returns ErrInvalidArgument and
 // changes nothing. If it returns an error, no permit is held and no
 // waiter state is left behind; when ctx ended the wait, the error matches
@@ -75,8 +82,8 @@ func (s *Semaphore) acquireMany(ctx context.Context, n int, wait, lease time.Dur
 // checkManyPermits checks the number of permits and the lease of a call for
 // several permits.
 func checkManyPermits(n int, lease time.Duration) error {
-	if n < 1 {
-		return fmt.Errorf("%w: %d permits asked for (at least 1)", ErrInvalidArgument, n)
+	if n < 1 || n > MaxPermitsPerCall {
+		return fmt.Errorf("%w: %d permits asked for (at least 1, at most %d in one call)", ErrInvalidArgument, n, MaxPermitsPerCall)
 	}
 	if lease != 0 {
 		return lockcore.CheckLease(lease)

@@ -1,14 +1,17 @@
 package semaphore_test
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/semaphore"
 )
 
 // setRawCount sets the count key of name to count as Redis holds it (as
@@ -53,4 +56,35 @@ func TestCountingDrainBeyondLuaPrecision(t *testing.T) {
 		assert.Equal(t, count, int64(n), "permits drained")
 		assert.Equal(t, "0", rawCount(t, raw, name), "count %d drained", count)
 	}
+}
+
+// TestAcquirePermitsTooManyForOneCall: a call for more permits than one
+// call may take (up to the int limit) is ErrInvalidArgument at once,
+// without a panic or an allocation per permit, and changes nothing; one
+// for exactly MaxPermitsPerCall reaches the semaphore, which refuses more
+// than it has.
+func TestAcquirePermitsTooManyForOneCall(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	s := c.GetSemaphore(name)
+	ok, err := s.TrySetPermits(t.Context(), 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, n := range []int{math.MaxInt, 1 << 40, semaphore.MaxPermitsPerCall + 1} {
+		ps, err := s.TryAcquirePermits(t.Context(), n, time.Second, time.Minute)
+		assert.Nil(t, ps)
+		assert.True(t, errors.Is(err, semaphore.ErrInvalidArgument), "TryAcquirePermits(%d): %v", n, err)
+		ps, err = s.AcquirePermits(t.Context(), n, 0)
+		assert.Nil(t, ps)
+		assert.True(t, errors.Is(err, semaphore.ErrInvalidArgument), "AcquirePermits(%d): %v", n, err)
+	}
+	ps, err := s.TryAcquirePermits(t.Context(), semaphore.MaxPermitsPerCall, 0, time.Minute)
+	assert.Nil(t, ps)
+	assert.True(t, errors.Is(err, semaphore.ErrInvalidArgument), "TryAcquirePermits(MaxPermitsPerCall) of 2: %v", err)
+	k := semaphore.KeysOf(name)
+	n, err := raw.Do(t.Context(), raw.B().Exists().Key(k.Leases, k.Queue, k.QueueDeadlines).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "leases or queue keys after the refusals")
+	assert.Equal(t, "2", rawCount(t, raw, name))
 }
