@@ -158,6 +158,18 @@ func (e *leaseEnd) move(deadline time.Time) bool {
 	return true
 }
 
+// shorten makes the context end at deadline if that is before the end it
+// has (a lease update whose outcome is unknown may have set it).
+func (e *leaseEnd) shorten(deadline time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.Err() != nil || !deadline.Before(e.deadline) {
+		return
+	}
+	e.deadline = deadline
+	e.timer.Reset(time.Until(deadline))
+}
+
 // stop ends the context with cause and its timer.
 func (e *leaseEnd) stop(cause error) {
 	e.mu.Lock()

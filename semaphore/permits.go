@@ -208,7 +208,9 @@ func (s *Semaphore) RemainingLease(ctx context.Context, permitID string) (time.D
 // When the permit is no longer held, its context ends (if it has not
 // already) and the error matches ErrNotHeld and ErrLockLost; an update
 // of a Permit whose context has ended changes nothing and returns an
-// error matching ErrNotHeld and the context's cause.
+// error matching ErrNotHeld and the context's cause. When the update
+// returns a connection error, the permit has either lease, and its
+// context ends at the sooner of their ends.
 func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
 	if p.fixed == nil {
 		return p.s.UpdateLease(ctx, p.id, lease)
@@ -223,6 +225,11 @@ func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
 		p.fixed.stop(lost)
 		return lockcore.Join(err, lost)
 	case err != nil:
+		if !sent.IsZero() && !lockcore.IsReply(err) {
+			// The script may have run: the permit may end at the new
+			// end, if that is sooner.
+			p.fixed.shorten(sent.Add(lease))
+		}
 		return err
 	case !p.fixed.move(sent.Add(lease)):
 		// Its lease ran out by this Client's clock (counted from before

@@ -1,0 +1,51 @@
+package semaphore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/semaphore"
+)
+
+// TestPermitUpdateLeaseLostReply: a Permit on a fixed lease of a minute
+// whose update to 50ms ran but whose reply was lost returns the error,
+// and its context ends at the sooner end (the permit may have it), with
+// a cause matching ErrLockLost: it used to stay live for the minute while
+// another Client took the permit after 50ms. A longer lease whose reply
+// was lost leaves the context's end as it was.
+func TestPermitUpdateLeaseLostReply(t *testing.T) {
+	f := relocktest.NewFaulty(redistest.Shared(t).Client(t))
+	c, err := rlock.New(f)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := c.GetSemaphore(relocktest.Name(t))
+	setPermits(t, s, 2)
+	lost := func() { f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Reply: relocktest.LostReply()}) }
+
+	p, err := s.AcquirePermit(t.Context(), time.Minute)
+	require.NoError(t, err)
+	was, _ := p.Context().Deadline()
+	lost()
+	require.Error(t, p.UpdateLease(t.Context(), time.Hour), "a longer lease, its reply lost")
+	d, _ := p.Context().Deadline()
+	assert.Equal(t, was, d, "the end after a longer lease whose reply was lost")
+
+	const short = 50 * time.Millisecond
+	before := time.Now()
+	lost()
+	require.Error(t, p.UpdateLease(t.Context(), short), "a shorter lease, its reply lost")
+	after := time.Now()
+	d, _ = p.Context().Deadline()
+	assert.False(t, d.Before(before.Add(short)) || d.After(after.Add(short)),
+		"the end %v after a shorter lease whose reply was lost: between %v and %v", d, before.Add(short), after.Add(short))
+	relocktest.Receive(t, p.Done(), 5*time.Second, "the permit's context at the sooner end")
+	assert.ErrorIs(t, context.Cause(p.Context()), semaphore.ErrLockLost)
+}
