@@ -28,7 +28,9 @@ func TestPermitUpdateLeaseLostReply(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	s := c.GetSemaphore(relocktest.Name(t))
 	setPermits(t, s, 2)
-	lost := func() { f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Reply: relocktest.LostReply()}) }
+	lost := func() {
+		f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Reply: relocktest.LostReply()})
+	}
 
 	p, err := s.AcquirePermit(t.Context(), time.Minute)
 	require.NoError(t, err)
