@@ -14,10 +14,10 @@ import (
 	"github.com/relock-go/relock/internal/relocktest"
 )
 
-// TestReviewMixedWaiters: waiters for two permits and for one, of two
+// TestMixedPermitWaiters: waiters for two permits and for one, of two
 // Clients and of Redisson, on a semaphore of three: never more than three
 // out, and every waiter gets its turns.
-func TestReviewMixedWaiters(t *testing.T) {
+func TestMixedPermitWaiters(t *testing.T) {
 	name := relocktest.Name(t)
 	c1, c2 := relocktest.Client(t), relocktest.Client(t)
 	j := redissontest.New(t, relocktest.Raw(t))
