@@ -132,7 +132,10 @@ func (a *acquisition) tooMany(err error) error {
 // A shorter lease publishes on the semaphore's channel, so that a waiter
 // sleeping until the end of the old lease looks again. UpdateLease may be
 // resent after a lost reply (it sets the same lease again); when it
-// returns a connection error, the permit has either lease.
+// returns a connection error, the permit has either lease. A permit this
+// Client holds on the watchdog then stays on it, and is renewed at once
+// (the new lease, if it was set, could end before the next renewal): it
+// is held on the watchdog's lease again, or its loss is reported.
 func (s *Semaphore) UpdateLease(ctx context.Context, permitID string, lease time.Duration) error {
 	_, err := s.updateLease(ctx, permitID, lease)
 	return err

@@ -51,3 +51,27 @@ func TestPermitUpdateLeaseLostReply(t *testing.T) {
 	relocktest.Receive(t, p.Done(), 5*time.Second, "the permit's context at the sooner end")
 	assert.ErrorIs(t, context.Cause(p.Context()), semaphore.ErrLockLost)
 }
+
+// TestWatchdogPermitUpdateLeaseLostReply: a permit on the watchdog lease
+// whose update to a 1s lease ran but whose reply was lost is renewed at
+// once (back on the watchdog's lease), not at its next renewal, after
+// the 1s lease would have given the permit back: it stays held while its
+// context is live, and another Client does not take it.
+func TestWatchdogPermitUpdateLeaseLostReply(t *testing.T) {
+	f := relocktest.NewFaulty(redistest.Shared(t).Client(t))
+	c, err := rlock.New(f, rlock.WithWatchdogTimeout(9*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	name := relocktest.Name(t)
+	s := c.GetSemaphore(name)
+	setPermits(t, s, 1)
+	p, err := s.AcquirePermit(t.Context(), 0)
+	require.NoError(t, err)
+	f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Reply: relocktest.LostReply()})
+	require.Error(t, p.UpdateLease(t.Context(), time.Second), "an update whose reply was lost")
+	other, err := relocktest.Client(t).GetSemaphore(name).TryAcquirePermit(t.Context(), 2*time.Second, time.Minute)
+	require.NoError(t, err)
+	assert.Nil(t, other, "another Client took the permit")
+	assert.NoError(t, p.Context().Err(), "the permit's context")
+	require.NoError(t, p.Release(t.Context()))
+}
