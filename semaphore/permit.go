@@ -21,6 +21,10 @@ type Permit struct {
 	// fixed is the end of a permit on a fixed lease (nil for one on the
 	// watchdog lease, whose context is its hold's life).
 	fixed *leaseEnd
+	// updating makes the lease updates of a permit on a fixed lease go
+	// one at a time, so that its end is that of the last lease Redis
+	// set (one on the watchdog goes through its hold's call slot).
+	updating sync.Mutex
 }
 
 // AcquirePermit is Acquire that returns the permit as a Permit.

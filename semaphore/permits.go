@@ -211,13 +211,16 @@ func (s *Semaphore) RemainingLease(ctx context.Context, permitID string) (time.D
 // When the permit is no longer held, its context ends (if it has not
 // already) and the error matches ErrNotHeld and ErrLockLost; an update
 // of a Permit whose context has ended changes nothing and returns an
-// error matching ErrNotHeld and the context's cause. When the update
+// error matching ErrNotHeld and the context's cause. Updates of one
+// Permit on several goroutines are made one at a time. When the update
 // returns a connection error, the permit has either lease, and its
 // context ends at the sooner of their ends.
 func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
 	if p.fixed == nil {
 		return p.s.UpdateLease(ctx, p.id, lease)
 	}
+	p.updating.Lock()
+	defer p.updating.Unlock()
 	if p.ctx.Err() != nil {
 		return lockcore.Join(p.s.notHeld(p.id), context.Cause(p.ctx))
 	}

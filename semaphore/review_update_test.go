@@ -75,3 +75,43 @@ func TestWatchdogPermitUpdateLeaseLostReply(t *testing.T) {
 	assert.NoError(t, p.Context().Err(), "the permit's context")
 	require.NoError(t, p.Release(t.Context()))
 }
+
+// TestPermitUpdateLeaseConcurrent: two updates of one Permit's fixed
+// lease on two goroutines, the first (an hour) run by Redis before the
+// second (a second) but answered after it: the Permit's context must not
+// outlive the lease Redis has (a second). Updates of a Permit are made
+// one at a time, so the second waits for the first.
+func TestPermitUpdateLeaseConcurrent(t *testing.T) {
+	f := relocktest.NewFaulty(redistest.Shared(t).Client(t))
+	c, err := rlock.New(f)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := c.GetSemaphore(relocktest.Name(t))
+	setPermits(t, s, 1)
+	p, err := s.AcquirePermit(t.Context(), time.Minute)
+	require.NoError(t, err)
+
+	inFirst, secondSent := make(chan struct{}), make(chan struct{})
+	f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Keep: true,
+		After: func([]string) {
+			close(inFirst)
+			// The second update's script, if it is sent meanwhile, runs
+			// before this one is answered. Updates made one at a time
+			// never send it: this waits out a bound then.
+			select {
+			case <-secondSent:
+			case <-time.After(500 * time.Millisecond):
+			}
+		}})
+	first := make(chan error, 1)
+	go func() { first <- p.UpdateLease(context.Background(), time.Hour) }()
+	<-inFirst
+	f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Keep: true,
+		After: func([]string) { close(secondSent) }})
+	require.NoError(t, p.UpdateLease(t.Context(), time.Second), "the second update")
+	require.NoError(t, <-first, "the first update")
+	left, err := s.RemainingLease(t.Context(), p.ID())
+	require.NoError(t, err)
+	d, _ := p.Context().Deadline()
+	assert.False(t, d.After(time.Now().Add(left)), "the Permit's end %v after the lease Redis has (%v left)", time.Until(d), left)
+}
