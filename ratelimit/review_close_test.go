@@ -1,6 +1,9 @@
 package ratelimit_test
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,8 +28,17 @@ func TestRateCloseDuringAttempt(t *testing.T) {
 	c, err := rlock.New(f)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
+	var closing sync.WaitGroup
+	t.Cleanup(closing.Wait)
 	f.Inject(&relocktest.Rule{SHA1s: []string{lua.RateAcquire.SHA1}, N: 1, Run: true, Keep: true,
-		After: func([]string) { _ = c.Close() }})
+		After: func([]string) {
+			closing.Go(func() { _ = c.Close() })
+			l := c.GetLock("relock-test:close-begun")
+			relocktest.Eventually(t, 5*time.Second, "Close to begin", func() bool {
+				_, err := l.IsLocked(context.Background())
+				return errors.Is(err, rlock.ErrClosed)
+			})
+		}})
 	err = c.GetRateLimiter(name).Acquire(t.Context(), 2)
 	assert.ErrorIs(t, err, ratelimit.ErrClosed)
 	assert.ErrorIs(t, err, ratelimit.ErrNotAcquired)

@@ -201,8 +201,10 @@ func config(opts []Option) lockcore.Config {
 }
 
 // Close stops lease renewals and subscriptions and waits for them. Waits in
-// progress end with an error matching ErrNotAcquired and ErrClosed; the
-// contexts of running Do functions are cancelled with cause ErrClosed.
+// progress end with an error matching ErrNotAcquired and ErrClosed, and
+// Close waits for them (at most 2s) before it closes the connection it
+// owns: what an attempt in flight won is given back. The contexts of
+// running Do functions are cancelled with cause ErrClosed.
 // Locks still held are not released: they expire when their lease runs
 // out. Every call after Close returns ErrClosed. Close is idempotent.
 func (c *Client) Close() error { return c.core.Close() }

@@ -143,6 +143,8 @@ type joiner interface{ join(ctx context.Context) }
 // between attempts: the first attempt is made however short the limit,
 // and the reply of an attempt that was sent decides.
 func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
+	c.waitBegins()
+	defer c.waitEnds()
 	w.core, w.k = c, k
 	if c.obs != nil {
 		c.obs.waitStart(w)
