@@ -32,7 +32,16 @@ local wanted = tonumber(ARGV[1])
 if count < wanted then
   return {0, count}
 end
-count = redis.call('decrby', KEYS[1], wanted)
+-- Lua's numbers hold integers exactly only up to 2^53: above that, count
+-- and wanted may round to one number although fewer are available. The
+-- server's integers decide: DECRBY is exact, and a count it takes below
+-- 0 is put back (INCRBY restores it exactly), nothing taken.
+local left = redis.call('decrby', KEYS[1], ARGV[1])
+if left < 0 then
+  redis.call('incrby', KEYS[1], ARGV[1])
+  return {0, count}
+end
+count = left
 redis.call('zadd', KEYS[2], now + tonumber(ARGV[3]), ARGV[2])
 redis.call('pexpire', KEYS[2], ARGV[3])
 return {1, count}

@@ -26,9 +26,9 @@
 -- A queued waiter for n permits has n members in the queue, one per
 -- permit ID, joined at the same time, so that each member holds one
 -- permit back for it (as sem_acquire.lua counts them): it may take its
--- permits while at least n more are available than members of other
--- waiters are queued ahead of its last member; a caller out of the queue
--- while at least n more are available than members are queued.
+-- permits while at least n more are available than members are queued
+-- ahead of its first member; a caller out of the queue while at least n
+-- more are available than members are queued.
 local lease = tonumber(ARGV[2])
 local n = #ARGV - 4
 local dead = redis.call('zrangebyscore', KEYS[5], '-inf', now)
@@ -55,18 +55,19 @@ local total = available + redis.call('zcard', KEYS[2])
 if n > total and redis.call('exists', KEYS[1]) == 1 then
   return redis.error_reply('RELOCK_TOO_MANY_PERMITS ' .. total)
 end
-local last, mine = -1, 0
+-- A queued caller's place is its first member's: the members ranked
+-- before it are of waiters ahead. Waiters that joined in the same ms have
+-- their members in byte order, interleaved: counting the others' members
+-- before the caller's last member instead would make two such waiters
+-- each wait for the other's permits, for ever.
+local first
 for i = 5, #ARGV do
   local rank = redis.call('zrank', KEYS[4], ARGV[i])
-  if rank then
-    mine = mine + 1
-    last = math.max(last, rank)
+  if rank and (not first or rank < first) then
+    first = rank
   end
 end
-local ahead = redis.call('zcard', KEYS[4])
-if mine > 0 then
-  ahead = last + 1 - mine
-end
+local ahead = first or redis.call('zcard', KEYS[4])
 if available - ahead >= n then
   redis.call('decrby', KEYS[1], n)
   for i = 5, #ARGV do

@@ -74,7 +74,9 @@
 // until its context ends); it also subscribes to relock's channel, so a
 // SetRate, or a grant given back, wakes it at once. Redisson's clients
 // sleep on their own until a grant leaves; they do not hear of a relock
-// SetRate. A grant that an attempt made while its call was ending (its
+// SetRate, nor relock's waiters of a Redisson setRate (which publishes
+// nothing): those sleep until the grant they waited for would have left
+// the old window, at most its interval. A grant that an attempt made while its call was ending (its
 // context ended, its reply was lost) is given back; every attempt of a
 // call sends the same grant ID, so a resent attempt takes nothing twice.
 //

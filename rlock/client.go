@@ -145,9 +145,13 @@ func WithWakeOne() Option {
 // Redisson's NameMapper that prepends a prefix: the Client acts as if each
 // name were prefix+name. Every key and channel of a lock, semaphore,
 // latch or rate limiter is derived from that name by Redisson's rules, so
-// a Java service whose mapper prepends the same prefix shares them, and
-// Clients with different prefixes never see each other's (a hash tag may
-// sit in the prefix, "{app1}:", or in the name).
+// a Java service whose mapper prepends the same prefix shares them (a
+// hash tag may sit in the prefix, "{app1}:", or in the name). Clients
+// whose prefixes differ, neither beginning the other ("app1:" and
+// "app2:"), never see each other's; where one begins the other they meet
+// on names that fill the gap: prefix "app" with the name "1:x", prefix
+// "app1:" with "x", and no prefix with "app1:x" are one lock. End every
+// prefix with a separator that no prefix has elsewhere to keep them apart.
 //
 // What the Client reports names a lock in one of two ways. The handles'
 // Name and the lost handler (WithLostHandler) give the name as the Client
@@ -238,8 +242,10 @@ func config(opts []Option) lockcore.Config {
 }
 
 // Close stops lease renewals and subscriptions and waits for them. Waits in
-// progress end with an error matching ErrNotAcquired and ErrClosed; the
-// contexts of running Do functions are cancelled with cause ErrClosed.
+// progress end with an error matching ErrNotAcquired and ErrClosed, and
+// Close waits for them (at most 2s) before it closes the connection it
+// owns: what an attempt in flight won is given back. The contexts of
+// running Do functions are cancelled with cause ErrClosed.
 // Locks still held are not released: they expire when their lease runs
 // out. Every call after Close returns ErrClosed. Close is idempotent.
 func (c *Client) Close() error { return c.core.Close() }

@@ -122,15 +122,17 @@
 // one per permit ID, so that each member holds one permit back: the
 // member at place k (0 first) may take a permit only while more than k
 // are available, a waiter for n only while at least n more are
-// available than members of other waiters are queued ahead of its last
-// member, and any other caller only while at least as many more as it
+// available than members are queued ahead of its first member, and any
+// other caller only while at least as many more as it
 // asks for are available than members are queued. So once queued, a
 // waiter gets the next permits that nobody queued before it takes,
 // however slow its link, and a waiter for many is not passed over by
 // later waiters for fewer; in turn, permits that come free while it
 // waits for the rest are held back for it (head-of-line: a waiter for
 // all the permits holds every one back until all are free). Waiters that
-// join in the same millisecond are ordered by their IDs' bytes. A queued
+// join in the same millisecond are ordered by their IDs' bytes (those of
+// two waiters for several may interleave: the one whose first member
+// comes first goes first). A queued
 // waiter refreshes its place every RefreshInterval; one that stops (its
 // process died) is dropped after WaiterTimeout. Redisson's clients know
 // nothing of the queue: where they compete, they may still take permits

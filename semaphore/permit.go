@@ -21,6 +21,10 @@ type Permit struct {
 	// fixed is the end of a permit on a fixed lease (nil for one on the
 	// watchdog lease, whose context is its hold's life).
 	fixed *leaseEnd
+	// updating makes the lease updates of a permit on a fixed lease go
+	// one at a time, so that its end is that of the last lease Redis
+	// set (one on the watchdog goes through its hold's call slot).
+	updating sync.Mutex
 }
 
 // AcquirePermit is Acquire that returns the permit as a Permit.
@@ -156,6 +160,18 @@ func (e *leaseEnd) move(deadline time.Time) bool {
 	e.deadline = deadline
 	e.timer.Reset(time.Until(deadline))
 	return true
+}
+
+// shorten makes the context end at deadline if that is before the end it
+// has (a lease update whose outcome is unknown may have set it).
+func (e *leaseEnd) shorten(deadline time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.Err() != nil || !deadline.Before(e.deadline) {
+		return
+	}
+	e.deadline = deadline
+	e.timer.Reset(time.Until(deadline))
 }
 
 // stop ends the context with cause and its timer.

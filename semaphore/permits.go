@@ -20,6 +20,12 @@ import (
 // held until released by its ID).
 const NeverExpires time.Duration = -1
 
+// MaxPermitsPerCall is the most permits AcquirePermits and
+// TryAcquirePermits take in one call: each permit has its own ID, sent
+// with every attempt and kept by the Client while held, and the script
+// that takes them runs, blocking the server, for all of them at once.
+const MaxPermitsPerCall = 1 << 16
+
 // AcquirePermits takes n permits in one step, all or none, waiting until
 // n are free or ctx ends, and returns them. lease is Acquire's, for each
 // permit: 0 holds each on the watchdog lease, renewed by the Client until
@@ -28,9 +34,10 @@ const NeverExpires time.Duration = -1
 // that joined the queue holds n permits back, so it is not passed over by
 // later waiters for fewer.
 //
-// n must be at least 1, and no more than the semaphore's permits,
-// available and held (checked by each attempt while the count is set: a
-// semaphore whose permits were never set is waited for, as by Acquire);
+// n must be at least 1 and at most MaxPermitsPerCall, and no more than
+// the semaphore's permits, available and held (checked by each attempt
+// while the count is set: a semaphore whose permits were never set is
+// waited for, as by Acquire);
 // otherwise, and for a negative lease, it returns ErrInvalidArgument and
 // changes nothing. If it returns an error, no permit is held and no
 // waiter state is left behind; when ctx ended the wait, the error matches
@@ -75,8 +82,8 @@ func (s *Semaphore) acquireMany(ctx context.Context, n int, wait, lease time.Dur
 // checkManyPermits checks the number of permits and the lease of a call for
 // several permits.
 func checkManyPermits(n int, lease time.Duration) error {
-	if n < 1 {
-		return fmt.Errorf("%w: %d permits asked for (at least 1)", ErrInvalidArgument, n)
+	if n < 1 || n > MaxPermitsPerCall {
+		return fmt.Errorf("%w: %d permits asked for (at least 1, at most %d in one call)", ErrInvalidArgument, n, MaxPermitsPerCall)
 	}
 	if lease != 0 {
 		return lockcore.CheckLease(lease)
@@ -125,7 +132,10 @@ func (a *acquisition) tooMany(err error) error {
 // A shorter lease publishes on the semaphore's channel, so that a waiter
 // sleeping until the end of the old lease looks again. UpdateLease may be
 // resent after a lost reply (it sets the same lease again); when it
-// returns a connection error, the permit has either lease.
+// returns a connection error, the permit has either lease. A permit this
+// Client holds on the watchdog then stays on it, and is renewed at once
+// (the new lease, if it was set, could end before the next renewal): it
+// is held on the watchdog's lease again, or its loss is reported.
 func (s *Semaphore) UpdateLease(ctx context.Context, permitID string, lease time.Duration) error {
 	_, err := s.updateLease(ctx, permitID, lease)
 	return err
@@ -203,11 +213,16 @@ func (s *Semaphore) RemainingLease(ctx context.Context, permitID string) (time.D
 // When the permit is no longer held, its context ends (if it has not
 // already) and the error matches ErrNotHeld and ErrLockLost; an update
 // of a Permit whose context has ended changes nothing and returns an
-// error matching ErrNotHeld and the context's cause.
+// error matching ErrNotHeld and the context's cause. Updates of one
+// Permit on several goroutines are made one at a time. When the update
+// returns a connection error, the permit has either lease, and its
+// context ends at the sooner of their ends.
 func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
 	if p.fixed == nil {
 		return p.s.UpdateLease(ctx, p.id, lease)
 	}
+	p.updating.Lock()
+	defer p.updating.Unlock()
 	if p.ctx.Err() != nil {
 		return lockcore.Join(p.s.notHeld(p.id), context.Cause(p.ctx))
 	}
@@ -218,6 +233,11 @@ func (p *Permit) UpdateLease(ctx context.Context, lease time.Duration) error {
 		p.fixed.stop(lost)
 		return lockcore.Join(err, lost)
 	case err != nil:
+		if !sent.IsZero() && !lockcore.IsReply(err) {
+			// The script may have run: the permit may end at the new
+			// end, if that is sooner.
+			p.fixed.shorten(sent.Add(lease))
+		}
 		return err
 	case !p.fixed.move(sent.Add(lease)):
 		// Its lease ran out by this Client's clock (counted from before

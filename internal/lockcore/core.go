@@ -124,6 +124,11 @@ type Core struct {
 	closed     chan struct{}
 	closeOnce  sync.Once
 	closeErr   error
+	// inWait counts the calls in Wait; waitsOver, made by Close while some
+	// are, is closed when the last one returns (see awaitWaits). Both are
+	// guarded by mu.
+	inWait    int
+	waitsOver chan struct{}
 
 	// subscribeHook and renewHook, when set (by tests), replace the hub
 	// and the renewal script.
@@ -336,11 +341,56 @@ func (c *Core) Close() error {
 		c.closeWaits()
 		c.Watchdog.Close()
 		c.closeErr = c.Hub.Close()
+		c.awaitWaits()
 		if c.ownsRDB {
 			c.RDB.Close()
 		}
 	})
 	return c.closeErr
+}
+
+// closeGrace bounds how long Close waits for the calls in Wait to end.
+const closeGrace = 2 * time.Second
+
+// awaitWaits waits, at most closeGrace, for the calls in Wait to end.
+// Close has ended their sleeps; an attempt in flight is answered, and what
+// it won, or may have won, is given back (see Wait.Cancelled and
+// Waiter.End) on the Client's connection, which Close closes next when it
+// owns it: given back after that, a counting semaphore's permits (which
+// have no lease) would stay taken for good.
+func (c *Core) awaitWaits() {
+	c.mu.Lock()
+	if c.inWait == 0 {
+		c.mu.Unlock()
+		return
+	}
+	over := make(chan struct{})
+	c.waitsOver = over
+	c.mu.Unlock()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-over:
+	case <-t.C:
+	}
+}
+
+// waitBegins counts a call in Wait.
+func (c *Core) waitBegins() {
+	c.mu.Lock()
+	c.inWait++
+	c.mu.Unlock()
+}
+
+// waitEnds counts a call out of Wait.
+func (c *Core) waitEnds() {
+	c.mu.Lock()
+	c.inWait--
+	if c.inWait == 0 && c.waitsOver != nil {
+		close(c.waitsOver)
+		c.waitsOver = nil
+	}
+	c.mu.Unlock()
 }
 
 // waiter is one local waiter on a pub/sub channel (a *pubsub.Waiter).

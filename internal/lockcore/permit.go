@@ -131,8 +131,10 @@ func (c *Core) PermitContext(name, id string) context.Context {
 // a later call moves the end again. When update says the permit was not
 // held, the hold ends as lost and the error matches relock.ErrLockLost
 // too. When update fails (Redis did not answer or refused), the renewal
-// goes on as before: the lease the permit has is unknown, and the
-// watchdog keeps it held. It returns nil, notHeld() (which matches
+// goes on as before, and the watchdog keeps it held; when update may have
+// run (its reply was lost), the new lease may be set and end before the
+// next renewal, so the permit is renewed at once: back on the watchdog's
+// lease, or found gone. It returns nil, notHeld() (which matches
 // relock.ErrNotHeld) when the permit was not held, or update's error.
 func (c *Core) UpdatePermit(ctx context.Context, name, id string, lease time.Duration,
 	update func(context.Context) (bool, error), notHeld func() error) error {
@@ -174,6 +176,9 @@ func (c *Core) UpdatePermit(ctx context.Context, name, id string, lease time.Dur
 		h.leaseMayBeSet(gen, lease)
 		if renewed {
 			h.rearm(gen)
+			if outcomeUnknown(err) {
+				h.renewNow(false)
+			}
 		}
 		return err
 	}

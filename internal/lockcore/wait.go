@@ -44,7 +44,8 @@ import (
 // attempt sent before the limit ran out is answered, its reply deciding. A
 // grant that arrives after the limit ran out is the call's success: the
 // caller asked for what it got. The caller's context still ends an
-// attempt, and a grant that arrives after it ended is given back.
+// attempt, and a grant that arrives after it ended, or after Close began,
+// is given back.
 //
 // A waiting call rides out transient failures (a dropped connection, a
 // failover, LOADING, READONLY, BUSY, OOM): it retries every RetryBackoff
@@ -148,6 +149,8 @@ type joiner interface{ join(ctx context.Context) }
 // between attempts: the first attempt is made however short the limit,
 // and the reply of an attempt that was sent decides.
 func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
+	c.waitBegins()
+	defer c.waitEnds()
 	w.core, w.k = c, k
 	if c.obs != nil {
 		c.obs.waitStart(w)
@@ -356,14 +359,20 @@ func (w *Wait) Over() error {
 }
 
 // Cancelled is asked once an attempt has been answered: it returns the
-// error of a call whose context ended, and nil while the context is live,
-// whether or not the wait ran out meanwhile. An attempt sent before the
-// wait ended is not undone by its end: a grant it brings back is kept, and
-// the call succeeds. One that crosses the end of the context is given
-// back.
+// error of a call whose context ended or whose Client was closed, and nil
+// while the context is live and the Client open, whether or not the wait
+// ran out meanwhile. An attempt sent before the wait ended is not undone
+// by its end: a grant it brings back is kept, and the call succeeds. One
+// that crosses the end of the context, or Close, is given back: a wait in
+// progress at Close ends with relock.ErrClosed, and what it won would
+// otherwise be held by a caller whose Client can no longer release it
+// (a counting semaphore's permits, which have no lease, for good).
 func (w *Wait) Cancelled() error {
 	if err := w.Ctx.Err(); err != nil {
 		return notAcquired(err)
+	}
+	if w.core.CheckOpen() != nil {
+		return notAcquired(relock.ErrClosed)
 	}
 	return nil
 }
