@@ -56,4 +56,11 @@ var (
 	// few replicas confirmed in time; it was released, and the error also
 	// matches ErrNotAcquired.
 	ErrReplicaSync = errors.New("relock: too few replicas confirmed the acquisition")
+	// ErrDeadlock: a wait that closed a cycle of owners (A holds L1 and
+	// waits for L2, B holds L2 and waits for L1), across Clients and
+	// processes, was ended to break it; the error names the cycle and
+	// also matches ErrNotAcquired. The caller holds what it held before
+	// the call: give up what it holds so that the others can go on, as
+	// after a database's deadlock error.
+	ErrDeadlock = errors.New("relock: deadlock")
 )
