@@ -80,9 +80,14 @@ type watch struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	released bool // a release was heard since the last read
-	expired  bool // an expiry was heard since the last read
-	missed   bool // a message may have been missed since the last read
+	released bool // a release was heard since the last take
+	expired  bool // an expiry was heard since the last take
+	missed   bool // a message may have been missed since the last take
+	hash     bool // a keyspace notification of a hash command was heard
+
+	// hashHeard: the watch has heard keyspace notifications of the hash,
+	// so acquisitions are heard (run's own).
+	hashHeard bool
 }
 
 // watchKeyspaceEvents are the keyspace notifications of a lock's hash
@@ -130,9 +135,9 @@ func (m *Mutex) Watch(ctx context.Context, emit func(context.Context, WatchEvent
 	if channel != "" {
 		x, err := c.Hub.ListenPayload(ctx, channel, func(msg string) {
 			if msg == layout.UnlockMessage || msg == layout.WakeAllMessage {
-				w.heard(1)
+				w.heard(1, false)
 			} else {
-				w.heard(0)
+				w.heard(0, false)
 			}
 		}, w.lost)
 		if err != nil {
@@ -143,7 +148,7 @@ func (m *Mutex) Watch(ctx context.Context, emit func(context.Context, WatchEvent
 	if ks, on := c.keyspaceChannel(ctx, m.name); ks != "" {
 		x, err := c.Hub.ListenPayload(ctx, ks, func(event string) {
 			if what, ok := watchKeyspaceEvents[event]; ok {
-				w.heard(what)
+				w.heard(what, true)
 			}
 		}, w.lost)
 		if err != nil {
@@ -179,9 +184,10 @@ func (m *Mutex) Watch(ctx context.Context, emit func(context.Context, WatchEvent
 	return info, stop, nil
 }
 
-// heard records a notification (0 a change, 1 a release, 2 an expiry)
-// and wakes the watch. It runs on the hub's reader: it never blocks.
-func (w *watch) heard(what int) {
+// heard records a notification (0 a change, 1 a release, 2 an expiry;
+// keyspace for a keyspace notification) and wakes the watch. It runs on
+// the hub's reader: it never blocks.
+func (w *watch) heard(what int, keyspace bool) {
 	w.mu.Lock()
 	switch what {
 	case 1:
@@ -189,6 +195,7 @@ func (w *watch) heard(what int) {
 	case 2:
 		w.expired = true
 	}
+	w.hash = w.hash || keyspace
 	w.mu.Unlock()
 	w.poke()
 }
@@ -231,6 +238,7 @@ func (w *watch) run(rctx context.Context, last map[string]bool, ls []*pubsub.Wai
 	}()
 	var retry *time.Timer
 	failures := 0
+	var releasedAt, expiredAt time.Time // when evidence not yet used was heard
 	for {
 		var again <-chan time.Time
 		if retry != nil {
@@ -246,25 +254,61 @@ func (w *watch) run(rctx context.Context, last map[string]bool, ls []*pubsub.Wai
 			retry.Stop()
 			retry = nil
 		}
-		w.mu.Lock()
-		released, expired, missed := w.released, w.expired, w.missed
-		w.released, w.expired, w.missed = false, false, false
-		w.mu.Unlock()
 		now, err := w.read(rctx)
 		if err != nil {
 			if rctx.Err() != nil {
 				return
 			}
-			// Keep what was heard for the next read.
-			w.mu.Lock()
-			w.released, w.expired, w.missed = w.released || released, w.expired || expired, w.missed || missed
-			w.mu.Unlock()
+			// What was heard stays for the next read.
 			retry = time.NewTimer(watchRetry.Delay(failures))
 			failures++
 			continue
 		}
 		failures = 0
-		for _, ev := range w.diff(last, now, released, expired && len(now) == 0) {
+		// What was heard is taken after the read, so that it covers the
+		// changes the read sees; but the notification of a change can
+		// come after the read's reply (another connection). A holder
+		// gone with nothing heard yet waits a moment for what says why.
+		released, expired, missed, keyspace := w.take()
+		// Evidence heard before a read that did not yet see its change
+		// (the notification came before the read's reply) counts for the
+		// next read, for a while.
+		if released {
+			releasedAt = time.Now()
+		}
+		if expired {
+			expiredAt = time.Now()
+		}
+		released = time.Since(releasedAt) < watchEvidenceKept
+		expired = time.Since(expiredAt) < watchEvidenceKept
+		if !released && !expired && !missed && gone(last, now) {
+			evidence := time.NewTimer(watchEvidence)
+		wait:
+			for {
+				select {
+				case <-w.kick:
+					r, e, m, k := w.take()
+					released, expired, missed, keyspace = released || r, expired || e, missed || m, keyspace || k
+					if released || expired || missed {
+						break wait
+					}
+				case <-evidence.C:
+					break wait
+				case <-rctx.Done():
+					evidence.Stop()
+					return
+				}
+			}
+			evidence.Stop()
+			w.poke() // what came meanwhile may have changed the holders
+		}
+		if keyspace {
+			w.hashHeard = true
+		}
+		if gone(last, now) || len(now) == 0 {
+			releasedAt, expiredAt = time.Time{}, time.Time{} // used
+		}
+		for _, ev := range w.diff(last, now, released, expired && len(now) == 0, !w.hashHeard) {
 			if !w.emit(rctx, ev) {
 				return
 			}
@@ -272,6 +316,36 @@ func (w *watch) run(rctx context.Context, last map[string]bool, ls []*pubsub.Wai
 		last = now
 	}
 }
+
+// take returns and clears what was heard since the last take: a release,
+// an expiry, a message that may have been missed, and a keyspace
+// notification of a hash command.
+func (w *watch) take() (released, expired, missed, hash bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	released, expired, missed, hash = w.released, w.expired, w.missed, w.hash
+	w.released, w.expired, w.missed, w.hash = false, false, false, false
+	return
+}
+
+// gone reports whether a holder of before is not in after.
+func gone(before, after map[string]bool) bool {
+	for f := range before {
+		if !after[f] {
+			return true
+		}
+	}
+	return false
+}
+
+// watchEvidence is how long a watch that found a holder gone waits for
+// the notification that says why (a release, an expiry) before it
+// reports the holder vanished.
+const watchEvidence = 250 * time.Millisecond
+
+// watchEvidenceKept is how long a release or an expiry heard before the
+// read that sees its change still explains a holder gone.
+const watchEvidenceKept = time.Second
 
 // read returns the holder fields of the lock's hash.
 func (w *watch) read(ctx context.Context) (map[string]bool, error) {
@@ -292,9 +366,9 @@ func (w *watch) read(ctx context.Context) (map[string]bool, error) {
 // after: a holder gone is expired when the key's expiry was heard (and
 // the key is gone), released when a release was heard, else vanished.
 // A release heard that frees the lock when no holder was known to leave
-// (its acquisition was not heard: no keyspace notifications) is a
-// release of an unknown holder.
-func (w *watch) diff(before, after map[string]bool, released, expired bool) []WatchEvent {
+// is a release of an unknown holder, when unknown says that acquisitions
+// are not heard (no keyspace notifications of the hash came).
+func (w *watch) diff(before, after map[string]bool, released, expired, unknown bool) []WatchEvent {
 	var evs []WatchEvent
 	at := time.Now()
 	gone := WatchVanished
@@ -309,7 +383,7 @@ func (w *watch) diff(before, after map[string]bool, released, expired bool) []Wa
 			evs = append(evs, w.event(gone, f, at))
 		}
 	}
-	if len(evs) == 0 && released && !expired && len(after) == 0 {
+	if unknown && len(evs) == 0 && released && !expired && len(after) == 0 {
 		evs = append(evs, WatchEvent{Type: WatchReleased, At: at})
 	}
 	for _, f := range sortedKeys(after) {
