@@ -218,7 +218,10 @@ func TestWatchEnds(t *testing.T) {
 	_, open := <-w.Events()
 	assert.False(t, open, "Events after Stop")
 
-	// A watcher whose events nobody reads still ends.
+	// A watcher whose events nobody reads still ends at Close. (The
+	// Client is closed by the test alone: a Close that hangs fails it.)
+	c, err = rlock.NewClient(srv.ClientOption())
+	require.NoError(t, err)
 	w, err = c.GetLock(name).Watch(t.Context())
 	require.NoError(t, err)
 	for i := range 40 {
@@ -228,7 +231,9 @@ func TestWatchEnds(t *testing.T) {
 	}
 	w2, err := c.GetLock(name).Watch(t.Context())
 	require.NoError(t, err)
-	require.NoError(t, c.Close())
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	require.NoError(t, relocktest.Receive(t, closed, 5*time.Second, "Close with a watcher nobody reads"))
 	for _, w := range []*handle.Watcher{w, w2} {
 		relocktest.Receive(t, closedEvents(w), 5*time.Second, "Events closed after Close")
 	}
