@@ -97,15 +97,18 @@ func nameScripts(r *rules) map[string]func(name string) rueidis.RedisResult {
 		},
 		"semaphore acquire": func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
-			return r.exec(lua.SemAcquire, []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(name)},
-				"publish", "permit-of-me", ruleLease, "1", "30000")
+			return r.exec(lua.SemAcquire, []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)},
+				"publish", "permit-of-me", ruleLease, "1", "30000", "c:me")
 		},
 		"semaphore available": sem(lua.SemAvailable),
-		"semaphore release":   sem(lua.SemRelease, "permit-of-other"),
+		"semaphore release": func(name string) rueidis.RedisResult {
+			k := layout.Semaphore(name)
+			return r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-other")
+		},
 		"semaphore renew":     sem(lua.SemRenew, "permit-of-other", ruleLease),
 		"semaphore delete": func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
-			return r.exec(lua.SemDelete, []string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, layout.OtherKey(name)})
+			return r.exec(lua.SemDelete, []string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)})
 		},
 		"latch set": func(name string) rueidis.RedisResult {
 			return r.exec(lua.LatchSet, []string{name, layout.OtherKey(name), layout.LatchOpened(name)},

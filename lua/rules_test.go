@@ -588,7 +588,7 @@ func TestReleasePublishes(t *testing.T) {
 		require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Leases).ScoreMember().
 			ScoreMember(float64(serverNow(t, r.rdb)+30000), "p1").Build()).Error())
 		release := func() int64 {
-			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "p1").AsInt64()
+			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "p1").AsInt64()
 			require.NoError(t, err)
 			return n
 		}
@@ -762,10 +762,10 @@ func TestSemaphoreQueueOrder(t *testing.T) {
 	r := newRules(t)
 	name := r.name("sem")
 	k := layout.Semaphore(name)
-	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(name)}
+	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)}
 	acquire := func(id, join string) []int64 {
 		t.Helper()
-		got, err := r.exec(lua.SemAcquire, keys, "publish", id, ruleLease, join, "30000").AsIntSlice()
+		got, err := r.exec(lua.SemAcquire, keys, "publish", id, ruleLease, join, "30000", "c:"+id).AsIntSlice()
 		require.NoError(t, err)
 		require.Len(t, got, 3)
 		return got

@@ -21,10 +21,14 @@ func (s *Semaphore) acquire(ctx context.Context, wait, lease time.Duration) (*ac
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	holder, err := s.holder(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, lockcore.NotAcquired(err)
 	}
-	a := &acquisition{s: s, lease: lease, start: time.Now()}
+	a := &acquisition{s: s, lease: lease, start: time.Now(), holder: holder}
 	a.raw, a.id = newID()
 	w := lockcore.Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: observe.KindSemaphore, Name: s.name},
 		Owner: a.id, Lease: lease, Acquire: true}
@@ -43,6 +47,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait, lease time.Duration) (*ac
 type acquisition struct {
 	s       *Semaphore
 	raw, id string // the permit ID every attempt asks for
+	holder  string // who takes the permit, "<clientID>:<owner>"
 	lease   time.Duration
 	renew   bool
 	start   time.Time
@@ -83,9 +88,9 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	sctx, cancel := a.scriptContext(w.Ctx)
 	a.sent = time.Now()
 	res, unsynced := a.s.core.RunAcquire(sctx, lua.SemAcquire,
-		[]string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(a.s.name)},
+		[]string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(a.s.name)},
 		[]string{a.s.core.PublishCommand(), a.raw, strconv.FormatInt(lockcore.Millis(a.lease), 10), flag,
-			strconv.FormatInt(timing.waiterTimeout.Milliseconds(), 10)})
+			strconv.FormatInt(timing.waiterTimeout.Milliseconds(), 10), a.holder})
 	cancel()
 	vals, err := res.AsIntSlice()
 	if err != nil {
@@ -118,6 +123,21 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 		a.life = life
 	}
 	return lockcore.Outcome{Done: true, PassOn: vals[2] > 0}, nil
+}
+
+// holder is who a permit taken with ctx is recorded as taken by:
+// "<clientID>:<owner>", the owner in ctx (checked as a lock's owner is),
+// or, without one, "anon-<n>@<client name>", as an anonymous lock hold
+// is named.
+func (s *Semaphore) holder(ctx context.Context) (string, error) {
+	owner, ok, err := lockcore.ContextOwner(ctx)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		owner = lockcore.AnonymousOwner() + "@" + s.core.Name()
+	}
+	return layout.Field(s.core.ID, owner), nil
 }
 
 // bound is the longest sleep after a refusal whose reply said next ms
