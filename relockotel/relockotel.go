@@ -43,14 +43,14 @@
 // # Spans
 //
 // relock.acquire covers each acquisition call: Lock, LockLease, TryLock,
-// Acquire, TryAcquire, the acquisition of Do and TryDo, and a
-// semaphore's Acquire, TryAcquire and AcquirePermit, and a counting
-// semaphore's and a rate limiter's Acquire and TryAcquire; relock.release each release:
-// Unlock, Hold.Release, a permit's Release, a counting semaphore's
-// Release, the release of Do and TryDo (a counting semaphore's permits
-// are not holds: no Client knows who has them). Both come with the
-// attributes relock.lock.kind, relock.outcome and, with WithLockNames,
-// relock.lock.name. A span whose outcome is error records the error and
+// Acquire, TryAcquire, the acquisition of Do and TryDo, a semaphore's
+// Acquire, TryAcquire, AcquirePermit and TryAcquirePermit, and a counting
+// semaphore's and a rate limiter's Acquire and TryAcquire; relock.release
+// each release: Unlock, Hold.Release, a permit's Release, a counting
+// semaphore's Release, the release of Do and TryDo (a counting
+// semaphore's permits are not holds: no Client knows who has them). Both
+// come with the attributes relock.lock.kind, relock.outcome and, with
+// WithLockNames or WithLockNameFunc, relock.lock.name. A span whose outcome is error records the error and
 // has status Error. The Redis calls an acquisition makes run in the
 // context of its span, so a traced Redis client (rueidisotel) puts them
 // under it; the locks of a MultiLock or a RedLock have their spans under
