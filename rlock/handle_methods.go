@@ -156,7 +156,8 @@ func (l *Lock) Unlock(ctx context.Context) error { return l.Mutex.Unlock(ctx) }
 // and expiries are published by nothing but the server's keyspace
 // notifications (notify-keyspace-events with K, h and x, or KA), which
 // Watch listens to and never turns on: KeyspaceEvents says whether the
-// server has them on. Without them a watch hears releases only (none of a
+// server has them on (and the keyspace channel was not refused by an
+// ACL). Without them a watch hears releases only (none of a
 // fair lock), sees at each release the holders that came since (Acquired)
 // and the ones gone unheard (Vanished), and does not hear an expiry when
 // it happens; it never polls. On Redis Cluster, and with
@@ -334,7 +335,8 @@ func (l *FencedLock) Unlock(ctx context.Context) error { return l.Mutex.Unlock(c
 // and expiries are published by nothing but the server's keyspace
 // notifications (notify-keyspace-events with K, h and x, or KA), which
 // Watch listens to and never turns on: KeyspaceEvents says whether the
-// server has them on. Without them a watch hears releases only (none of a
+// server has them on (and the keyspace channel was not refused by an
+// ACL). Without them a watch hears releases only (none of a
 // fair lock), sees at each release the holders that came since (Acquired)
 // and the ones gone unheard (Vanished), and does not hear an expiry when
 // it happens; it never polls. On Redis Cluster, and with
@@ -510,7 +512,8 @@ func (l *SpinLock) Unlock(ctx context.Context) error { return l.Mutex.Unlock(ctx
 // and expiries are published by nothing but the server's keyspace
 // notifications (notify-keyspace-events with K, h and x, or KA), which
 // Watch listens to and never turns on: KeyspaceEvents says whether the
-// server has them on. Without them a watch hears releases only (none of a
+// server has them on (and the keyspace channel was not refused by an
+// ACL). Without them a watch hears releases only (none of a
 // fair lock), sees at each release the holders that came since (Acquired)
 // and the ones gone unheard (Vanished), and does not hear an expiry when
 // it happens; it never polls. On Redis Cluster, and with

@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -151,12 +152,18 @@ func (m *Mutex) Watch(ctx context.Context, emit func(context.Context, WatchEvent
 				w.heard(what, true)
 			}
 		}, w.lost)
-		if err != nil {
+		var refused *rueidis.RedisError
+		switch {
+		case errors.As(err, &refused):
+			// The server refused the channel (an ACL): the watch goes on
+			// without keyspace notifications.
+		case err != nil:
 			leave()
 			return info, nil, c.closedOr(err)
+		default:
+			ls = append(ls, x)
+			info.Keyspace = on
 		}
-		ls = append(ls, x)
-		info.Keyspace = on
 	}
 	base, err := w.read(ctx)
 	if err != nil {
