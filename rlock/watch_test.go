@@ -312,3 +312,27 @@ func TestWatchVanished(t *testing.T) {
 	require.NoError(t, l.Unlock(b))
 	expectEvents(t, w, handle.Event{Type: handle.Released, Owner: "b", ClientID: c.ID()})
 }
+
+// TestWatchKeyspaceRefused: a Client whose ACL refuses the keyspace
+// channel still watches, hearing releases only, and says so.
+func TestWatchKeyspaceRefused(t *testing.T) {
+	srv := keyspaceServer(t)
+	raw := srv.Client(t)
+	require.NoError(t, raw.Do(t.Context(), raw.B().Arbitrary("ACL", "SETUSER", "watcher", "on", ">pw", "~*",
+		"resetchannels", "&redisson_*", "+@all").Build()).Error())
+	opt := srv.ClientOption()
+	opt.Username, opt.Password = "watcher", "pw"
+	c, err := rlock.NewClient(opt)
+	require.NoError(t, err)
+	defer c.Close()
+	name := relocktest.Name(t)
+	w, err := c.GetLock(name).Watch(t.Context())
+	require.NoError(t, err, "Watch with the keyspace channel refused")
+	defer w.Stop()
+	assert.False(t, w.KeyspaceEvents(), "KeyspaceEvents with the keyspace channel refused")
+	l := c.GetLock(name)
+	ctx := rlock.WithOwner(t.Context(), "a")
+	require.NoError(t, l.Lock(ctx))
+	require.NoError(t, l.Unlock(ctx))
+	expectEvents(t, w, handle.Event{Type: handle.Released})
+}
