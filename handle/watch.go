@@ -96,7 +96,10 @@ type Watcher struct {
 // and go between two reads (a hold taken and released within a round
 // trip) are not seen, and notifications that come while a read is in
 // flight, or while Events is not read, merge into the next read, so a
-// slow reader loses no change of state, only its steps.
+// slow reader loses no change of state, only its steps. A holder found
+// gone waits up to 250ms for the notification that says why (its release
+// or its expiry, which may come after the read's reply) before it is
+// reported Vanished.
 //
 // Cost: at the start, CLIENT INFO and CONFIG GET (its database, and
 // whether keyspace notifications are on; a refused CONFIG GET reads as
