@@ -105,7 +105,10 @@ func nameScripts(r *rules) map[string]func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
 			return r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-other")
 		},
-		"semaphore renew": sem(lua.SemRenew, "permit-of-other", ruleLease),
+		"semaphore renew": func(name string) rueidis.RedisResult {
+			k := layout.Semaphore(name)
+			return r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-other", ruleLease)
+		},
 		"semaphore delete": func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
 			return r.exec(lua.SemDelete, []string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)})

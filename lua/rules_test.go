@@ -373,7 +373,7 @@ func TestRenewAfterLockPassedOn(t *testing.T) {
 			ScoreMember(float64(serverNow(t, r.rdb)+otherLease), "permit-of-next").Build()).Error())
 		before, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 		require.NoError(t, err)
-		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "permit-of-old", ruleLease).AsInt64()
+		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-old", ruleLease).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "renewal of a permit that is not held")
 		after, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()

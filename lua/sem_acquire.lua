@@ -31,10 +31,14 @@
 -- the holders hash; the entries of permits that are no longer held (their
 -- lease ended and a call gave them back, maybe Redisson's) are dropped
 -- whenever permits came back or the hash has more entries than permits
--- are held.
+-- are held. The hash lives as long as the longest lease it records (the
+-- renewals extend it), so the record of a Client that died goes by itself.
 local lease = tonumber(ARGV[3])
 local function record_holder()
   redis.call('hset', KEYS[6], ARGV[2], ARGV[6])
+  if redis.call('pttl', KEYS[6]) < lease then
+    redis.call('pexpire', KEYS[6], lease)
+  end
   if back > 0 or redis.call('hlen', KEYS[6]) > redis.call('zcard', KEYS[2]) then
     local ids = redis.call('hkeys', KEYS[6])
     for i = 1, #ids do

@@ -204,6 +204,6 @@ type renewer struct{}
 // RenewCall resets the permit's lease while it is held.
 func (renewer) RenewCall(r lockcore.Request) lockcore.Call {
 	k := KeysOf(r.Name)
-	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel, layout.OtherKey(r.Name)},
+	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(r.Name)},
 		Args: []string{r.Core.PublishCommand(), r.Field, strconv.FormatInt(r.LeaseMs, 10)}}
 }

@@ -29,8 +29,9 @@
 // permit ID -> "<clientID>:<owner>", who took the permit: the owner in the
 // acquiring call's context, as rlock.WithOwner sets it, or
 // "anon-<n>@<client name>"), whose entry goes with the permit's release,
-// or, after its lease ended, with the next acquisition. relock status and
-// scan show it. A name that contains "{" is not wrapped
+// or, after its lease ended, with the next acquisition, and which lives as
+// long as the longest lease it records (renewals extend it). relock status
+// and scan show it. A name that contains "{" is not wrapped
 // again ("<name>:timeout", "redisson_sc:<name>"), so every key shares the
 // name's hash slot and the semaphore works on Redis Cluster.
 //

@@ -76,3 +76,36 @@ func TestPermitHolders(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "the holders after Delete")
 }
+
+// TestPermitHoldersExpire: the record of who took the permits lives as
+// long as the longest lease in it: renewals of a permit on the watchdog
+// lease keep it, and once the last lease ends (a Client that died gives
+// back nothing) it goes by itself.
+func TestPermitHoldersExpire(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	s := c.GetSemaphore(name).WithWatchdogTimeout(200 * time.Millisecond)
+	setPermits(t, s, 2)
+	key := semaphore.KeysOf(name).Holders
+
+	id, err := s.Acquire(rlock.WithOwner(t.Context(), "renewed"), 0)
+	require.NoError(t, err)
+	first := leases(t, raw, name)[unhex(t, id)]
+	ttl, err := raw.Do(t.Context(), raw.B().Pttl().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.True(t, ttl > 0 && ttl <= 200, "the holders' TTL %dms, want up to the 200ms lease", ttl)
+	relocktest.Eventually(t, 5*time.Second, "renewals past the first lease", func() bool {
+		ends, err := leaseEnds(raw, name)
+		return err == nil && ends[unhex(t, id)] > first+250
+	})
+	assert.Equal(t, c.ID()+":renewed", holders(t, raw, name)[id], "the holder of a renewed permit, past its first lease")
+	require.NoError(t, s.Release(t.Context(), id))
+
+	_, err = s.Acquire(rlock.WithOwner(t.Context(), "gone"), 50*time.Millisecond)
+	require.NoError(t, err)
+	relocktest.Eventually(t, 5*time.Second, "the holders to expire", func() bool {
+		n, err := raw.Do(t.Context(), raw.B().Exists().Key(key).Build()).AsInt64()
+		return err == nil && n == 0
+	})
+}
