@@ -52,15 +52,18 @@ var (
 	// a rate limiter is refused; the error names the kind found, the call
 	// changed nothing, and a waiting call ends at once with it.
 	ErrWrongKind = errors.New("relock: wrong kind")
-	// ErrReplicaSync: with rlock.WithReplicaSync, an acquisition that too
-	// few replicas confirmed in time; it was released, and the error also
-	// matches ErrNotAcquired.
+	// ErrReplicaSync: an acquisition that too few replicas confirmed in
+	// time (by default, on a server with replicas, none of them within 1s;
+	// with rlock.WithReplicaSync(n, timeout), fewer than n); it was
+	// released, and the error also matches ErrNotAcquired.
 	ErrReplicaSync = errors.New("relock: too few replicas confirmed the acquisition")
 	// ErrDeadlock: a wait that closed a cycle of owners (A holds L1 and
-	// waits for L2, B holds L2 and waits for L1), across Clients and
-	// processes, was ended to break it; the error names the cycle and
-	// also matches ErrNotAcquired. The caller holds what it held before
-	// the call: give up what it holds so that the others can go on, as
-	// after a database's deadlock error.
+	// waits for L2, B holds L2 and waits for L1; any length, across
+	// Clients, processes and lock kinds) and was chosen to end it (see
+	// rlock.WithDeadlockDetection). The error also matches ErrNotAcquired
+	// and names the cycle (owners, names, kinds). The call holds nothing
+	// more than before it; its caller releases what it holds, so that the
+	// others of the cycle go on, and may try again, as after a database's
+	// deadlock error.
 	ErrDeadlock = errors.New("relock: deadlock")
 )

@@ -107,11 +107,21 @@ run; absolute figures on a shared machine vary from run to run.
 			}
 		}
 	}
+	if old, err := os.ReadFile(path); err == nil {
+		if i := bytes.Index(old, []byte(handMark)); i >= 0 {
+			b.Write(old[i:])
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
+
+// handMark starts the end of the page that is written by hand
+// (measurements made outside the benchmark program, by counting tests):
+// the program keeps it as it is, from the mark on.
+const handMark = "<!-- Written by hand from here on: the benchmark program keeps this part as it is. -->"
 
 func writeChartLink(b *bytes.Buffer, dir string, ch chart) {
 	fmt.Fprintf(b, "![%s](%s)\n\n", cell(ch.Alt), filepath.ToSlash(filepath.Join(dir, ch.File)))

@@ -83,7 +83,7 @@ func (kind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attempt, 
 
 // Release runs fair_unlock.lua.
 func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
-	return lua.FairUnlock.Exec(ctx, r.Core.RDB, keys(r.Name),
+	return r.Core.RunRelease(ctx, lua.FairUnlock, keys(r.Name),
 		[]string{layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.PublishCommand(),
 			strconv.Itoa(r.Target)}).AsInt64()
 }

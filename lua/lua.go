@@ -29,7 +29,8 @@
 // lease.lua, which tells the waiters when they do: a waiter sleeps until
 // the end of the lease its last attempt saw, and every script that makes
 // a lease shorter without freeing the lock publishes, so that no waiter
-// sleeps past the new end.
+// sleeps past the new end (sem_update_lease.lua does the same for a
+// semaphore's permit, whose end a waiter sleeps until as well).
 //
 // Every script that creates or takes state under a name (the acquire and
 // re-enter scripts of every lock kind, the semaphore's scripts that read
@@ -58,6 +59,10 @@ const (
 	// found, as internal/layout.Kind names it ("rwlock", "lock", "fair",
 	// "rate_limiter").
 	WrongKind = "RELOCK_WRONG_KIND"
+	// TooManyPermits: a call asked a semaphore for more permits than it
+	// has, available and held; what follows is how many it has (see
+	// sem_acquire_many.lua).
+	TooManyPermits = "RELOCK_TOO_MANY_PERMITS"
 )
 
 // Script is a Lua script with its source and SHA1, for callers that
@@ -168,6 +173,12 @@ var (
 	semAbandon string
 	//go:embed sem_delete.lua
 	semDelete string
+	//go:embed sem_acquire_many.lua
+	semAcquireMany string
+	//go:embed sem_update_lease.lua
+	semUpdateLease string
+	//go:embed sem_lease_left.lua
+	semLeaseLeft string
 
 	//go:embed csem_acquire.lua
 	csemAcquire string
@@ -195,6 +206,11 @@ var (
 	latchSet string
 	//go:embed latch_count_down.lua
 	latchCountDown string
+
+	//go:embed wait_record.lua
+	waitRecord string
+	//go:embed wait_expire.lua
+	waitExpire string
 )
 
 var (
@@ -297,6 +313,16 @@ var (
 	// SemDelete deletes a semaphore's keys. Safe to resend in effect, but
 	// not resent: the second reply would say there was no count.
 	SemDelete = script(refuse+semDelete, false)
+	// SemAcquireMany takes several permits of a semaphore, all or none,
+	// or keeps a waiter's place. Safe to resend (by relock): the permit
+	// IDs are the same for every attempt of a call.
+	SemAcquireMany = script(refuse+semReclaim+semAcquireMany, false)
+	// SemUpdateLease gives a held permit a new lease. Safe to resend: a
+	// resent request sets the same lease from a moment later.
+	SemUpdateLease = script(refuse+semReclaim+semUpdateLease, true)
+	// SemLeaseLeft reads how long a permit's lease has to run, after
+	// giving back the permits whose lease ended. Safe to resend.
+	SemLeaseLeft = script(refuse+semReclaim+semLeaseLeft, true)
 
 	// CountingAcquire takes permits of a counting semaphore, all or none.
 	// Safe to resend (by relock): every attempt of a call sends the same
@@ -330,4 +356,12 @@ var (
 	// LatchCountDown counts a latch down by one. Never resent: it would
 	// count twice.
 	LatchCountDown = script(latchOpened+latchCountDown, false)
+
+	// WaitRecord writes a waiting call's record (see internal/waitrec),
+	// stamped with the server's time, and sets its hash's expiry. Safe to
+	// resend: the field is the call's own.
+	WaitRecord = script(waitRecord, true)
+	// WaitExpire renews the expiry of a Client's wait record hash and
+	// deletes the records the Client no longer has. Safe to resend.
+	WaitExpire = script(waitExpire, true)
 )

@@ -781,7 +781,7 @@ func TestSemaphoreQueueOrder(t *testing.T) {
 	assert.Equal(t, "1", r.get(k.Available), "the permit held back")
 
 	l := listen(t, r.rdb, k.Channel)
-	n, err := r.exec(lua.SemAbandon, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines}, "publish", "first").AsInt64()
+	n, err := r.exec(lua.SemAbandon, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines, k.Leases, k.Holders}, "publish", "first").AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	assert.Equal(t, []string{k.Channel + " 1"}, l.take(t), "the waiter that gives up its held-back permit")

@@ -77,4 +77,15 @@
 // SetRate. A grant that an attempt made while its call was ending (its
 // context ended, its reply was lost) is given back; every attempt of a
 // call sends the same grant ID, so a resent attempt takes nothing twice.
+//
+// # Replicas
+//
+// A grant does not wait for replicas by default: the Client's replica
+// sync (on by default, rlock.WithReplicaSync) is for lock and permit
+// operations, and Redisson's rate limiter does not wait either. A grant
+// that a failover loses lets, at worst, that many more permits through
+// in the window on the new master: the rate is exceeded once, nothing is
+// held twice. With rlock.WithReplicaSync(n, timeout), a grant waits for
+// n replicas like an acquisition, and one that fewer confirmed is given
+// back and fails with relock.ErrReplicaSync.
 package ratelimit

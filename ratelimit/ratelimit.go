@@ -252,7 +252,7 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if err := w.Over(); err != nil {
 		return lockcore.Outcome{}, err
 	}
-	res, unsynced := a.l.core.RunAcquire(w.ScriptContext(), lua.RateAcquire, a.l.keys(),
+	res, unsynced := a.l.core.RunGrant(w.ScriptContext(), lua.RateAcquire, a.l.keys(),
 		[]string{strconv.Itoa(a.n), a.id})
 	vals, err := res.AsIntSlice()
 	if err != nil {

@@ -95,17 +95,36 @@ func WithFairLockWaitTimeout(d time.Duration) Option {
 	return func(c *lockcore.Config) { c.FairLockWaitTimeout, c.FairLockWaitTimeoutSet = d, true }
 }
 
-// WithReplicaSync makes every acquisition wait, with WAIT, until at least
-// replicas replicas confirmed it, for up to timeout. When fewer confirm,
-// the acquisition is released and fails with an error matching
-// ErrNotAcquired and ErrReplicaSync. The default is no check.
+// WithReplicaSync makes every acquisition and release wait, with WAIT,
+// until at least replicas replicas confirmed it, for up to timeout. When
+// fewer confirm an acquisition, it is released and fails with an error
+// matching ErrNotAcquired and ErrReplicaSync; a release is a release
+// whatever the replicas say. WithReplicaSync(0, 0) turns replica sync off,
+// as WithoutReplicaSync does.
+//
+// The default, without this option, is Redisson's (checkLockSyncedSlaves,
+// slavesSyncTimeout 1s): lock, unlock and permit operations wait up to 1s
+// for the replicas that the server reports connected (INFO replication's
+// connected_slaves, counted once per Client and node and again every few
+// seconds within an operation's own round trip), and an acquisition fails
+// with ErrReplicaSync only when none of them confirmed it. A server
+// without replicas costs nothing: no WAIT is sent. Renewals do not wait,
+// nor does a rate limiter's grant unless WithReplicaSync gave a number.
+// A call whose context ends while WAIT waits returns when WAIT does, at
+// most the timeout later, having given back what it won.
 //
 // It narrows the window in which a failover loses an acquisition; it does
-// not make Redis strongly consistent (renewals and releases are not
-// checked, and a failover may still promote a replica that missed the
-// write): use fencing tokens for safety. docs/operations.md says more.
+// not make Redis strongly consistent (a failover may still promote a
+// replica that missed the write): use fencing tokens for safety.
+// docs/operations.md says more.
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
-	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout = replicas, timeout }
+	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout, c.ReplicasSet = replicas, timeout, true }
+}
+
+// WithoutReplicaSync turns replica sync off: no operation waits for
+// replicas (see WithReplicaSync for the default).
+func WithoutReplicaSync() Option {
+	return func(c *lockcore.Config) { c.Replicas, c.ReplicaTimeout, c.ReplicasSet = 0, 0, true }
 }
 
 // WithWakeOne makes a release wake one waiting process instead of one in
@@ -143,6 +162,28 @@ func WithWakeOne() Option {
 // and "", is no prefix.
 func WithKeyPrefix(prefix string) Option {
 	return func(c *lockcore.Config) { c.KeyPrefix = prefix }
+}
+
+// WithDeadlockDetection sets how long a wait lasts before it looks for a
+// deadlock (a cycle of owners through it: A holds L1 and waits for L2, B
+// holds L2 and waits for L1; of any length, across Clients, processes and
+// lock kinds), and how often it looks again while it waits. Of a cycle,
+// exactly one wait ends, the one that began last: its call returns an
+// error matching ErrDeadlock and ErrNotAcquired that names the cycle, and
+// the others go on once its caller releases what it holds. Owners count as
+// threads of control, as a database's transactions: a cycle through an
+// owner that two goroutines share is reported although the other
+// goroutine might have released. Each look reads the locks' holders and
+// the waits' records one key at a time (at most 64 keys), so a wait that
+// lasts costs a few reads each after. The package documentation
+// (Waits and deadlocks) says more.
+//
+// The default is on, 1s; 0 turns it off (waits are still recorded, for
+// relock waits and status). A Client with detection off never ends a
+// wait, even one its cycle chose: turn it off in every Client that shares
+// locks, or in none. A negative delay is refused with ErrInvalidArgument.
+func WithDeadlockDetection(after time.Duration) Option {
+	return func(c *lockcore.Config) { c.DeadlockAfter, c.DeadlockAfterSet = after, true }
 }
 
 // NewClient builds a rueidis client from opt and a Client that owns it:

@@ -152,6 +152,70 @@
 // cannot act (a stopped process) delays the other registered waiters by
 // at most 2s. The bounds of the other kinds are in their packages.
 //
+// # Waits and deadlocks
+//
+// Every waiting call of every kind (a lock's Lock and TryLock with a
+// wait, both sides of a read-write lock, a fair or spin lock, both
+// semaphores, a rate limiter, a latch's Await) is recorded in Redis after
+// its first refused attempt: who waits (its owner, as the lock's hash
+// names a holder, "<clientID>:<owner>"; a call without an owner in its
+// context is recorded under the owner the Client made up for it), for
+// what (the name with the key prefix, the kind), and since when (the
+// server's time). The records of a Client are one hash,
+// relock_waits:{<clientID>} (after the key prefix), one field per call; the
+// call deletes its record when its wait ends, however it ends (acquired,
+// the wait or the context over, Close, an error). relock status, relock
+// waits and relock top show them beside the holders. A call that gets
+// what it asked for at its first attempt, and a single attempt (wait 0),
+// send nothing more; a wait sends one command more at its start (the
+// record, HSET and PEXPIRE in one script, sent beside the wait's
+// subscription or second attempt, whose reply it does not wait for) and
+// one at its end (HDEL, not waited for either). The hash expires after the watchdog timeout;
+// the Client renews it on the watchdog's tick while it has records (one
+// call per Client per tick, pipelined with the holds' renewals), so the
+// records of a Client that died expire on their own. A record's write or
+// delete that fails does not fail the wait: the wait is then not shown
+// (and is no part of deadlock detection), or shown until the next tick (which deletes what the Client no longer
+// has) or the hash's expiry. Redisson's waiters leave no record: status
+// shows nothing of them, as it shows their holders (whose fields name
+// Redisson's clients).
+//
+// A wait that has lasted the deadlock detection delay (1s by default,
+// WithDeadlockDetection) looks for a cycle of owners through itself: the
+// owners that hold the name it waits for (the fields of a plain, fenced,
+// fair or spin lock's hash, both sides of a read-write lock), what each of
+// them waits for (its Client's records with that owner), their holders,
+// and so on, until the walk comes back to its own owner; across Clients,
+// processes and lock kinds, of any length, reading each key on its own
+// (names may be in different Cluster slots), at most 64 keys a look (a
+// cycle of up to 30 owners on as many Clients; a longer one is not seen). It
+// looks again every delay while it waits (cycles form after a wait
+// began). Exactly one wait of a cycle ends: the one whose record is the
+// youngest (the latest since; ties by owner, then by record), which every
+// member of the cycle names alike from the records it reads; only that
+// wait ends itself, and only after it read the cycle's edges again (each
+// record still there and unchanged, each holder still holding), so that
+// a chain that is only long, or that changed while it was read, ends
+// nothing. Its call returns an error matching ErrDeadlock and
+// ErrNotAcquired that names the cycle's owners and names; it holds
+// nothing more than before the call. Its caller releases what it holds
+// (as after a database's deadlock error), and the others go on.
+//
+// Owners are threads of control, as a database's transactions are: an
+// owner that waits is taken to keep what it holds until its wait ends.
+// Goroutines that share an owner (it travels in the context) are one
+// owner to the detector: when goroutine 1 of owner O holds L1 and would
+// release it, and goroutine 2 of O waits for L2, held by P, which waits
+// for L1, the cycle through O is reported and one wait ends. Give
+// goroutines that take locks on their own owners of their own. An owner
+// that holds a read-write lock's read side and waits for its write side
+// waits for itself (a cycle of one): it ends after the delay. A semaphore,
+// rate limiter or latch has no holders with owners: a chain through one
+// ends there, and a cycle through one is not seen. A hold on a fixed
+// lease counts while it lasts. A Client with detection off (0) still
+// records its waits, but never ends one, even one its cycle chose: turn
+// detection off in every Client that shares locks, or in none.
+//
 // # Waking one process per release
 //
 // With WithWakeOne, a Client whose waiter goes on waiting registers in the

@@ -14,5 +14,5 @@ var (
 	ErrReplicaSync     = relock.ErrReplicaSync     // WithReplicaSync: too few replicas confirmed
 	ErrNameConflict    = relock.ErrNameConflict    // the name's other form ("a" for "{a}") is in use
 	ErrWrongKind       = relock.ErrWrongKind       // the name holds a lock of another kind
-	ErrDeadlock        = relock.ErrDeadlock        // a wait that closed a cycle of owners was ended
+	ErrDeadlock        = relock.ErrDeadlock        // the wait was chosen to end a cycle of owners (WithDeadlockDetection)
 )

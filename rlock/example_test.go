@@ -2,6 +2,7 @@ package rlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -195,4 +196,22 @@ func ExampleErrNameConflict() {
 	err := c.GetLock("{orders:42}").Lock(ctx) // ErrNameConflict: "orders:42" is in use
 	// README end
 	_ = err
+}
+
+func ExampleErrDeadlock() {
+	var (
+		ctx           context.Context
+		orders, stock *rlock.Lock
+		retryLater    func(error) error
+	)
+	_ = func() error {
+		// README begin
+		err := orders.Lock(ctx)
+		if errors.Is(err, rlock.ErrDeadlock) {
+			_ = stock.Unlock(ctx) // what this owner already holds
+			return retryLater(err)
+		}
+		// README end
+		return err
+	}
 }

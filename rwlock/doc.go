@@ -14,8 +14,11 @@
 // no other owner holds either side. The writer's owner may also take read
 // holds, and when it then releases its write hold the lock stays held for
 // reading (a downgrade). A read hold is never upgraded: an owner that
-// holds a read level and asks for the write side waits for itself until
-// its context ends, as with sync.RWMutex. Both sides are reentrant per
+// holds a read level and asks for the write side waits for itself, as
+// with sync.RWMutex: a deadlock, which the Client's detection ends after
+// its delay (1s by default, rlock.WithDeadlockDetection) with an error
+// matching ErrDeadlock; with detection off, the wait lasts until its
+// context ends. Both sides are reentrant per
 // owner. Without an owner in the context, read holds behave like
 // sync.RWMutex's RLock and RUnlock: a Client may hold any number of
 // anonymous read holds, and each ownerless Unlock of the read side releases

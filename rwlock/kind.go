@@ -90,7 +90,7 @@ func (readKind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Attem
 }
 
 func (readKind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
-	return lua.RWReadUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, Channel(r.Name)},
+	return r.Core.RunRelease(ctx, lua.RWReadUnlock, []string{r.Name, Channel(r.Name)},
 		[]string{readReleased, ms(r.LeaseMs), r.Field, r.Core.PublishCommand(), strconv.Itoa(r.Target),
 			keyPrefix(r.Name)}).AsInt64()
 }
@@ -147,7 +147,7 @@ func (writeKind) Reenter(ctx context.Context, r lockcore.Request) (lockcore.Atte
 }
 
 func (writeKind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
-	return lua.RWWriteUnlock.Exec(ctx, r.Core.RDB, []string{r.Name, Channel(r.Name)},
+	return r.Core.RunRelease(ctx, lua.RWWriteUnlock, []string{r.Name, Channel(r.Name)},
 		[]string{writeReleased, ms(r.LeaseMs), r.Field, r.Core.PublishCommand(), strconv.Itoa(r.Target),
 			keyPrefix(r.Name)}).AsInt64()
 }

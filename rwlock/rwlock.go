@@ -14,6 +14,7 @@ var (
 	ErrLockLost        = relock.ErrLockLost
 	ErrClosed          = relock.ErrClosed
 	ErrInvalidArgument = relock.ErrInvalidArgument
+	ErrDeadlock        = relock.ErrDeadlock
 )
 
 // writeSuffix ends a writer's hash field: "<clientID>:<owner>:write".
@@ -52,7 +53,9 @@ func (rw *ReadWriteLock) ReadLock() *Lock { return rw.read }
 // WriteLock returns the write side: held by one owner alone, while no
 // other owner holds either side. Its owner may also take the read side
 // (never the other way round: an owner that holds read and asks for write
-// waits for itself until its context ends).
+// waits for itself, a deadlock that ends the wait with an error matching
+// ErrDeadlock after the Client's detection delay, rlock.WithDeadlockDetection;
+// with detection off, it waits until its context ends).
 func (rw *ReadWriteLock) WriteLock() *Lock { return rw.write }
 
 // Lock is one side of a read-write lock. Its methods are those of the

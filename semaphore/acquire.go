@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/relock-go/relock/internal/layout"
@@ -13,11 +14,13 @@ import (
 )
 
 // acquire is Acquire (wait < 0: until ctx ends), TryAcquire and their
-// Permit forms, arguments checked but the name: one waiting call through
-// the Client's wait loop. Every attempt of a call asks for the same
-// permit ID, so a resent attempt takes at most one permit. It returns the
-// call, which says what was won, or nil.
-func (s *Semaphore) acquire(ctx context.Context, wait, lease time.Duration) (*acquisition, error) {
+// Permit and Permits forms, arguments checked but the name: one waiting
+// call for n permits through the Client's wait loop. Every attempt of a
+// call asks for the same permit IDs, so a resent attempt takes its
+// permits at most once. It returns the call, which says what was won, or
+// nil. many: the call is for several permits (even n == 1): every attempt
+// runs the script for several, which refuses more than the semaphore has.
+func (s *Semaphore) acquire(ctx context.Context, n int, many bool, wait, lease time.Duration) (*acquisition, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -28,10 +31,13 @@ func (s *Semaphore) acquire(ctx context.Context, wait, lease time.Duration) (*ac
 	if err := ctx.Err(); err != nil {
 		return nil, lockcore.NotAcquired(err)
 	}
-	a := &acquisition{s: s, lease: lease, start: time.Now(), holder: holder}
-	a.raw, a.id = newID()
+	a := &acquisition{s: s, lease: lease, start: time.Now(), many: many, holder: holder, raws: make([]string, n), ids: make([]string, n)}
+	for i := range n {
+		a.raws[i], a.ids[i] = newID()
+	}
+	// The events of a call for several permits name them all.
 	w := lockcore.Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: observe.KindSemaphore, Name: s.name},
-		Owner: a.id, Lease: lease, Acquire: true}
+		Owner: strings.Join(a.ids, ","), Lease: lease, Acquire: true}
 	if lease == 0 {
 		a.renew, a.lease = true, s.watchdogTimeout()
 	}
@@ -42,20 +48,21 @@ func (s *Semaphore) acquire(ctx context.Context, wait, lease time.Duration) (*ac
 	return a, nil
 }
 
-// acquisition is one call of Acquire or TryAcquire: the semaphore's
-// Waiter.
+// acquisition is one call of Acquire, TryAcquire or their forms: the
+// semaphore's Waiter.
 type acquisition struct {
-	s       *Semaphore
-	raw, id string // the permit ID every attempt asks for
-	holder  string // who takes the permit, "<clientID>:<owner>"
-	lease   time.Duration
-	renew   bool
-	start   time.Time
-	joined  bool // an attempt asked to join the queue
-	unknown bool // an attempt may have taken the permit unseen
+	s         *Semaphore
+	raws, ids []string // the permit IDs every attempt asks for (raw, hex)
+	many      bool     // the call asks for several: SemAcquireMany
+	holder    string   // who takes the permits, "<clientID>:<owner>"
+	lease     time.Duration
+	renew     bool
+	start     time.Time
+	joined    bool // an attempt asked to join the queue
+	unknown   bool // an attempt may have taken the permits unseen
 
-	sent time.Time       // when the latest attempt was sent
-	life context.Context // of the permit won on the watchdog lease
+	sent  time.Time         // when the latest attempt was sent
+	lives []context.Context // of the permits won on the watchdog lease
 }
 
 // WaitChannel is the semaphore's channel.
@@ -85,17 +92,25 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 		a.joined = true
 	}
 	k := KeysOf(a.s.name)
+	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(a.s.name)}
+	lease := strconv.FormatInt(lockcore.Millis(a.lease), 10)
+	waiterTimeout := strconv.FormatInt(timing.waiterTimeout.Milliseconds(), 10)
+	script, args := lua.SemAcquire, []string{a.s.core.PublishCommand(), a.raws[0], lease, flag, waiterTimeout, a.holder}
+	if a.many {
+		script = lua.SemAcquireMany
+		args = append([]string{a.s.core.PublishCommand(), lease, flag, waiterTimeout, a.holder}, a.raws...)
+	}
 	sctx, cancel := a.scriptContext(w.Ctx)
 	a.sent = time.Now()
-	res, unsynced := a.s.core.RunAcquire(sctx, lua.SemAcquire,
-		[]string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(a.s.name)},
-		[]string{a.s.core.PublishCommand(), a.raw, strconv.FormatInt(lockcore.Millis(a.lease), 10), flag,
-			strconv.FormatInt(timing.waiterTimeout.Milliseconds(), 10), a.holder})
+	res, unsynced := a.s.core.RunAcquire(sctx, script, keys, args)
 	cancel()
 	vals, err := res.AsIntSlice()
 	if err != nil {
 		if !lockcore.IsReply(err) {
 			a.unknown = true
+		}
+		if refused := a.tooMany(err); refused != nil {
+			return lockcore.Outcome{}, refused
 		}
 		return lockcore.Outcome{}, a.s.fail("acquire", err)
 	}
@@ -115,12 +130,16 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 		return lockcore.Outcome{}, lockcore.NotAcquired(fmt.Errorf("%q: %w", a.s.name, unsynced))
 	}
 	if a.renew {
-		life, err := a.s.core.GrantPermit(renewer{}, a.s.name, a.id, a.raw, a.lease)
-		if err != nil {
-			a.giveBack(w.Ctx)
-			return lockcore.Outcome{}, err
+		a.lives = make([]context.Context, len(a.ids))
+		for i, id := range a.ids {
+			life, err := a.s.core.GrantPermit(renewer{}, a.s.name, id, a.raws[i], a.lease)
+			if err != nil {
+				// Close: it ends the holds granted already.
+				a.giveBack(w.Ctx)
+				return lockcore.Outcome{}, err
+			}
+			a.lives[i] = life
 		}
-		a.life = life
 	}
 	return lockcore.Outcome{Done: true, PassOn: vals[2] > 0}, nil
 }
@@ -171,13 +190,24 @@ func (a *acquisition) scriptContext(ctx context.Context) (context.Context, conte
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
-// giveBack releases the permit this call took and will not keep. When
+// giveBack releases the permits this call took and will not keep. When
 // Redis does not answer, the call's end tries again.
 func (a *acquisition) giveBack(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, err := a.s.release(ctx, a.raw)
-	a.unknown = err != nil
+	a.unknown = a.releaseAll(lockcore.WithoutReplicaWait(ctx)) != nil
+}
+
+// releaseAll releases every permit of the call (those not held are
+// skipped by the script), and returns the first failure.
+func (a *acquisition) releaseAll(ctx context.Context) error {
+	var first error
+	for _, raw := range a.raws {
+		if _, err := a.s.release(ctx, raw); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // End is the end of the call. One that did not acquire releases a permit
@@ -189,12 +219,12 @@ func (a *acquisition) End(w *lockcore.Wait, done bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.Ctx), cleanupTimeout)
 	defer cancel()
 	if a.unknown {
-		_, _ = a.s.release(ctx, a.raw)
+		_ = a.releaseAll(ctx)
 	}
 	if a.joined {
 		k := KeysOf(a.s.name)
-		_ = lua.SemAbandon.Exec(ctx, a.s.core.RDB, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines},
-			[]string{a.s.core.PublishCommand(), a.raw}).Error()
+		_ = lua.SemAbandon.Exec(ctx, a.s.core.RDB, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines, k.Leases, k.Holders},
+			append([]string{a.s.core.PublishCommand()}, a.raws...)).Error()
 	}
 }
 

@@ -108,7 +108,7 @@ func (s *Counting) AddPermits(ctx context.Context, n int) error {
 
 func (s *Counting) add(ctx context.Context, n int) (int64, error) {
 	k := layout.CountingSemaphore(s.name)
-	return lua.CountingAdd.Exec(ctx, s.core.RDB, []string{k.Count, k.Channel, layout.OtherKey(s.name)},
+	return s.core.RunRelease(ctx, lua.CountingAdd, []string{k.Count, k.Channel, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), strconv.Itoa(n)}).AsInt64()
 }
 

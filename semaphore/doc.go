@@ -10,6 +10,7 @@
 //	id, err := s.Acquire(ctx, 0)       // waits; the watchdog renews the permit
 //	if err != nil { ... }
 //	defer s.Release(ctx, id)
+//	ps, err := s.AcquirePermits(ctx, 2, time.Minute) // two at once, or none
 //
 // # Redis layout
 //
@@ -23,14 +24,15 @@
 //	                             permits come free
 //
 // plus three keys of relock's own, which Redisson ignores: {<name>}:relock_queue
-// (sorted set: the permit ID of each queued waiter -> when it joined) and
+// (sorted set: each permit ID a queued waiter asks for -> when it joined) and
 // {<name>}:relock_queue_timeout (its deadline to refresh its place), which
 // both expire with the latest deadline, and {<name>}:relock_holders (hash:
 // permit ID -> "<clientID>:<owner>", who took the permit: the owner in the
 // acquiring call's context, as rlock.WithOwner sets it, or
-// "anon-<n>@<client name>"), whose entry goes with the permit's release,
-// or, after its lease ended, with the next acquisition, and which lives as
-// long as the longest lease it records (renewals extend it). relock status
+// "anon-<n>@<client name>"; a call for several permits records each),
+// whose entry goes with the permit's release, or, after its lease ended,
+// with the next acquisition, and which lives as long as the longest lease
+// it records (renewals and UpdateLease extend it). relock status
 // and scan show it. A name that contains "{" is not wrapped
 // again ("<name>:timeout", "redisson_sc:<name>"), so every key shares the
 // name's hash slot and the semaphore works on Redis Cluster.
@@ -40,9 +42,9 @@
 // other's count). While one of them has its count, every call of the
 // other that reads the leases or writes a count (TrySetPermits,
 // AddPermits, Acquire and its forms, Release, AvailablePermits, Delete,
-// the renewals) fails with an error matching relock.ErrNameConflict that
-// names both names, and changes nothing; the same holds against a lock or
-// a latch under the other form. A waiting Acquire ends at once with it.
+// UpdateLease, RemainingLease, the renewals) fails with an error
+// matching relock.ErrNameConflict that names both names, and changes
+// nothing; the same holds against a lock or a latch under the other form. A waiting Acquire ends at once with it.
 //
 // A permit ID is 16 random bytes, given to callers as 32 lowercase hex
 // characters, and kept in Redis as the raw bytes (as current Redisson
@@ -72,6 +74,30 @@
 //
 // Release of a permit that is not held (unknown, released before, or past
 // its lease: then it came back by itself) returns ErrNotHeld.
+//
+// # Several permits, and a permit's lease
+//
+// AcquirePermits and TryAcquirePermits take n permits in one script, all
+// or none, each with an ID and a lease of its own (as Redisson's
+// acquire(permits, leaseTime) does): on the watchdog lease with lease 0,
+// each a hold of the Client. n must be at least 1 and at most the
+// semaphore's permits, available and held; a call for more is refused
+// with ErrInvalidArgument (while the count is set; a semaphore never set
+// is waited for). The permits are released one by one, by anyone.
+//
+// UpdateLease gives a held permit a fixed lease from now, longer or
+// shorter, as Redisson's updateLeaseTime does; RemainingLease reads what
+// is left of it, as Redisson's getLeaseTime does (NeverExpires for a
+// permit without a lease). A permit this Client holds on the watchdog
+// leaves it then: its renewals stop, and its Permit's context ends with
+// the new lease (as a lock hold's on a fixed lease does: a loss, told to
+// the lost handler) unless it is released or updated again first. The
+// context of a Permit on a fixed lease follows Permit.UpdateLease. A
+// lease made shorter publishes '1' on the channel, so that a waiter
+// sleeping until the old end (see below) looks again: one of each
+// relock Client, and of each Redisson client, whose entry lets one
+// waiter try again for a message of 1 (Redisson's own updateLeaseTime
+// publishes nothing).
 // AddPermits and Release are not resent after a lost reply (a resent
 // AddPermits would add twice); when they return a connection error, the
 // outcome is unknown, and a permit not given back returns with its lease.
@@ -99,10 +125,19 @@
 // Waiters are not served in the order they came, but none starves while
 // permits keep coming free: a waiter that has waited longer than
 // QueueAfter joins relock's queue, and queued waiters come first, in the
-// order they joined (queued waiter k may take a permit only while more
-// than k are available; any other caller only while more are available
-// than waiters are queued). So once queued, a waiter gets the next permit
-// that nobody queued before it takes, however slow its link. A queued
+// order they joined. A waiter for n permits is n members of the queue,
+// one per permit ID, so that each member holds one permit back: the
+// member at place k (0 first) may take a permit only while more than k
+// are available, a waiter for n only while at least n more are
+// available than members of other waiters are queued ahead of its last
+// member, and any other caller only while at least as many more as it
+// asks for are available than members are queued. So once queued, a
+// waiter gets the next permits that nobody queued before it takes,
+// however slow its link, and a waiter for many is not passed over by
+// later waiters for fewer; in turn, permits that come free while it
+// waits for the rest are held back for it (head-of-line: a waiter for
+// all the permits holds every one back until all are free). Waiters that
+// join in the same millisecond are ordered by their IDs' bytes. A queued
 // waiter refreshes its place every RefreshInterval; one that stops (its
 // process died) is dropped after WaiterTimeout. Redisson's clients know
 // nothing of the queue: where they compete, they may still take permits

@@ -61,6 +61,62 @@ func ExampleSemaphore_readme() {
 	_, _ = ok, err
 }
 
+func ExampleSemaphore_AcquirePermits() {
+	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	s := c.GetSemaphore("example:render-slots")
+	_, _ = s.TrySetPermits(ctx, 4)
+	ps, err := s.AcquirePermits(ctx, 3, time.Minute) // three at once, each on a 1-minute lease
+	if err != nil {
+		panic(err)
+	}
+	more, _ := s.TryAcquirePermits(ctx, 2, 0, 0) // two more: all or none
+	n, _ := s.AvailablePermits(ctx)
+	fmt.Println("held:", len(ps), "two more:", more != nil, "available:", n)
+
+	_ = ps[0].UpdateLease(ctx, time.Hour) // a longer lease for the first
+	left, _ := ps[0].RemainingLease(ctx)
+	fmt.Println("the first's lease, about an hour:", left > 59*time.Minute)
+	d, _ := ps[0].Context().Deadline()
+	fmt.Println("its context's deadline moved:", time.Until(d) > 59*time.Minute)
+
+	for _, p := range ps {
+		_ = p.Release(ctx)
+	}
+	n, _ = s.AvailablePermits(ctx)
+	fmt.Println("available:", n)
+	_, _ = s.Delete(ctx)
+	// Output:
+	// held: 3 two more: false available: 1
+	// the first's lease, about an hour: true
+	// its context's deadline moved: true
+	// available: 4
+}
+
+// ExampleSemaphore_AcquirePermits_readme is docs/kinds.md's code,
+// compiled; it is not run.
+func ExampleSemaphore_AcquirePermits_readme() {
+	var (
+		ctx = context.Background()
+		c   *rlock.Client
+		id  string
+	)
+	s := c.GetSemaphore("exports")
+	// README begin
+	ps, err := s.AcquirePermits(ctx, 3, 0)                          // three at once, each renewed until released
+	ps, err = s.TryAcquirePermits(ctx, 3, time.Second, time.Minute) // nil: not three free within 1s
+	err = s.UpdateLease(ctx, id, 5*time.Minute)                     // a fixed lease from now; ErrNotHeld if it is gone
+	left, err := s.RemainingLease(ctx, id)                          // semaphore.NeverExpires: a Redisson permit without one
+	err = ps[0].UpdateLease(ctx, time.Minute)                       // and its Context now ends with that lease
+	// README end
+	_, _ = left, err
+}
+
 func ExampleCounting() {
 	c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Addr()}})
 	if err != nil {

@@ -238,11 +238,11 @@ func (s *Semaphore) Acquire(ctx context.Context, lease time.Duration) (permitID 
 			return "", err
 		}
 	}
-	a, err := s.acquire(ctx, -1, lease)
+	a, err := s.acquire(ctx, 1, false, -1, lease)
 	if err != nil {
 		return "", err
 	}
-	return a.id, nil
+	return a.ids[0], nil
 }
 
 // TryAcquire takes one permit like Acquire but gives up after wait: wait 0
@@ -266,11 +266,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, wait, lease time.Duration) (
 			return "", false, err
 		}
 	}
-	a, err := s.acquire(ctx, wait, lease)
+	a, err := s.acquire(ctx, 1, false, wait, lease)
 	if a == nil {
 		return "", false, err
 	}
-	return a.id, true, nil
+	return a.ids[0], true, nil
 }
 
 // Release gives the permit permitID back, whichever Client (or Redisson
@@ -307,7 +307,7 @@ func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 
 func (s *Semaphore) release(ctx context.Context, raw string) (int64, error) {
 	k := KeysOf(s.name)
-	return lua.SemRelease.Exec(ctx, s.core.RDB, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(s.name)},
+	return s.core.RunRelease(ctx, lua.SemRelease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), raw}).AsInt64()
 }
 

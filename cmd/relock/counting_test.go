@@ -13,11 +13,12 @@ import (
 )
 
 type countingJSON struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Set       bool   `json:"set"`
-	Available int64  `json:"available"`
-	Grants    int    `json:"grants"`
+	Name      string       `json:"name"`
+	Kind      string       `json:"kind"`
+	Set       bool         `json:"set"`
+	Available int64        `json:"available"`
+	Grants    int          `json:"grants"`
+	Waiters   []waiterJSON `json:"waiters"`
 	Keys      struct {
 		Count   string `json:"count"`
 		Grants  string `json:"grants"`
@@ -54,10 +55,11 @@ func TestStatusAndScanCounting(t *testing.T) {
 	// says so.
 	do(t, srv, "DEL", layout.CountingSemaphore(name).Grants)
 	var counter struct {
-		Name  string `json:"name"`
-		Kind  string `json:"kind"`
-		Value int64  `json:"value"`
-		Keys  struct {
+		Name    string       `json:"name"`
+		Kind    string       `json:"kind"`
+		Value   int64        `json:"value"`
+		Waiters []waiterJSON `json:"waiters"`
+		Keys    struct {
 			Count string `json:"count"`
 		} `json:"keys"`
 	}

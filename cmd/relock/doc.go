@@ -1,16 +1,20 @@
 // Command relock uses the distributed locks of
 // github.com/relock-go/relock from the shell: it runs a command under a
-// lock (a distributed flock), shows who holds a lock, forces one open, and
-// demonstrates the locks with worker processes that contend for one.
+// lock (a distributed flock), shows who holds a lock and who waits for
+// it, forces one open, shows who waits for whom and flags deadlocks,
+// shows the busiest locks live, and demonstrates the locks with worker
+// processes that contend for one.
 // Locks use Redisson's layout in Redis, so relock sees and excludes Java
 // and Go holders alike.
 //
 // Usage:
 //
 //	relock [CONNECTION FLAGS] run [-n|--no-wait] [--wait DUR] [--fair] [--fenced] [--watchdog LEASE] [--grace DUR] NAME [--] COMMAND [ARG...]
-//	relock [CONNECTION FLAGS] status [--json] [--kind KIND] NAME
+//	relock [CONNECTION FLAGS] status [--json] [--no-waiters] [--kind KIND] NAME
 //	relock [CONNECTION FLAGS] unlock --force NAME
 //	relock [CONNECTION FLAGS] scan [--match PATTERN] [--json]
+//	relock [CONNECTION FLAGS] waits [--match PATTERN] [--json]
+//	relock [CONNECTION FLAGS] top [--match PATTERN] [--once] [--interval DUR] [--limit N]
 //	relock [CONNECTION FLAGS] demo [--workers N] [--duration DUR] [--fair] [--plain]
 //	relock --version | relock version
 //	relock COMMAND --help
@@ -112,6 +116,12 @@
 // server_time_ms, keys {lock, queue, timeout, token, channel}
 // ('relock status --help' lists the other kinds' fields).
 //
+// Every kind also shows its waiters, from the wait records relock Clients
+// keep while they wait (see waits): owner field, what each waits for and
+// for how long, longest first; --json adds waiters[] {field, client_id,
+// owner, kind, since_ms, waiting_ms}. Finding the records takes a SCAN of
+// every master; --no-waiters skips it. Redisson's waiters record nothing.
+//
 // When no key of any kind is under NAME, status prints "no such lock" on
 // stderr and exits 4. A free lock that is neither fenced nor fair keeps
 // no key, and neither does an open latch: those look the same.
@@ -148,6 +158,48 @@
 // leaked, leaks[], keys[], node, and, by kind, mode, queue[],
 // fencing_counter, permits_available, count.
 //
+// # waits
+//
+// waits shows who waits for what. A relock Client records each call that
+// waits (for a lock of any kind, a read or write lock, a semaphore, a
+// counting semaphore, a rate limiter or a latch) in a hash of its own,
+// relock_waits:{<clientID>} after its key prefix, while it waits; the
+// hash expires with the Client's watchdog lease when the Client dies.
+// waits finds those hashes with SCAN on every master and reads what is
+// held under each name waited for, one name at a time. For each name it
+// prints what the name is, its holders (field and hold count, read or
+// write for a read-write lock), what is left of a semaphore, rate limiter
+// or latch, and its waiters: field, what each waits for and for how long
+// on the server's clock, longest first.
+//
+// It flags cycles, owners that wait for one another in a ring (A holds X
+// and waits for Y, held by B, which waits for X; any length, across
+// Clients and kinds; an owner that holds a read lock and waits for the
+// write lock of the same name is a cycle of one), each confirmed by a
+// second reading of the graph, and exits 3 when it finds one. Waiters of
+// semaphores, counting semaphores, rate limiters and latches are shown
+// but are in no cycle: those name no owner that holds them. --match
+// PATTERN selects the names shown (cycles are found in the whole graph).
+// --json prints one object per line: per name, type "name", name, kind,
+// mode, holders[] {field, client_id, owner, hold_count, mode}, available,
+// count, waiters[] {field, client_id, owner, kind, since_ms, waiting_ms},
+// longest_wait_ms, in_cycle, error; per cycle, type "cycle", owners[],
+// edges[] {waiter, name, kind, holder}.
+//
+// # top
+//
+// top is a live view of the busiest locks under --match PATTERN: every
+// --interval (1s) a line per name waited for or released in the last
+// interval (at most --limit, 20), most waiters first: kind, first holder,
+// waiters, longest wait, acquisitions and hand-offs per second. The rates
+// come from the release channels (PSUBSCRIBE to the locks' and read-write
+// locks' channels) and from the holders seen at each refresh (a fenced
+// lock's counter, a rate limiter's grants); they are approximate, as
+// 'relock top --help' says. On a terminal the view is redrawn in place
+// until q or Ctrl-C; on another stdout a frame is printed per interval.
+// --once prints one frame, after one interval, and exits. top writes
+// nothing to Redis and never changes the server's configuration.
+//
 // # demo
 //
 // demo uses the Redis the connection flags name if it answers within half
@@ -179,6 +231,7 @@
 //	1      other failure (status, unlock: the key is not a lock, or not
 //	       the --kind asked for; scan: a leak was flagged; demo: a
 //	       violation, or a worker failed)
+//	3      waits: a cycle of waiting owners (a deadlock) was found
 //	4      status: no such lock, nothing at all under NAME
 //	64     bad command line (EX_USAGE), including a bad address or URL and
 //	       an unreadable certificate file; unlock without --force

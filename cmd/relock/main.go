@@ -15,6 +15,7 @@ import (
 const (
 	exitOK          = 0
 	exitFailure     = 1   // any other failure (demo: a worker failed or a violation was seen)
+	exitCycle       = 3   // waits: a cycle of waiting owners (a deadlock) was found
 	exitNoSuchLock  = 4   // status: nothing at all is under the name
 	exitUsage       = 64  // EX_USAGE: bad command line
 	exitUnavailable = 69  // EX_UNAVAILABLE: Redis could not be reached, refused the password, failed TLS, or answered with an error
@@ -35,9 +36,11 @@ type command struct {
 
 var commands = []command{
 	{name: "run", summary: "run a command while holding a lock (a distributed flock)", main: (*cli).run},
-	{name: "status", summary: "show who holds a lock, its lease, its fair queue and fencing counter", main: (*cli).status},
+	{name: "status", summary: "show who holds a lock and who waits, its lease, queue and fencing counter", main: (*cli).status},
 	{name: "unlock", summary: "delete a lock whoever holds it (needs --force)", main: (*cli).unlock},
 	{name: "scan", summary: "list every lock in Redis, its holders and TTL; flag leaked ones", main: (*cli).scan},
+	{name: "waits", summary: "show who waits for what, every kind, and flag deadlocks (cycles)", main: (*cli).waits},
+	{name: "top", summary: "a live view of the busiest locks: holders, waiters, acquisitions", main: (*cli).top},
 	{name: "demo", summary: "watch worker processes contend for one lock, live", main: (*cli).demo},
 	{name: "version", summary: "print relock's version and the Go version it was built with", main: (*cli).version},
 	{name: "demo-worker", hidden: true, main: (*cli).demoWorker},
@@ -124,10 +127,11 @@ func (cl *cli) usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'relock COMMAND --help' for a command's flags.\n")
 	b.WriteString(connectionHelp)
-	b.WriteString("\nExit codes: 0 ok, 1 failure, 4 no such lock (status), 64 usage, 69 Redis\n" +
-		"unavailable (unreachable, wrong password, TLS failure), 70 lock lost (run),\n" +
-		"75 --wait ran out (run), 126/127 COMMAND cannot run / not found, 128+N\n" +
-		"signal N; run otherwise exits with COMMAND's code.\n")
+	b.WriteString("\nExit codes: 0 ok, 1 failure, 3 a deadlock found (waits), 4 no such lock\n" +
+		"(status), 64 usage, 69 Redis unavailable (unreachable, wrong password, TLS\n" +
+		"failure), 70 lock lost (run), 75 --wait ran out (run), 126/127 COMMAND\n" +
+		"cannot run / not found, 128+N signal N; run otherwise exits with COMMAND's\n" +
+		"code.\n")
 	io.WriteString(w, b.String())
 }
 

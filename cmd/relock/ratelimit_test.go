@@ -26,7 +26,8 @@ type rateJSON struct {
 		AtMs       int64  `json:"at_ms"`
 		LeavesInMs int64  `json:"leaves_in_ms"`
 	} `json:"grants"`
-	ServerTimeMs int64 `json:"server_time_ms"`
+	ServerTimeMs int64        `json:"server_time_ms"`
+	Waiters      []waiterJSON `json:"waiters"`
 	Keys         struct {
 		Config  string `json:"config"`
 		Value   string `json:"value"`

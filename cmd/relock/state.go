@@ -35,7 +35,10 @@ type lockState struct {
 	// ServerTimeMs is the Redis server's clock (unix ms) when the state was
 	// read; waiter deadlines are on that clock.
 	ServerTimeMs int64 `json:"server_time_ms"`
-	Keys         struct {
+	// Waiters are the calls that wait for the name, from their wait
+	// records, longest wait first (see waiter).
+	Waiters []*waiter `json:"waiters"`
+	Keys    struct {
 		Lock    string `json:"lock"`
 		Queue   string `json:"queue"`
 		Timeout string `json:"timeout"`
@@ -60,7 +63,7 @@ type waiterInfo struct {
 // lockStateOf reads the lock of kind in s. The error matches errNotALock
 // when the fencing counter holds something else than a number.
 func lockStateOf(s *snapshot, kind layout.Kind) (*lockState, error) {
-	st := &lockState{Name: s.name, Kind: kind, ServerTimeMs: s.now, Holders: []holder{}, Queue: []waiterInfo{}}
+	st := &lockState{Name: s.name, Kind: kind, ServerTimeMs: s.now, Holders: []holder{}, Queue: []waiterInfo{}, Waiters: []*waiter{}}
 	st.Keys.Lock, st.Keys.Queue, st.Keys.Timeout = s.name, layout.Queue(s.name), layout.Timeouts(s.name)
 	st.Keys.Token, st.Keys.Channel = layout.Token(s.name), layout.Channel(s.name)
 	if main := s.role(layout.RoleLock); main.ok() {
@@ -118,6 +121,7 @@ type rwState struct {
 	LeaseRemainingMs int64      `json:"lease_remaining_ms"`
 	Writer           *holder    `json:"writer"`
 	Readers          []rwReader `json:"readers"`
+	Waiters          []*waiter  `json:"waiters"`
 	Keys             struct {
 		Lock    string `json:"lock"`
 		Channel string `json:"channel"`
@@ -143,7 +147,7 @@ const maxLevels = 1000
 // readRWState reads the read-write lock in s, and then, in one more
 // transaction, the lease keys of its read levels.
 func readRWState(ctx context.Context, rdb rueidis.Client, s *snapshot) (*rwState, error) {
-	st := &rwState{Name: s.name, Kind: string(layout.KindRWLock), Readers: []rwReader{}}
+	st := &rwState{Name: s.name, Kind: string(layout.KindRWLock), Readers: []rwReader{}, Waiters: []*waiter{}}
 	st.Keys.Lock, st.Keys.Channel = s.name, layout.RWChannel(s.name)
 	main := s.role(layout.RoleLock)
 	if !main.ok() {
@@ -196,6 +200,7 @@ type semState struct {
 	Held         []semPermit `json:"held"`
 	Queue        []semWaiter `json:"queue"`
 	ServerTimeMs int64       `json:"server_time_ms"`
+	Waiters      []*waiter   `json:"waiters"`
 	Keys         struct {
 		Available    string `json:"available"`
 		Leases       string `json:"leases"`
@@ -229,7 +234,7 @@ type semWaiter struct {
 // semStateOf reads the semaphore in s.
 func semStateOf(s *snapshot) (*semState, error) {
 	k := layout.Semaphore(s.name)
-	st := &semState{Name: s.name, Kind: string(layout.KindSemaphore), ServerTimeMs: s.now, Held: []semPermit{}, Queue: []semWaiter{}}
+	st := &semState{Name: s.name, Kind: string(layout.KindSemaphore), ServerTimeMs: s.now, Held: []semPermit{}, Queue: []semWaiter{}, Waiters: []*waiter{}}
 	st.Keys.Available, st.Keys.Leases, st.Keys.Channel = k.Available, k.Leases, k.Channel
 	st.Keys.Queue, st.Keys.QueueTimeout, st.Keys.Holders = k.Queue, k.QueueDeadlines, k.Holders
 	n, err := countOf(s)
@@ -292,6 +297,7 @@ type rateState struct {
 	Available    *int64      `json:"available"` // type overall: permits left in the window now
 	Grants       []rateGrant `json:"grants"`
 	ServerTimeMs int64       `json:"server_time_ms"`
+	Waiters      []*waiter   `json:"waiters"`
 	Keys         struct {
 		Config  string `json:"config"`
 		Value   string `json:"value"`
@@ -312,7 +318,7 @@ type rateGrant struct {
 // window are not shown (the limiter's next call removes them).
 func rateStateOf(s *snapshot) *rateState {
 	k := layout.RateLimiter(s.name)
-	st := &rateState{Name: s.name, Kind: string(layout.KindRateLimiter), ServerTimeMs: s.now, Grants: []rateGrant{}}
+	st := &rateState{Name: s.name, Kind: string(layout.KindRateLimiter), ServerTimeMs: s.now, Grants: []rateGrant{}, Waiters: []*waiter{}}
 	st.Keys.Config, st.Keys.Value, st.Keys.Permits, st.Keys.Channel = k.Config, k.Value, k.Permits, k.Channel
 	cfg := s.role(layout.RoleLock)
 	if !cfg.ok() || !layout.IsRateConfig(cfg.Hash) {
@@ -344,11 +350,12 @@ func rateStateOf(s *snapshot) *rateState {
 
 // countingState is a counting semaphore (Redisson's RSemaphore).
 type countingState struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Set       bool   `json:"set"`
-	Available int64  `json:"available"`
-	Grants    int    `json:"grants"`
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	Set       bool      `json:"set"`
+	Available int64     `json:"available"`
+	Grants    int       `json:"grants"`
+	Waiters   []*waiter `json:"waiters"`
 	Keys      struct {
 		Count   string `json:"count"`
 		Grants  string `json:"grants"`
@@ -359,7 +366,7 @@ type countingState struct {
 // countingStateOf reads the counting semaphore in s.
 func countingStateOf(s *snapshot) (*countingState, error) {
 	k := layout.CountingSemaphore(s.name)
-	st := &countingState{Name: s.name, Kind: string(layout.KindCountingSemaphore)}
+	st := &countingState{Name: s.name, Kind: string(layout.KindCountingSemaphore), Waiters: []*waiter{}}
 	st.Keys.Count, st.Keys.Grants, st.Keys.Channel = k.Count, k.Grants, k.Channel
 	n, err := countOf(s)
 	if err != nil {
@@ -379,12 +386,13 @@ func countingStateOf(s *snapshot) (*countingState, error) {
 // latchState is a count-down latch (kind "latch"), or a count that may be
 // a latch's or a semaphore's (kind "counter", with Value).
 type latchState struct {
-	Name  string `json:"name"`
-	Kind  string `json:"kind"`
-	Count *int64 `json:"count,omitempty"`
-	Open  *bool  `json:"open,omitempty"`
-	Value *int64 `json:"value,omitempty"`
-	Keys  struct {
+	Name    string    `json:"name"`
+	Kind    string    `json:"kind"`
+	Count   *int64    `json:"count,omitempty"`
+	Open    *bool     `json:"open,omitempty"`
+	Value   *int64    `json:"value,omitempty"`
+	Waiters []*waiter `json:"waiters"`
+	Keys    struct {
 		Count   string `json:"count"`
 		Channel string `json:"channel,omitempty"`
 	} `json:"keys"`
@@ -396,7 +404,7 @@ func latchStateOf(s *snapshot, asCounter bool) (*latchState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &latchState{Name: s.name, Kind: "latch"}
+	st := &latchState{Name: s.name, Kind: "latch", Waiters: []*waiter{}}
 	st.Keys.Count = s.name
 	if asCounter {
 		st.Kind, st.Value = string(kindCounter), &n

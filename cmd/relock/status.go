@@ -40,6 +40,15 @@ transaction. KIND is what NAME is; by default it is told from the keys:
              relock's record of its recent grants {NAME}:relock_grants):
              the permits available.
 
+Every kind also shows its waiters: the calls of relock Clients that wait
+for NAME, from the wait records the Clients keep while they wait (see
+'relock waits'), longest wait first: owner field, what each waits for
+(lock, fenced, fair, spin, read, write, semaphore, counting_semaphore,
+rate_limiter, latch) and for how long, on the server's clock. They are
+found with a SCAN of every master for the records (relock_waits:{*}), which
+on a large keyspace takes a while: --no-waiters skips it. Redisson's
+waiters record nothing.
+
 Only what NAME has is shown: a fair lock is told by its queue, a fenced
 lock by its fencing counter (a fair lock nobody waits for shows as a
 lock), a counting semaphore by grants made in the last 10s. A count
@@ -56,6 +65,8 @@ nothing in Redis, and neither does an open latch: they look the same.
   queue[]{position, field, client_id, owner, deadline_ms, remaining_ms},
   fencing_counter (null if never used), server_time_ms,
   keys{lock, queue, timeout, token, channel}
+Every kind has waiters[]{field, client_id, owner, kind, since_ms,
+waiting_ms} (empty with --no-waiters).
 For the others, "kind" ("rwlock", "semaphore", "latch",
 "counting_semaphore", "rate_limiter", or "counter" for a count that may be a semaphore's,
 a latch's or a counting semaphore's) and:
@@ -100,6 +111,7 @@ var statusKinds = map[string][]layout.Kind{
 func (cl *cli) status(args []string) int {
 	fs := cl.newConnFlagSet("status", statusUsage)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	noWaiters := fs.Bool("no-waiters", false, "do not look for the waiters' records (a SCAN of the keyspace)")
 	kindFlag := fs.String("kind", "auto", "what NAME is: auto, lock, rwlock, semaphore, latch, counting or rate")
 	pos, _, code := cl.parse(fs, args, -1)
 	if code >= 0 {
@@ -128,12 +140,32 @@ func (cl *cli) status(args []string) int {
 	st, err := readStatus(ctx, rdb, name, want)
 	switch {
 	case errors.Is(err, errNoSuchLock):
+		waiting := ""
+		if !*noWaiters {
+			ws, err := readWaiters(ctx, rdb, func(n string) bool { return n == name })
+			switch {
+			case err != nil:
+			case len(ws.waiters) == 1:
+				waiting = "; yet a call waits for it ('relock waits' shows it)"
+			case len(ws.waiters) > 1:
+				waiting = fmt.Sprintf("; yet %d calls wait for it ('relock waits' shows them)", len(ws.waiters))
+			}
+		}
 		return cl.errorf(exitNoSuchLock, "no such lock: nothing in Redis under %q (no key of any kind; "+
-			"a free lock that is neither fenced nor fair, or an open latch, keeps none)", name)
+			"a free lock that is neither fenced nor fair, or an open latch, keeps none)%s", name, waiting)
 	case errors.Is(err, errNotALock):
 		return cl.errorf(exitFailure, "%v", err)
 	case err != nil:
 		return cl.errorf(exitUnavailable, "%v", err)
+	}
+	if !*noWaiters {
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		ws, err := readWaiters(wctx, rdb, func(n string) bool { return n == name })
+		if err != nil {
+			return cl.errorf(exitUnavailable, "reading the waiters' records: %v", err)
+		}
+		setWaiters(st, ws.waiters)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(cl.stdout)
@@ -206,4 +238,45 @@ func writeState(w io.Writer, st any) {
 	case *rateState:
 		writeRate(w, st)
 	}
+	writeWaiters(w, waitersOf(st))
+}
+
+// setWaiters puts ws in a state of readStatus.
+func setWaiters(st any, ws []*waiter) {
+	if ws == nil {
+		ws = []*waiter{}
+	}
+	switch st := st.(type) {
+	case *lockState:
+		st.Waiters = ws
+	case *rwState:
+		st.Waiters = ws
+	case *semState:
+		st.Waiters = ws
+	case *latchState:
+		st.Waiters = ws
+	case *countingState:
+		st.Waiters = ws
+	case *rateState:
+		st.Waiters = ws
+	}
+}
+
+// waitersOf are the waiters of a state of readStatus.
+func waitersOf(st any) []*waiter {
+	switch st := st.(type) {
+	case *lockState:
+		return st.Waiters
+	case *rwState:
+		return st.Waiters
+	case *semState:
+		return st.Waiters
+	case *latchState:
+		return st.Waiters
+	case *countingState:
+		return st.Waiters
+	case *rateState:
+		return st.Waiters
+	}
+	return nil
 }

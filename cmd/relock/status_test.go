@@ -36,8 +36,9 @@ type statusJSON struct {
 		DeadlineMs  *int64 `json:"deadline_ms"`
 		RemainingMs *int64 `json:"remaining_ms"`
 	} `json:"queue"`
-	FencingCounter *int64 `json:"fencing_counter"`
-	ServerTimeMs   int64  `json:"server_time_ms"`
+	FencingCounter *int64       `json:"fencing_counter"`
+	ServerTimeMs   int64        `json:"server_time_ms"`
+	Waiters        []waiterJSON `json:"waiters"`
 	Keys           struct {
 		Lock    string `json:"lock"`
 		Queue   string `json:"queue"`
@@ -175,6 +176,11 @@ func TestStatusSections(t *testing.T) {
 	r = relock(t, "status", "--redis", srv.Addr, fair)
 	wantCode(t, r, 0)
 	lines := firstWords(r.stdout)
+	if len(lines) == 6 { // the waiter's record, where its Client keeps one
+		assert.Equal(t, "waiting: 1 call, longest first", lines[4], "status of a fair lock:\n%s", r.stdout)
+		assert.Contains(t, lines[5], ":b  fair  waiting ", "status of a fair lock:\n%s", r.stdout)
+		lines = lines[:4]
+	}
 	require.Len(t, lines, 4, "status of a fair lock:\n%s", r.stdout)
 	assert.Equal(t, `fair lock "`+fair+`": held, lease `, lines[0])
 	assert.Equal(t, "fair queue: 1 waiting, head first", lines[2])
@@ -257,7 +263,8 @@ type rwJSON struct {
 			RemainingMs int64  `json:"remaining_ms"`
 		} `json:"levels"`
 	} `json:"readers"`
-	Keys struct {
+	Waiters []waiterJSON `json:"waiters"`
+	Keys    struct {
 		Lock    string `json:"lock"`
 		Channel string `json:"channel"`
 	} `json:"keys"`
@@ -335,7 +342,8 @@ type semJSON struct {
 		JoinedMs   int64  `json:"joined_ms"`
 		DeadlineMs *int64 `json:"deadline_ms"`
 	} `json:"queue"`
-	ServerTimeMs int64 `json:"server_time_ms"`
+	ServerTimeMs int64        `json:"server_time_ms"`
+	Waiters      []waiterJSON `json:"waiters"`
 	Keys         struct {
 		Available    string `json:"available"`
 		Leases       string `json:"leases"`
@@ -397,10 +405,11 @@ func TestStatusSemaphore(t *testing.T) {
 
 	// A count alone: a semaphore with nothing held, or a latch.
 	var counter struct {
-		Name  string `json:"name"`
-		Kind  string `json:"kind"`
-		Value int64  `json:"value"`
-		Keys  struct {
+		Name    string       `json:"name"`
+		Kind    string       `json:"kind"`
+		Value   int64        `json:"value"`
+		Waiters []waiterJSON `json:"waiters"`
+		Keys    struct {
 			Count string `json:"count"`
 		} `json:"keys"`
 	}
@@ -421,11 +430,12 @@ func TestStatusLatch(t *testing.T) {
 	_, err := c.GetCountDownLatch(name).TrySetCount(t.Context(), 3)
 	require.NoError(t, err)
 	var st struct {
-		Name  string `json:"name"`
-		Kind  string `json:"kind"`
-		Count int64  `json:"count"`
-		Open  bool   `json:"open"`
-		Keys  struct {
+		Name    string       `json:"name"`
+		Kind    string       `json:"kind"`
+		Count   int64        `json:"count"`
+		Open    bool         `json:"open"`
+		Waiters []waiterJSON `json:"waiters"`
+		Keys    struct {
 			Count   string `json:"count"`
 			Channel string `json:"channel"`
 		} `json:"keys"`

@@ -154,3 +154,17 @@ func writeLatch(w io.Writer, st *latchState) {
 		fmt.Fprintf(w, "count-down latch %q: count %d\n", st.Name, *st.Count)
 	}
 }
+
+// writeWaiters prints the calls that wait for a name, from their wait
+// records, longest wait first.
+func writeWaiters(w io.Writer, ws []*waiter) {
+	if len(ws) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting: %s, longest first\n", plural(int64(len(ws)), "call"))
+	for _, wt := range ws {
+		fmt.Fprintf(&b, "  %s  %s  waiting %s\n", wt.Field, wt.Kind, ms(wt.WaitingMs))
+	}
+	io.WriteString(w, b.String())
+}

@@ -255,6 +255,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 func (a *acquisition) giveBack(ctx context.Context, from int) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
+	ctx = WithoutReplicaWait(ctx)
 	r := a.r
 	r.Target = from
 	if _, err := a.m.release(ctx, a.h, r, false); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/watchdog"
@@ -56,11 +57,14 @@ type Config struct {
 	// FairLockWaitTimeoutSet is set when it was given (0 is then refused).
 	FairLockWaitTimeout    time.Duration
 	FairLockWaitTimeoutSet bool
-	// Replicas, when above 0, makes every acquisition wait (up to
-	// ReplicaTimeout) for that many replicas to confirm it, and fail
-	// otherwise.
+	// Replicas, when above 0, makes every acquisition and release wait
+	// (up to ReplicaTimeout) for that many replicas to confirm it, and an
+	// acquisition fail otherwise. With ReplicasSet and Replicas 0, nothing
+	// waits for replicas; without ReplicasSet, operations wait for the
+	// replicas the server counts (see replicas.go), DefaultReplicaTimeout.
 	Replicas       int
 	ReplicaTimeout time.Duration
+	ReplicasSet    bool
 	// WakeOne makes a release wake one waiting Client instead of every
 	// Client that waits (see wake.go).
 	WakeOne bool
@@ -76,6 +80,12 @@ type Config struct {
 	// observe.go).
 	Observer observe.Observer
 	Logger   *slog.Logger
+	// DeadlockAfter is how long a wait lasts before it looks for a cycle
+	// of owners through itself, and how often it looks again (see
+	// deadlock.go); 0 means DefaultDeadlockAfter unless DeadlockAfterSet
+	// says it was given (then detection is off).
+	DeadlockAfter    time.Duration
+	DeadlockAfterSet bool
 }
 
 // Core is the state one Client shares with every lock it hands out: the
@@ -97,8 +107,10 @@ type Core struct {
 	prefix         string // see Config.KeyPrefix
 	onLost         func(name, owner string, cause error)
 	publish        string
+	replicaMode    ReplicaMode
 	replicas       int
 	replicaTimeout time.Duration
+	counts         *replicaCounts
 	obs            *observer // nil without an observer and a logger
 
 	// root is the parent of every hold's life: Close cancels it with
@@ -153,6 +165,9 @@ type Core struct {
 	// (EVALSHA_RO, Redis 7): read-only scripts then go as EVALSHA.
 	noReadOnly atomic.Bool
 
+	// waits are the Client's wait records (see waitrecord.go).
+	waits waitBook
+
 	// closers run at Close (see OnClose).
 	closers []func()
 	// wakers are this Client's registrations for wake-ups, per lock name
@@ -192,6 +207,7 @@ func NewCore(cfg Config) (*Core, error) {
 		publish:         "publish",
 		replicas:        cfg.Replicas,
 		replicaTimeout:  cfg.ReplicaTimeout,
+		counts:          newReplicaCounts(),
 		obs:             newObserver(cfg),
 		closed:          make(chan struct{}),
 		holds:           make(map[holdKey]*hold),
@@ -205,6 +221,20 @@ func NewCore(cfg Config) (*Core, error) {
 		wakeChans:       make(map[string]int),
 	}
 	c.FairLockWaitTimeout = cfg.FairLockWaitTimeout
+	switch {
+	case cfg.Replicas > 0:
+		c.replicaMode = ReplicasFixed
+	case cfg.ReplicasSet:
+		c.replicaMode = ReplicasOff
+	default:
+		c.replicaMode, c.replicaTimeout = ReplicasCounted, DefaultReplicaTimeout
+	}
+	c.waits.key = waitrec.Key(c.prefix, c.ID)
+	c.waits.live = make(map[string]*waitRecord)
+	c.waits.after = cfg.DeadlockAfter
+	if !cfg.DeadlockAfterSet && cfg.DeadlockAfter == 0 {
+		c.waits.after = DefaultDeadlockAfter
+	}
 	c.watchdogArg = strconv.FormatInt(Millis(c.WatchdogTimeout), 10)
 	// The root of every hold's life. It is not a call's context: it
 	// lives as long as the Client and ends at Close.
@@ -235,6 +265,9 @@ func CheckConfig(cfg Config) error {
 	}
 	if err := CheckKeyPrefix(cfg.KeyPrefix); err != nil {
 		return err
+	}
+	if cfg.DeadlockAfter < 0 || cfg.DeadlockAfter > MaxLease {
+		return invalid("deadlock detection delay %v is outside [0, %v]", cfg.DeadlockAfter, MaxLease)
 	}
 	if cfg.Replicas < 0 {
 		return invalid("negative replica count %d", cfg.Replicas)
@@ -303,6 +336,7 @@ func (c *Core) Close() error {
 		c.stopWatches()
 		c.stopWakers()
 		c.background.Wait()
+		c.closeWaits()
 		c.Watchdog.Close()
 		c.closeErr = c.Hub.Close()
 		if c.ownsRDB {

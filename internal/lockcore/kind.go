@@ -121,7 +121,7 @@ func (Reentrant) Reenter(ctx context.Context, r Request) (Attempt, error) {
 func (Reentrant) Release(ctx context.Context, r Request) (int64, error) {
 	keys, args := r.Core.withWake(r, append(make([]string, 0, 3), r.Name, r.Chan),
 		append(make([]string, 0, 10), layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target)))
-	return lua.LockUnlock.Exec(ctx, r.Core.RDB, keys, args).AsInt64()
+	return r.Core.RunRelease(ctx, lua.LockUnlock, keys, args).AsInt64()
 }
 
 // ForceRelease runs lock_force_unlock.lua.

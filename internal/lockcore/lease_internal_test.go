@@ -425,6 +425,7 @@ func TestModelFixedLeaseAfterClose(t *testing.T) {
 		}
 		c.subscribeHook = m.hub.subscribe
 		c.renewHook = m.renew
+		c.waits.off = true
 		l := NewMutex(c, "x", m)
 		a := WithOwner(t.Context(), "a")
 		if err := l.LockLease(a, time.Second); err != nil {

@@ -120,3 +120,80 @@ func (c *Core) releasePermit(ctx context.Context, name, id string, release func(
 func (c *Core) PermitContext(name, id string) context.Context {
 	return c.watch(holdKey{name, permitSuffix, id, false}, "")
 }
+
+// UpdatePermit gives permit id of the semaphore name a fixed lease of
+// lease, with update, the script that reports whether the permit was
+// held (and so took the lease). When this Client holds the permit on the
+// watchdog, its renewal is stopped first (a renewal would put the old
+// lease back), and once update says the permit took the new lease, the
+// hold is on that fixed lease: it ends at its end, counted from before
+// update was sent, as a hold on a fixed lease does (see armExpiryLocked);
+// a later call moves the end again. When update says the permit was not
+// held, the hold ends as lost and the error matches relock.ErrLockLost
+// too. When update fails (Redis did not answer or refused), the renewal
+// goes on as before: the lease the permit has is unknown, and the
+// watchdog keeps it held. It returns nil, notHeld() (which matches
+// relock.ErrNotHeld) when the permit was not held, or update's error.
+func (c *Core) UpdatePermit(ctx context.Context, name, id string, lease time.Duration,
+	update func(context.Context) (bool, error), notHeld func() error) error {
+	h := c.find(holdKey{name, permitSuffix, id, false})
+	if h != nil {
+		defer c.leave(h)
+		if err := h.acquire(ctx); err != nil {
+			return err
+		}
+		defer h.release()
+	}
+	var gen uint64
+	renewed := false
+	if h != nil {
+		var want int
+		if want, gen = h.state(); want == 0 {
+			if lost := h.takeLoss(); lost != nil {
+				// Lost while held, and reported: the update says so.
+				return Join(relock.ErrNotHeld, lost)
+			}
+			h = nil
+		} else {
+			renewed = h.stopRenewal()
+		}
+	}
+	sent := time.Now()
+	ok, err := update(ctx)
+	switch {
+	case h == nil && err == nil && !ok:
+		return notHeld()
+	case h == nil:
+		return err
+	case err == nil && !ok:
+		lost := h.loss(whyPermitUpdate, nil)
+		h.lose(gen, lost)
+		h.forgetLoss()
+		return Join(relock.ErrNotHeld, lost)
+	case err != nil:
+		h.leaseMayBeSet(gen, lease)
+		if renewed {
+			h.rearm(gen)
+		}
+		return err
+	}
+	h.fixLease(gen, lease, sent)
+	return nil
+}
+
+// whyPermitUpdate is why a permit whose lease update found it gone was
+// lost.
+const whyPermitUpdate = "its lease update found it gone (released by its ID, deleted, or expired while no renewal got through)"
+
+// fixLease records that a script sent at sent gave hold gen, if it is
+// still h's, the fixed lease lease: the hold leaves the watchdog (the
+// caller stopped its renewal) and, watched, ends at sent + lease.
+func (h *hold) fixLease(gen uint64, lease time.Duration, sent time.Time) {
+	if !h.lockCurrent(gen) {
+		return
+	}
+	h.lease, h.leaseArg, h.fixed = lease, strconv.FormatInt(Millis(lease), 10), true
+	h.leaseSetLocked(sent)
+	h.armExpiryLocked()
+	h.core.mu.Unlock()
+}

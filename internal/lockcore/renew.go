@@ -55,12 +55,26 @@ func (c *Core) renew(ctx context.Context, leases []*watchdog.Lease) []error {
 
 // renewRedis is renew's calls to Redis.
 func (c *Core) renewRedis(ctx context.Context, leases []*watchdog.Lease) []error {
-	calls := make([]Call, len(leases))
-	cmds := make(rueidis.Commands, len(leases))
+	calls := make([]Call, 0, len(leases))
+	cmds := make(rueidis.Commands, 0, len(leases))
+	// sent[i] is the index in calls of lease i's call; -1 for a lease with
+	// nothing to send (the wait record hash of a Client without records),
+	// which counts as renewed.
+	sent := make([]int, len(leases))
 	for i, l := range leases {
-		calls[i] = l.Value().(Renewable).RenewCall(l.Duration())
-		cmds[i] = c.RDB.B().Evalsha().Sha1(calls[i].Script.SHA1).Numkeys(int64(len(calls[i].Keys))).
-			Key(calls[i].Keys...).Arg(calls[i].Args...).Build()
+		call := l.Value().(Renewable).RenewCall(l.Duration())
+		if call.Script == nil {
+			sent[i] = -1
+			continue
+		}
+		sent[i] = len(calls)
+		calls = append(calls, call)
+		cmds = append(cmds, c.RDB.B().Evalsha().Sha1(call.Script.SHA1).Numkeys(int64(len(call.Keys))).
+			Key(call.Keys...).Arg(call.Args...).Build())
+	}
+	errs := make([]error, len(leases))
+	if len(cmds) == 0 {
+		return errs
 	}
 	results := c.RDB.DoMulti(ctx, cmds...)
 	for _, r := range results {
@@ -69,9 +83,11 @@ func (c *Core) renewRedis(ctx context.Context, leases []*watchdog.Lease) []error
 			break
 		}
 	}
-	errs := make([]error, len(leases))
-	for i, r := range results {
-		n, err := r.AsInt64()
+	for i, j := range sent {
+		if j < 0 || j >= len(results) {
+			continue
+		}
+		n, err := results[j].AsInt64()
 		switch {
 		case err != nil:
 			errs[i] = err

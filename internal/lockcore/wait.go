@@ -104,6 +104,10 @@ type Wait struct {
 	// OnMessage: a wake-up brought by a message on the channel ends the
 	// wait (a latch's opening: the count may have been set again since).
 	OnMessage bool
+	// Field is the waiter in its wait record, as a lock's hash names a
+	// holder ("<clientID>:<owner>", see waitrecord.go); "" makes it from
+	// the owner in Ctx, else Owner, else a made-up owner.
+	Field string
 
 	// Call is the context of an attempt's calls to Redis: Ctx. The wait
 	// limit does not end it: an attempt that was sent is answered.
@@ -120,6 +124,8 @@ type Wait struct {
 	failing  bool  // the last attempt failed transiently
 	lastErr  error // the last transient failure
 	obs      acquireObs
+	rec      *waitRecord // the call's wait record, once it waits
+	detectT  *time.Timer // the next look for a deadlock
 }
 
 // Waiting reports whether the call waits (its limit is not 0): a queue
@@ -203,6 +209,9 @@ func (w *Wait) run() (bool, error) {
 			return w.finish(false, false, w.failure(err))
 		}
 		w.waiting()
+		if w.rec == nil {
+			w.record()
+		}
 		if w.sub == nil && channel != "" {
 			// Subscribe after the first failed attempt, then attempt
 			// again at once: a release in between is not missed.
@@ -237,21 +246,37 @@ func (w *Wait) run() (bool, error) {
 		if g, ok := w.k.(granter); ok {
 			granted = g.granted()
 		}
-		select {
-		case <-wake:
-			if w.OnMessage && w.sub.Heard() {
-				return w.finish(true, false, nil)
+		var detectC <-chan time.Time
+		if w.detectT != nil {
+			detectC = w.detectT.C
+		}
+	sleep:
+		for {
+			select {
+			case <-wake:
+				if w.OnMessage && w.sub.Heard() {
+					return w.finish(true, false, nil)
+				}
+				w.woken = true
+			case <-granted:
+			case <-retryC:
+			case <-detectC:
+				// The wait lasted the detection delay: look for a cycle
+				// through it, and again a delay later.
+				if err := w.detect(); err != nil {
+					return w.finish(false, false, err)
+				}
+				w.detectT.Reset(w.core.waits.after)
+				continue sleep
+			case <-w.until.Done():
+				if w.Ctx.Err() == nil {
+					return w.limit()
+				}
+				return w.finish(false, false, notAcquired(Join(w.Ctx.Err(), w.lastErr)))
+			case <-w.core.closed:
+				return w.finish(false, false, notAcquired(relock.ErrClosed))
 			}
-			w.woken = true
-		case <-granted:
-		case <-retryC:
-		case <-w.until.Done():
-			if w.Ctx.Err() == nil {
-				return w.limit()
-			}
-			return w.finish(false, false, notAcquired(Join(w.Ctx.Err(), w.lastErr)))
-		case <-w.core.closed:
-			return w.finish(false, false, notAcquired(relock.ErrClosed))
+			break
 		}
 		if retry != nil {
 			retry.Stop()
@@ -268,6 +293,11 @@ func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
 		w.sub.Leave(w.woken || passOn)
 		w.sub = nil
 	}
+	if w.detectT != nil {
+		w.detectT.Stop()
+		w.detectT = nil
+	}
+	w.unrecord()
 	w.waited()
 	return done, err
 }

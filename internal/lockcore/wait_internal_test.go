@@ -328,6 +328,7 @@ func modelCore(t *testing.T, m *model, watchdogTimeout time.Duration) *Core {
 	}
 	c.subscribeHook = m.hub.subscribe
 	c.renewHook = m.renew
+	c.waits.off = true // the model has no wait records
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

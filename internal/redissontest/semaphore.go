@@ -358,3 +358,80 @@ func (s *Semaphore) TryReleaseAll(ctx context.Context, ids []string) (int, error
 	n, err := s.c.eval(ctx, semGiveMany, []string{s.name, s.Channel(), s.timeouts()}, args...).AsInt64()
 	return int(n), err
 }
+
+// semUpdateLease stands for the script of updateLeaseTimeAsync(permitId,
+// leaseTime). KEYS[1] the count, KEYS[2] the leases, KEYS[3] the channel;
+// ARGV[1] the permit's raw ID, ARGV[2] its new lease end (the Client's
+// clock plus the lease, or the no-lease score), ARGV[3] the Client's
+// clock ms, ARGV[4] the publish command. Every permit whose lease ended
+// goes back (the new count published when above 0). A permit held gets
+// the new end: 1; else 0. Nothing else is published.
+var semUpdateLease = rueidis.NewLuaScript(`
+local ended = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1)
+if #ended > 0 then
+  redis.call('zrem', KEYS[2], unpack(ended))
+  local back = redis.call('incrby', KEYS[1], #ended)
+  if back > 0 then
+    redis.call(ARGV[4], KEYS[3], back)
+  end
+end
+if redis.call('zscore', KEYS[2], ARGV[1]) == false then
+  return 0
+end
+redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
+return 1`)
+
+// semLeaseTime stands for the script of getLeaseTimeAsync(permitId).
+// KEYS as semUpdateLease; ARGV[1] the permit's raw ID, ARGV[2] the
+// no-lease score, ARGV[3] the Client's clock ms, ARGV[4] the publish
+// command. Every permit whose lease ended goes back first (as above).
+// Then: 0 for a permit not held, -1 for one without a lease, else its
+// lease end minus the Client's clock.
+var semLeaseTime = rueidis.NewLuaScript(`
+local ended = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1)
+if #ended > 0 then
+  redis.call('zrem', KEYS[2], unpack(ended))
+  local back = redis.call('incrby', KEYS[1], #ended)
+  if back > 0 then
+    redis.call(ARGV[4], KEYS[3], back)
+  end
+end
+local ends = redis.call('zscore', KEYS[2], ARGV[1])
+if ends == false then
+  return 0
+end
+if tonumber(ends) == tonumber(ARGV[2]) then
+  return -1
+end
+return tonumber(ends) - tonumber(ARGV[3])`)
+
+// UpdateLeaseTime is updateLeaseTime(permitId, leaseTime) (lease 0:
+// Redisson's -1, no lease): whether the permit was held.
+func (s *Semaphore) UpdateLeaseTime(ctx context.Context, id string, lease time.Duration) (bool, error) {
+	raw, err := rawID(id)
+	if err != nil {
+		return false, err
+	}
+	n, err := s.c.eval(ctx, semUpdateLease, []string{s.name, s.timeouts(), s.Channel()},
+		raw, s.leaseEnd(lease), itoa(s.c.nowMillis()), s.c.publish).AsInt64()
+	return n == 1, err
+}
+
+// GetLeaseTime is getLeaseTime(permitId): the lease left by the Client's
+// clock, -1 (as a Duration of -1ms) for a permit without a lease, and
+// ErrPermitNotHeld for a permit not held.
+func (s *Semaphore) GetLeaseTime(ctx context.Context, id string) (time.Duration, error) {
+	raw, err := rawID(id)
+	if err != nil {
+		return 0, err
+	}
+	ms, err := s.c.eval(ctx, semLeaseTime, []string{s.name, s.timeouts(), s.Channel()},
+		raw, NonExpirable, itoa(s.c.nowMillis()), s.c.publish).AsInt64()
+	switch {
+	case err != nil:
+		return 0, err
+	case ms == 0:
+		return 0, ErrPermitNotHeld
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}

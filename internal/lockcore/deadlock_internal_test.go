@@ -1,0 +1,448 @@
+package lockcore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/waitrec"
+)
+
+// The deadlock detector against a model: owners of several Clients, each
+// holding names and waiting for at most one (an owner is one thread of
+// control), written into Redis as the lock hashes and the wait record
+// hashes are; each waiting owner looks once, as its wait would. The model
+// says which waits are on a cycle and which of each cycle is its victim:
+// exactly the victims end, and a look whose cycle changed between its
+// reads (a record deleted or rewritten, a hold released) ends nothing.
+
+type dlOwner struct {
+	client string
+	field  string // "<clientID>:<owner>"
+	wait   *dlWait
+}
+
+type dlWait struct {
+	name  string
+	kind  string
+	field string // the record's field in its Client's hash
+	since int64
+	key   string
+	value string
+}
+
+type dlModel struct {
+	owners  []*dlOwner
+	holders map[string][]dlHold // by name
+	rw      map[string]bool
+	names   []string
+}
+
+type dlHold struct {
+	owner int
+	read  bool
+}
+
+// holderField is h's field in the hash of name.
+func (m *dlModel) holderField(name string, h dlHold) string {
+	f := m.owners[h.owner].field
+	if m.rw[name] && !h.read {
+		f += layout.WriteSuffix
+	}
+	return f
+}
+
+// genModel makes a model: n owners on k Clients, each holding one name of
+// its own (some read-write: the read side, or the write side), some
+// holding a second; most waiting for a random name, some for their own
+// read-write name's write side (an upgrade).
+func genModel(rng *rand.Rand, prefix string, shared bool) *dlModel {
+	m := &dlModel{holders: map[string][]dlHold{}, rw: map[string]bool{}}
+	k := 1 + rng.IntN(4)
+	clients := make([]string, k)
+	for i := range clients {
+		clients[i] = uuid.NewString()
+	}
+	n := 2 + rng.IntN(18)
+	newName := func() string {
+		name := fmt.Sprintf("%sn%d", prefix, len(m.names))
+		m.names = append(m.names, name)
+		return name
+	}
+	for i := range n {
+		c := clients[rng.IntN(k)]
+		o := &dlOwner{client: c, field: layout.Field(c, fmt.Sprintf("o%d", i))}
+		m.owners = append(m.owners, o)
+		for range 1 + rng.IntN(2) {
+			name := newName()
+			h := dlHold{owner: i}
+			if rng.IntN(4) == 0 {
+				m.rw[name] = true
+				h.read = rng.IntN(2) == 0
+			}
+			m.holders[name] = append(m.holders[name], h)
+		}
+	}
+	newName() // a name no one holds
+	if shared {
+		// Some read-write names read by several owners: the graph
+		// branches.
+		for _, name := range m.names {
+			hs := m.holders[name]
+			if !m.rw[name] || len(hs) != 1 || !hs[0].read {
+				continue
+			}
+			for range rng.IntN(3) {
+				if j := rng.IntN(n); j != hs[0].owner {
+					m.holders[name] = append(m.holders[name], dlHold{owner: j, read: true})
+				}
+			}
+		}
+	}
+	seq := map[string]int{}
+	for i, o := range m.owners {
+		if rng.IntN(10) < 3 {
+			continue // not waiting
+		}
+		var name string
+		kind := "lock"
+		if rng.IntN(8) == 0 {
+			// An upgrade: the owner's own read-write name, if it reads it.
+			for _, nm := range m.names {
+				if hs := m.holders[nm]; m.rw[nm] && len(hs) == 1 && hs[0].owner == i && hs[0].read {
+					name = nm
+				}
+			}
+		}
+		if name == "" {
+			for {
+				name = m.names[rng.IntN(len(m.names))]
+				if hs := m.holders[name]; len(hs) == 0 || hs[0].owner != i {
+					break
+				}
+			}
+		}
+		if m.rw[name] {
+			kind = "write"
+		}
+		seq[o.client]++
+		w := &dlWait{name: name, kind: kind, field: fmt.Sprint(seq[o.client]), since: 1000 + rng.Int64N(6),
+			key: waitrec.Key("", o.client)}
+		w.value = waitrec.Record{Owner: o.field, Name: name, Kind: kind, Since: w.since}.Encode()
+		o.wait = w
+	}
+	return m
+}
+
+// next is the owner that owner i waits for, or -1: the holder of the name
+// it waits for (every name has one holder in the model), itself only for
+// an upgrade.
+func (m *dlModel) next(i int) int {
+	w := m.owners[i].wait
+	if w == nil {
+		return -1
+	}
+	hs := m.holders[w.name]
+	if len(hs) == 0 {
+		return -1
+	}
+	if hs[0].owner == i && !(hs[0].read && w.kind == "write") {
+		return -1
+	}
+	return hs[0].owner
+}
+
+// succ are the owners that owner i waits for: the holders of the name it
+// waits for, itself only for an upgrade.
+func (m *dlModel) succ(i int) []int {
+	w := m.owners[i].wait
+	if w == nil {
+		return nil
+	}
+	var out []int
+	for _, h := range m.holders[w.name] {
+		if h.owner != i || (h.read && w.kind == "write") {
+			out = append(out, h.owner)
+		}
+	}
+	return out
+}
+
+// onCycle reports whether a path of waits leads from i back to i.
+func (m *dlModel) onCycle(i int) bool {
+	seen := map[int]bool{}
+	stack := m.succ(i)
+	for len(stack) > 0 {
+		j := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if j == i {
+			return true
+		}
+		if !seen[j] {
+			seen[j] = true
+			stack = append(stack, m.succ(j)...)
+		}
+	}
+	return false
+}
+
+// cycleOf returns the owners of the cycle through i, or nil.
+func (m *dlModel) cycleOf(i int) []int {
+	cyc := []int{i}
+	for j := m.next(i); j >= 0; j = m.next(j) {
+		if j == i {
+			return cyc
+		}
+		for _, x := range cyc {
+			if x == j {
+				return nil // a tail into another cycle
+			}
+		}
+		cyc = append(cyc, j)
+	}
+	return nil
+}
+
+// victimOf is the model's victim of a cycle: the greatest since, then
+// owner, then record hash and field.
+func (m *dlModel) victimOf(cyc []int) int {
+	v := cyc[0]
+	for _, i := range cyc[1:] {
+		a, b := m.owners[i], m.owners[v]
+		switch {
+		case a.wait.since != b.wait.since:
+			if a.wait.since > b.wait.since {
+				v = i
+			}
+		case a.field != b.field:
+			if a.field > b.field {
+				v = i
+			}
+		case a.wait.key != b.wait.key:
+			if a.wait.key > b.wait.key {
+				v = i
+			}
+		case a.wait.field > b.wait.field:
+			v = i
+		}
+	}
+	return v
+}
+
+func (m *dlModel) write(t *testing.T, rdb rueidis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	var cmds rueidis.Commands
+	for name, hs := range m.holders {
+		if m.rw[name] {
+			mode := "read"
+			if !hs[0].read {
+				mode = "write"
+			}
+			cmds = append(cmds, rdb.B().Hset().Key(name).FieldValue().FieldValue("mode", mode).Build())
+		}
+		for _, h := range hs {
+			cmds = append(cmds, rdb.B().Hset().Key(name).FieldValue().FieldValue(m.holderField(name, h), "1").Build())
+		}
+	}
+	for _, o := range m.owners {
+		if o.wait != nil {
+			cmds = append(cmds, rdb.B().Hset().Key(o.wait.key).FieldValue().FieldValue(o.wait.field, o.wait.value).Build())
+		}
+	}
+	for _, r := range rdb.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (m *dlModel) clear(rdb rueidis.Client) {
+	keys := append([]string(nil), m.names...)
+	for _, o := range m.owners {
+		keys = append(keys, waitrec.Key("", o.client))
+	}
+	rdb.Do(context.Background(), rdb.B().Del().Key(keys...).Build())
+}
+
+// TestDeadlockModel: rounds of generated graphs; in each, every waiting
+// owner looks once. Only the victim of each cycle ends (none on a tail
+// into a cycle, none on a chain), and a victim whose cycle changes between
+// its look's reads ends nothing.
+func TestDeadlockModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	rdb := redistest.Shared(t).Client(t)
+	c, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var cycles, ended, broken, tails int
+	for round := range 300 {
+		m := genModel(rng, fmt.Sprintf("dlmodel:%d:%d:", seed, round), false)
+		m.write(t, rdb)
+		for i, o := range m.owners {
+			if o.wait == nil {
+				continue
+			}
+			cyc := m.cycleOf(i)
+			want := cyc != nil && m.victimOf(cyc) == i
+			if cyc == nil && m.next(i) >= 0 {
+				tails++
+			}
+			var between func()
+			if want && rng.IntN(2) == 0 {
+				// Change the cycle between the look's reads: one of its
+				// edges goes, or a record is rewritten.
+				want = false
+				broken++
+				j := cyc[rng.IntN(len(cyc))]
+				w := m.owners[j].wait
+				ctx := context.Background()
+				change := rng.IntN(3)
+				if j == i {
+					// The looking wait's own record is live: it is the
+					// one looking.
+					change = 2
+				}
+				switch change {
+				case 0: // the wait ended: its record is deleted
+					between = func() { rdb.Do(ctx, rdb.B().Hdel().Key(w.key).Field(w.field).Build()) }
+				case 1: // the wait ended and another began: a new since
+					between = func() {
+						v := waitrec.Record{Owner: m.owners[j].field, Name: w.name, Kind: w.kind, Since: w.since + 100}.Encode()
+						rdb.Do(ctx, rdb.B().Hset().Key(w.key).FieldValue().FieldValue(w.field, v).Build())
+					}
+				default: // the holder of the name it waits for released
+					h := m.holders[w.name][0]
+					between = func() { rdb.Do(ctx, rdb.B().Hdel().Key(w.name).Field(m.holderField(w.name, h)).Build()) }
+				}
+			}
+			self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+				rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+			got := c.lookFor(t.Context(), self, between) != nil
+			if got != want {
+				t.Fatalf("round %d, owner %d (%s waits for %s): ended %v, want %v; cycle %v, next %d",
+					round, i, o.field, o.wait.name, got, want, cyc, m.next(i))
+			}
+			if got {
+				ended++
+			}
+			if cyc != nil && m.victimOf(cyc) == i {
+				cycles++
+			}
+			if between != nil {
+				// Put the graph back as it was for the other looks.
+				m.clear(rdb)
+				m.write(t, rdb)
+			}
+		}
+		m.clear(rdb)
+	}
+	// Graphs that branch (several readers of a name): a wait that ends is
+	// on a cycle, and a look that changed ends nothing.
+	var branched int
+	for round := range 200 {
+		m := genModel(rng, fmt.Sprintf("dlmodel:%d:shared:%d:", seed, round), true)
+		m.write(t, rdb)
+		for i, o := range m.owners {
+			if o.wait == nil {
+				continue
+			}
+			self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+				rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+			cycle := c.lookFor(t.Context(), self, nil)
+			if cycle != nil && !m.onCycle(i) {
+				t.Fatalf("shared round %d, owner %d (%s waits for %s): ended, on no cycle; found %+v",
+					round, i, o.field, o.wait.name, cycle)
+			}
+			if cycle != nil {
+				branched++
+				// The cycle it named is one of the model's.
+				for k, e := range cycle {
+					next := cycle[(k+1)%len(cycle)].Wait.rec.Owner
+					if e.Holder != next {
+						t.Fatalf("shared round %d: edge %d held by %s, the next wait is %s's", round, k, e.Holder, next)
+					}
+				}
+				if h := m.owners[i].wait; h.name != cycle[0].Wait.rec.Name {
+					t.Fatalf("shared round %d: the cycle does not start with the looking wait", round)
+				}
+				if !sameLast(cycle, o.field) {
+					t.Fatalf("shared round %d: the cycle does not end at the looking owner", round)
+				}
+			}
+		}
+		m.clear(rdb)
+	}
+	t.Logf("%d cycles, %d ended, %d changed while read, %d waits on chains that are no cycle; branched graphs: %d ended",
+		cycles, ended, broken, tails, branched)
+	if cycles < 50 || broken < 20 || tails < 50 {
+		t.Fatalf("too few cases: %d cycles, %d changed, %d tails", cycles, broken, tails)
+	}
+}
+
+// sameLast reports whether the cycle's last edge comes back to owner.
+func sameLast(cycle []CycleEdge, owner string) bool {
+	return cycle[len(cycle)-1].Holder == owner
+}
+
+// ring is a cycle of n owners, each on a Client of its own: owner i holds
+// name i and waits for name i+1.
+func ring(prefix string, n int) *dlModel {
+	m := &dlModel{holders: map[string][]dlHold{}, rw: map[string]bool{}}
+	for i := range n {
+		c := uuid.NewString()
+		m.owners = append(m.owners, &dlOwner{client: c, field: layout.Field(c, "o")})
+		name := fmt.Sprintf("%sn%d", prefix, i)
+		m.names = append(m.names, name)
+		m.holders[name] = []dlHold{{owner: i}}
+	}
+	for i, o := range m.owners {
+		w := &dlWait{name: m.names[(i+1)%n], kind: "lock", field: "1", since: int64(1000 + i), key: waitrec.Key("", o.client)}
+		w.value = waitrec.Record{Owner: o.field, Name: w.name, Kind: w.kind, Since: w.since}.Encode()
+		o.wait = w
+	}
+	return m
+}
+
+// TestDeadlockLookBounded: a look reads at most maxDetectReads keys (a
+// name's hash and a Client's records per owner): a cycle of 30 owners on
+// 30 Clients ends its youngest wait; one of 40 is too long to see, and
+// ends nothing.
+func TestDeadlockLookBounded(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	c, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, n := range []int{30, 40} {
+		m := ring(fmt.Sprintf("dlring:%d:%d:", time.Now().UnixNano(), n), n)
+		m.write(t, rdb)
+		ends := 0
+		for i, o := range m.owners {
+			self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+				rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+			if c.lookFor(t.Context(), self, nil) != nil {
+				ends++
+				if i != n-1 {
+					t.Errorf("ring of %d: owner %d ended, want the youngest, %d", n, i, n-1)
+				}
+			}
+		}
+		m.clear(rdb)
+		if want := map[int]int{30: 1, 40: 0}[n]; ends != want {
+			t.Errorf("ring of %d: %d waits ended, want %d", n, ends, want)
+		}
+	}
+}

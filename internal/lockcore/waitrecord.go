@@ -1,0 +1,252 @@
+package lockcore
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/waitrec"
+	"github.com/relock-go/relock/lua"
+)
+
+// Wait records (see package internal/waitrec for their layout): every
+// waiting call of every kind records itself in its Client's wait record
+// hash after its first refused attempt, and deletes its record when the
+// wait ends, however it ends. A call that gets what it waits for at its
+// first attempt (the uncontended path), and a single attempt (wait 0),
+// send nothing more.
+//
+// Cost: one command at the start of a wait and one at its end. The
+// record's write (lua/wait_record.lua: HSET and PEXPIRE in one script,
+// stamped with the server's TIME) is sent on a goroutine of its own,
+// beside the command the wait sends next anyway (its subscription, or its
+// second attempt), so that it adds no round trip to the wait; the wait
+// does not wait for its reply. The delete (HDEL) is sent when the wait
+// ends, after the write's reply (so that it cannot overtake it), on a
+// goroutine of its own (the ending call does not wait for it), or, when
+// the write has not been answered yet, by the write's goroutine once it
+// is. Close waits for both goroutines, then deletes the hash.
+//
+// The hash's expiry is the watchdog timeout: set by each write, and
+// renewed on the watchdog's tick (one call per Client per tick, pipelined
+// with the holds' renewals) while the Client has records; the same call
+// deletes the records whose delete failed. A Client that dies leaves
+// records that expire with its hash.
+//
+// A record's write or delete that fails does not fail the wait: the
+// record is then missing (an operator and the deadlock detector do not
+// see the wait) or left until the next tick.
+
+// waitBook is what a Core keeps of its wait records.
+type waitBook struct {
+	key   string        // waitrec.Key(prefix, ID)
+	after time.Duration // deadlock detection delay; 0: off
+	off   bool          // no records (tests on a model of Redis)
+
+	mu    sync.Mutex
+	seq   uint64                 // the last field given
+	live  map[string]*waitRecord // records written or being written, by field
+	dirty bool                   // a delete failed: the next tick cleans up
+	// leased: the hash is on the watchdog (or being put there), from the
+	// Client's first record until Close, or until the watchdog lost it.
+	leased bool
+}
+
+// waitRecord is one waiting call's record.
+type waitRecord struct {
+	field string
+	rec   waitrec.Record // Since 0 until the write's reply
+	start time.Time      // when the write was sent (local clock)
+
+	mu      sync.Mutex
+	written chan struct{} // closed when the write was answered
+	ok      bool          // the write succeeded (rec.Since set)
+	ended   bool          // the wait ended before the write was answered
+}
+
+// recordOwner is the waiter as a lock's hash names a holder.
+func (w *Wait) recordOwner() string {
+	if w.Field != "" {
+		return w.Field
+	}
+	if owner, ok, err := ContextOwner(w.Ctx); ok && err == nil {
+		return layout.Field(w.core.ID, owner)
+	}
+	if w.Owner != "" {
+		return layout.Field(w.core.ID, w.Owner)
+	}
+	w.Field = layout.Field(w.core.ID, w.core.anonymousOwner())
+	return w.Field
+}
+
+// record starts writing w's record, once per call, after a refused
+// attempt of a call that goes on waiting.
+func (w *Wait) record() {
+	c := w.core
+	if w.rec != nil || c.waits.off || w.Limit == 0 {
+		return
+	}
+	// The write's goroutine is one that Close waits for: counted only
+	// while the Client is open (c.mu orders it before Close).
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.background.Add(1)
+	c.mu.Unlock()
+	r := &waitRecord{rec: waitrec.Record{Owner: w.recordOwner(), Name: w.Lock.Name, Kind: w.Lock.Kind},
+		start: time.Now(), written: make(chan struct{})}
+	if r.rec.Kind == "" {
+		r.rec.Kind = "lock"
+	}
+	b := &c.waits
+	b.mu.Lock()
+	b.seq++
+	r.field = strconv.FormatUint(b.seq, 10)
+	b.live[r.field] = r
+	lease := !b.leased
+	b.leased = true
+	b.mu.Unlock()
+	if lease {
+		c.addWaitLease()
+	}
+	w.rec = r
+	if c.waits.after > 0 {
+		w.detectT = time.NewTimer(c.waits.after)
+	}
+	go func() {
+		defer c.background.Done()
+		c.writeRecord(r)
+	}()
+}
+
+// writeRecord sends r's write and, when the wait ended before its reply,
+// its delete.
+func (c *Core) writeRecord(r *waitRecord) {
+	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+	since, err := lua.WaitRecord.Exec(ctx, c.RDB, []string{c.waits.key},
+		[]string{r.field, r.rec.Encode(), c.watchdogArg}).AsInt64()
+	cancel()
+	r.mu.Lock()
+	if err == nil {
+		r.ok, r.rec.Since = true, since
+	}
+	ended := r.ended
+	close(r.written)
+	r.mu.Unlock()
+	if ended {
+		c.deleteRecord(r)
+	}
+}
+
+// unrecord deletes w's record when its wait ends, on a goroutine of its
+// own, so that the call does not wait for the delete's round trip (an
+// acquisition that waited returns as soon as it has the lock): at once
+// when its write was answered, else by the write's goroutine once it is.
+func (w *Wait) unrecord() {
+	r := w.rec
+	if r == nil {
+		return
+	}
+	w.rec = nil
+	r.mu.Lock()
+	select {
+	case <-r.written:
+	default:
+		r.ended = true
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	c := w.core
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		// Close deletes the hash once the Client's goroutines are done.
+		c.mu.Unlock()
+		return
+	}
+	c.background.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.background.Done()
+		c.deleteRecord(r)
+	}()
+}
+
+// deleteRecord sends r's delete; a delete that fails (or that Close cut
+// short) is left to the next tick's clean-up, or to Close.
+func (c *Core) deleteRecord(r *waitRecord) {
+	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
+	cancel()
+	b := &c.waits
+	b.mu.Lock()
+	delete(b.live, r.field)
+	if err != nil {
+		b.dirty = true
+	}
+	b.mu.Unlock()
+}
+
+// deleteTimeout bounds Close's delete of the record hash.
+const deleteTimeout = 250 * time.Millisecond
+
+// waitLease is the watchdog value that renews the Client's wait record
+// hash.
+type waitLease struct{ c *Core }
+
+// RenewCall renews the hash's expiry and deletes the records that are no
+// longer live; with no live record and nothing to clean up it is empty
+// (nothing is sent).
+func (l waitLease) RenewCall(lease time.Duration) Call {
+	b := &l.c.waits
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.live) == 0 && !b.dirty {
+		return Call{}
+	}
+	b.dirty = false
+	args := make([]string, 0, 2+len(b.live))
+	args = append(args, strconv.FormatInt(Millis(lease), 10), strconv.FormatUint(b.seq, 10))
+	for f := range b.live {
+		args = append(args, f)
+	}
+	return Call{Script: lua.WaitExpire, Keys: []string{b.key}, Args: args}
+}
+
+// addWaitLease puts the wait record hash on the watchdog, at the Client's
+// first record or after the watchdog lost it: renewed from then on until
+// Close, each tick sending nothing while the Client has no record.
+func (c *Core) addWaitLease() {
+	if _, err := c.Watchdog.Add(c.WatchdogTimeout, waitLease{c}, c.lostWaitLease); err != nil {
+		c.lostWaitLease(err) // closed
+	}
+}
+
+// lostWaitLease is called when no renewal of the record hash succeeded
+// for a whole watchdog timeout (or it could not be put on the
+// watchdog): the next record puts it there again.
+func (c *Core) lostWaitLease(error) {
+	c.waits.mu.Lock()
+	c.waits.leased = false
+	c.waits.mu.Unlock()
+}
+
+// closeWaits deletes, at Close, the records left in the hash: every wait
+// has ended or is ending, and a record whose delete could not be sent
+// (the connection closing under it) would stay until the hash expires.
+func (c *Core) closeWaits() {
+	b := &c.waits
+	b.mu.Lock()
+	made := b.leased || b.dirty || len(b.live) > 0
+	b.mu.Unlock()
+	if !made || b.off {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	_ = c.RDB.Do(ctx, c.RDB.B().Del().Key(b.key).Build()).Error()
+}
