@@ -55,6 +55,24 @@
 // each release at least 250ms). A release to a dead or hung master then
 // fails, and the master's lease ends the hold.
 //
+// The goroutines of a round or a release belong to the call that started
+// them: the call waits for each of them, and none is left when it
+// returns, except the release of a Locker that is not relock's and
+// ignores its context, which a release stops waiting for after its
+// bounded wait (it is reported as not answered). The calling goroutine
+// makes one release itself only on one of relock's locks, whose release
+// keeps to its context's deadline. A RedLock left alone has no goroutine,
+// and has nothing to close.
+//
+// An acquisition without an owner in its context gets a made-up owner of
+// the reserved form "anon-<n>@". Once its hold is released, and every call
+// made with that owner answered (a success, or ErrNotHeld for a release),
+// the owner goes back to a list of the process and a later anonymous
+// acquisition of any RedLock uses it again: the locks' Clients keep their
+// record of it, as for an owner given with rlock.WithOwner, and find it
+// again. An owner whose attempt, undo or release failed may still hold a
+// lock somewhere, and is never used again.
+//
 // With lease 0 (Lock, Do) each lock holds on its own Client's watchdog
 // lease and is renewed by it; the validity is computed from
 // WithWatchdogTimeout (30s by default: set it to the Clients' watchdog

@@ -50,6 +50,9 @@ type hold struct {
 	count int    // acquisitions not yet matched by an Unlock
 	held  []bool // locks taken by this hold and not seen to end
 	live  int    // locks in held
+	// heldIn is held's room for up to 8 locks, so that a record is one
+	// allocation.
+	heldIn [8]bool
 	// life is the hold's life, made when first needed (nil until then).
 	life context.Context
 	end  context.CancelCauseFunc
@@ -65,6 +68,9 @@ type hold struct {
 	watches []*watch
 	wg      sync.WaitGroup // watch goroutines of Lockers without HoldContext
 	obs     holdObs        // for the observer (observe.go)
+	// reuse is set on the hold of a made-up owner whose acquisition had
+	// no failed call: once released cleanly, the owner may be used again.
+	reuse bool
 }
 
 // holdContexter is implemented by relock's locks (and by MultiLock and
@@ -99,8 +105,85 @@ func (g *group) acquirer(ctx context.Context) (context.Context, string, bool, er
 	if ok {
 		return ctx, owner, false, nil
 	}
-	owner = lockcore.AnonymousOwner()
+	if g.kind == "redlock" {
+		owner = freeOwners.take()
+	} else {
+		owner = lockcore.AnonymousOwner()
+	}
 	return lockcore.WithReservedOwner(ctx, owner), owner, true, nil
+}
+
+// freeOwners are made-up owners of RedLocks' anonymous acquisitions that
+// are done with, to be used again by any RedLock of the process (see
+// reuseAnon): a relock Client keeps its record of such an owner's hold
+// once idle (lockcore.ReusedOwner), and an acquisition with an owner it
+// has seen finds it, with no new record to make. Taking the latest first
+// keeps the owners in use few.
+var freeOwners ownerList
+
+type ownerList struct {
+	mu   sync.Mutex
+	free []string
+}
+
+// maxFreeOwners bounds freeOwners.
+const maxFreeOwners = 64
+
+// take returns a free owner, or a new one.
+func (l *ownerList) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.free)
+	if n == 0 {
+		return lockcore.ReusedOwner()
+	}
+	o := l.free[n-1]
+	l.free = l.free[:n-1]
+	return o
+}
+
+// reuseAnon gives back owner, made up for an anonymous acquisition of a
+// RedLock, to be used by a later one. Only an owner that holds nothing,
+// and that no call in flight or left behind can make hold something, may
+// be given back: one whose every call answered, with success or, for a
+// release, ErrNotHeld.
+func (g *group) reuseAnon(owner string) {
+	freeOwners.mu.Lock()
+	if len(freeOwners.free) < maxFreeOwners {
+		freeOwners.free = append(freeOwners.free, owner)
+	}
+	freeOwners.mu.Unlock()
+}
+
+// markReuse marks the hold of owner, just granted to an anonymous
+// acquisition with no failed call, as one whose owner may be used again
+// once released (see releasedAnon).
+func (g *group) markReuse(owner string) {
+	g.mu.Lock()
+	if h := g.holds[owner]; h != nil && h.count == 1 {
+		h.reuse = true
+	}
+	g.mu.Unlock()
+}
+
+// releasedAnon is told, after a release of h by owner, whether every lock
+// answered it with a release or ErrNotHeld (clean). When h ended by that
+// release, was marked by markReuse and was not lost, and the answers
+// were clean, the owner is given back (reuseAnon). Only the first call
+// for h decides.
+func (g *group) releasedAnon(owner string, h *hold, clean bool) {
+	if h == nil {
+		return
+	}
+	g.mu.Lock()
+	reuse := h.reuse && h.count == 0 && g.holds[owner] != h && (h.life == nil || h.life.Err() == nil || context.Cause(h.life) == context.Canceled)
+	if h.count == 0 {
+		h.reuse = false
+	}
+	g.mu.Unlock()
+	if reuse && clean {
+		g.reuseAnon(owner)
+	}
 }
 
 // holder returns the context to call the locks with for a release or a
@@ -194,7 +277,12 @@ func (g *group) recordLocked(owner string, anon bool, took []bool) *hold {
 	}
 	h := g.holds[owner]
 	if h == nil {
-		h = &hold{held: make([]bool, len(g.locks))}
+		h = &hold{}
+		if n := len(g.locks); n <= len(h.heldIn) {
+			h.held = h.heldIn[:n]
+		} else {
+			h.held = make([]bool, n)
+		}
 		g.holds[owner] = h
 		g.holdStartLocked(h, owner)
 	}

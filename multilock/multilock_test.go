@@ -3,6 +3,8 @@ package multilock_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -322,6 +324,129 @@ func TestRedLockFailedRoundUndoesEverywhere(t *testing.T) {
 		assert.Equal(t, 5, unlocks, "Unlocks after the failed round: every lock")
 		assertFree(t, fs[3:]...)
 	})
+}
+
+// TestRedLockReusesAnonymousOwners: an anonymous acquisition takes the
+// made-up owner of an earlier one that is done with (its locks then find
+// the record they keep for it), but never one that a failed release or a
+// failed attempt may have left holding a lock: a new acquisition with it
+// would take that lock again as its own, by re-entry, and its Unlock
+// would leave the lock held.
+func TestRedLockReusesAnonymousOwners(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := fakes(&journal{}, "x", "x", "x")
+		r := multilock.NewRedLock(lockers(fs)...)
+		ctx := t.Context()
+		lockUnlock := func(what string) string {
+			require.NoError(t, r.Lock(ctx), "%s: Lock", what)
+			o, n := fs[1].held()
+			require.Equal(t, 1, n, "%s: lock 1's count", what)
+			assert.NoError(t, r.Unlock(ctx), "%s: Unlock", what)
+			return o
+		}
+		first := lockUnlock("first")
+		assert.Equal(t, first, lockUnlock("second"), "owner after a clean release")
+
+		// Lock 0's release fails: its hold stays with the owner.
+		boom := errors.New("boom")
+		fs[0].set(func(f *fake) { f.unlockErr = boom })
+		require.NoError(t, r.Lock(ctx), "Lock")
+		left, _ := fs[0].held()
+		assert.ErrorIs(t, r.Unlock(ctx), boom, "Unlock with lock 0 failing")
+		fs[0].set(func(f *fake) { f.unlockErr = nil })
+		o, n := fs[0].held()
+		require.Equal(t, left, o, "lock 0's holder after its failed release")
+		require.Equal(t, 1, n, "lock 0's count after its failed release")
+		next := lockUnlock("after a failed release")
+		assert.NotEqual(t, left, next, "the owner a failed release left holding lock 0 was used again")
+		o, n = fs[0].held()
+		assert.Equal(t, left, o, "lock 0's holder")
+		assert.Equal(t, 1, n, "lock 0's count: taken again by re-entry")
+
+		// A failed attempt: lock 2's TryLock fails (it may have taken
+		// the lock all the same), the quorum holds on 0 and 1.
+		fs[0].lose()
+		fs[2].set(func(f *fake) { f.tryErr = boom })
+		require.NoError(t, r.Lock(ctx), "Lock with lock 2 failing")
+		failed, _ := fs[0].held()
+		assert.NoError(t, r.Unlock(ctx), "Unlock")
+		fs[2].set(func(f *fake) { f.tryErr = nil })
+		assert.NotEqual(t, failed, lockUnlock("after a failed attempt"), "the owner of an acquisition with a failed attempt was used again")
+
+		// A failed round whose undo fails on the one lock it took.
+		fs[0].set(func(f *fake) { f.busy = true })
+		fs[1].set(func(f *fake) { f.busy = true })
+		fs[2].set(func(f *fake) { f.unlockErr = boom })
+		requireTryLock(t, r, ctx, 0, 0, false)
+		undone, n := fs[2].held()
+		require.Equal(t, 1, n, "lock 2's count after the failed undo")
+		for _, f := range fs {
+			f.set(func(f *fake) { f.busy, f.unlockErr = false, nil })
+		}
+		assert.NotEqual(t, undone, lockUnlock("after a failed undo"), "the owner a failed undo left holding a lock was used again")
+		_, n = fs[2].held()
+		assert.Equal(t, 1, n, "lock 2's count: taken again by re-entry")
+	})
+}
+
+// TestRedLockCallsLeaveNoGoroutine: every goroutine a RedLock call
+// starts to ask its locks has ended when the call returns (a RedLock has
+// no Close to stop one later), whether the call succeeds, loses a round
+// and undoes it, or waits on slow and hung masters.
+func TestRedLockCallsLeaveNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &journal{}
+		fs := fakes(j, "x", "x", "x", "x", "x")
+		fs[0].set(func(f *fake) { f.delay = time.Millisecond })
+		r := multilock.NewRedLock(lockers(fs)...)
+		ctx := t.Context()
+		left := func(after string) {
+			t.Helper()
+			synctest.Wait() // a goroutine that answered has ended, or is blocked
+			assert.Empty(t, fanoutGoroutines(), "goroutines of the RedLock left after %s", after)
+		}
+		require.NoError(t, r.Lock(ctx), "Lock")
+		left("Lock")
+		require.NoError(t, r.Unlock(ctx), "Unlock")
+		left("Unlock")
+		require.NoError(t, r.Do(ctx, func(context.Context) error { return nil }), "Do")
+		left("Do")
+		for _, f := range fs[2:] {
+			f.set(func(f *fake) { f.busy = true })
+		}
+		requireTryLock(t, r, ctx, 0, 0, false)
+		left("a lost round and its undo")
+		for _, f := range fs[2:] {
+			f.set(func(f *fake) { f.busy = false })
+		}
+		fs[1].set(func(f *fake) { f.hang = true })
+		requireTryLock(t, r, ctx, 0, 0, true)
+		left("a round with a hung master")
+		require.NoError(t, r.Unlock(ctx), "Unlock")
+		left("Unlock after a round with a hung master")
+		assertFree(t, fs...)
+	})
+}
+
+// fanoutGoroutines returns the stacks of the goroutines that are in a
+// RedLock's fan-out.
+func fanoutGoroutines() []string {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "multilock.(*fanout)") {
+			found = append(found, g)
+		}
+	}
+	return found
 }
 
 func TestRedLockTooManyErrors(t *testing.T) {

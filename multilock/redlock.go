@@ -39,6 +39,11 @@ type RedLock struct {
 	g       *group
 	cfg     config
 	fanouts sync.Pool // of *fanout (fanout.go)
+	// bounded()[i] is set when lock i is one of relock's handles, whose
+	// Unlock keeps to its context's deadline (at least 250ms): the caller
+	// may make such a release itself (see fanout.start). Worked out at
+	// the first call, not by NewRedLock.
+	bounded func() []bool
 }
 
 type config struct {
@@ -114,6 +119,7 @@ func NewRedLock(locks ...Locker) *RedLock {
 	}
 	locks = append([]Locker(nil), locks...)
 	r.g = newGroup("redlock", locks, len(locks)/2+1)
+	r.bounded = sync.OnceValue(func() []bool { return boundedReleases(locks) })
 	r.g.name = r.g.names[0]
 	for _, n := range r.g.names[1:] {
 		if n != r.g.name {
@@ -142,6 +148,16 @@ func checkIndependent(locks []Locker) error {
 	return invalid("redlock: locks %d and %d are on the same Redis server %s; a RedLock needs independent Redis masters (for several locks on one server, use New)", i, j, addr)
 }
 
+// boundedReleases reports, for each of locks, whether it is one of
+// relock's own handles: a lock shares a Client with itself only then.
+func boundedReleases(locks []Locker) []bool {
+	b := make([]bool, len(locks))
+	for i, l := range locks {
+		_, _, _, b[i] = lockcore.SharedServer([]any{l, l})
+	}
+	return b
+}
+
 // With returns a RedLock over the same locks with opts applied on top of
 // r's options. It shares no holds with r: configure a RedLock before using
 // it. An invalid option is an error (matching ErrInvalidArgument) that
@@ -157,6 +173,7 @@ func (r *RedLock) With(opts ...Option) *RedLock {
 	n := &RedLock{cfg: cfg, g: &group{kind: "redlock", err: r.g.err}}
 	if r.g.err == nil {
 		n.g = newGroup("redlock", r.g.locks, r.g.needed)
+		n.bounded = r.bounded
 		n.g.name = r.g.name
 		if cfg.observerSet {
 			n.g.obs = cfg.observer
@@ -267,6 +284,14 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bo
 	f := r.getFanout()
 	defer func() { r.putFanout(f) }()
 	held := r.g.takenInto(owner, f.before)
+	// clean: the owner was made up here and no call with it has failed
+	// so far; when the acquisition fails, it is given back for reuse.
+	clean := anon
+	defer func() {
+		if clean && !ok {
+			r.g.reuseAnon(owner)
+		}
+	}()
 	for {
 		start := time.Now()
 		res := r.round(f, octx, lease, timeout)
@@ -276,14 +301,22 @@ func (r *RedLock) acquire(ctx context.Context, wait, lease time.Duration) (ok bo
 			if x.ok {
 				n++
 			}
+			if x.err != nil {
+				clean = false
+			}
 		}
 		if n >= r.g.needed && validity(valid, start) > 0 {
 			r.g.grant(octx, owner, anon, f.took, lease == 0)
+			if clean {
+				r.g.markReuse(owner)
+			}
 			return true, nil
 		}
 		// The round's answers are read before the undo, which reuses f.
 		permanent, failed := r.failures(res)
-		f = r.undo(f, octx, held, timeout)
+		var undone bool
+		f, undone = r.undo(f, octx, held, timeout)
+		clean = clean && undone
 		if err := ctx.Err(); err != nil {
 			return false, notAcquired(err)
 		}
@@ -333,18 +366,32 @@ func (r *RedLock) round(f *fanout, octx context.Context, lease, timeout time.Dur
 // (ErrNotHeld where nothing was taken, failures from the masters that
 // failed the attempt) and ignored: a lock that stays taken expires by its
 // lease. It returns the fanout to go on with: f, or a new one when an
-// Unlock did not answer in time.
-func (r *RedLock) undo(f *fanout, octx context.Context, held bool, timeout time.Duration) *fanout {
+// Unlock did not answer in time; and whether every lock was asked and
+// answered with a release or ErrNotHeld (clean: the owner holds none of
+// them).
+func (r *RedLock) undo(f *fanout, octx context.Context, held bool, timeout time.Duration) (*fanout, bool) {
 	for i := range f.ask {
 		f.ask[i] = f.took[i] || !held || !f.before[i]
 	}
-	r.unlockEach(f, octx, timeout)
+	clean := releasedAll(r.unlockEach(f, octx, timeout))
 	if f.abandoned {
 		g := r.getFanout()
 		copy(g.before, f.before)
-		return g
+		return g, false
 	}
-	return f
+	return f, clean
+}
+
+// releasedAll reports whether every answer to a release is a release or
+// ErrNotHeld: the owner holds none of the locks any more, and no call of
+// the release is left in flight.
+func releasedAll(res []result) bool {
+	for _, x := range res {
+		if x.err != nil && (!errors.Is(x.err, ErrNotHeld) || errors.Is(x.err, errNoAnswer)) {
+			return false
+		}
+	}
+	return true
 }
 
 // errNoAnswer stands for the answer of an Unlock still in flight when
@@ -366,7 +413,9 @@ func (r *RedLock) unlockEach(f *fanout, octx context.Context, limit time.Duratio
 			f.res[i] = result{i: i, err: errNoAnswer}
 		}
 	}
-	f.start(uctx, true, 0, false)
+	// The caller makes one release itself, on one of relock's locks: it
+	// keeps to uctx's deadline (at least 250ms), within the wait below.
+	f.start(uctx, true, 0, true)
 	// The wait goes on past uctx's end for those that ignore it: rlock
 	// gives a release at least 250ms even on a shorter deadline.
 	var (
@@ -467,6 +516,7 @@ func (r *RedLock) Unlock(ctx context.Context) (err error) {
 	f.askAll()
 	res := r.unlockEach(f, octx, r.unlockWait())
 	cause := r.g.endRelease(owner, h, func(i int) error { return res[i].err })
+	r.g.releasedAnon(owner, h, cause == nil && releasedAll(res))
 	released, answered := 0, 0
 	var errs []error
 	for _, x := range res {

@@ -285,8 +285,9 @@ func (c *Core) tidyLocked(h *hold) {
 	// is untold (see takeLoss), so that the release says it was lost as
 	// it does for an owner given with WithOwner; a sweep forgets it all
 	// the same. An ownerless Lock's record tells its loss through
-	// Core.anonLost instead.
-	if h.idle() && (h.anonymous || (reservedOwner(h.key.owner) || h.key.suffix == permitSuffix) && h.lost == nil) {
+	// Core.anonLost instead. A made-up owner that comes back (ReusedOwner)
+	// keeps its record, as a given one does.
+	if h.idle() && (h.anonymous || (reservedOwner(h.key.owner) && !reusedOwner(h.key.owner) || h.key.suffix == permitSuffix) && h.lost == nil) {
 		c.forgetLocked(h)
 	}
 }

@@ -88,6 +88,22 @@ func AnonymousOwner() string {
 	return anonPrefix + strconv.FormatUint(anonSeq.Add(1), 10)
 }
 
+// ReusedOwner returns a fresh owner, "anon-<n>@", of the reserved form,
+// for one that relock makes up and then uses again: a RedLock's anonymous
+// acquisitions reuse theirs once released. A Client keeps its record of
+// such an owner's hold once idle, as for an owner given with WithOwner
+// (see Core.tidyLocked), instead of forgetting it. No Client's own
+// anonymous owner has this form: a Client's name is never empty.
+func ReusedOwner() string {
+	return AnonymousOwner() + "@"
+}
+
+// reusedOwner reports whether owner, of the reserved form, was made by
+// ReusedOwner: its first '@' ends it.
+func reusedOwner(owner string) bool {
+	return strings.IndexByte(owner, '@') == len(owner)-1
+}
+
 // anonymousOwner returns a fresh anonymous owner of this Client:
 // "anon-<n>@<name>", the Client's name (Config.Name) telling an operator
 // which process holds the lock.
