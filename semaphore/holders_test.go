@@ -109,3 +109,40 @@ func TestPermitHoldersExpire(t *testing.T) {
 		return err == nil && n == 0
 	})
 }
+
+// TestPermitHoldersMany: AcquirePermits records who took each of its
+// permits, UpdateLease keeps the record at least as long as the new
+// lease, and a Permit's Release drops its own entry alone.
+func TestPermitHoldersMany(t *testing.T) {
+	c := relocktest.Client(t)
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	s := c.GetSemaphore(name)
+	setPermits(t, s, 3)
+	key := semaphore.KeysOf(name).Holders
+
+	ps, err := s.AcquirePermits(rlock.WithOwner(t.Context(), "batch"), 3, 5*time.Second)
+	require.NoError(t, err)
+	require.Len(t, ps, 3)
+	got := holders(t, raw, name)
+	assert.Len(t, got, 3, "holders")
+	for _, p := range ps {
+		assert.Equal(t, c.ID()+":batch", got[p.ID()], "the holder of permit %s", p.ID())
+	}
+
+	require.NoError(t, ps[0].UpdateLease(t.Context(), time.Minute))
+	ttl, err := raw.Do(t.Context(), raw.B().Pttl().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, int64(30000), "the holders' TTL after a lease made a minute long")
+	left, err := ps[0].RemainingLease(t.Context())
+	require.NoError(t, err)
+	assert.Greater(t, left, 30*time.Second)
+
+	require.NoError(t, ps[1].Release(t.Context()))
+	got = holders(t, raw, name)
+	assert.NotContains(t, got, ps[1].ID(), "the holder of a released permit")
+	assert.Equal(t, c.ID()+":batch", got[ps[0].ID()], "the holder of a permit still held")
+	require.NoError(t, ps[0].Release(t.Context()))
+	require.NoError(t, ps[2].Release(t.Context()))
+	assert.Empty(t, holders(t, raw, name), "holders after every release")
+}
