@@ -469,6 +469,56 @@ func TestDeadlocks(t *testing.T) {
 	assert.EqualValues(t, 1, sum(t, d, kv("relock.lock.kind", "lock")), "relock.deadlocks")
 }
 
+// TestDeadlockCounted: a real deadlock, two owners on two Clients that
+// each hold a lock and wait for the other's, is broken by ending one
+// wait (rlock.WithDeadlockDetection), and that wait counts one in
+// relock.deadlocks; the other wait, which then gets its lock, counts
+// none.
+func TestDeadlockCounted(t *testing.T) {
+	s := newSetup(t)
+	srv := redistest.Shared(t)
+	const after = 200 * time.Millisecond
+	ca := relocktest.ClientOn(t, srv, rlock.WithObserver(s.obs), rlock.WithDeadlockDetection(after))
+	cb := relocktest.ClientOn(t, srv, rlock.WithObserver(s.obs), rlock.WithDeadlockDetection(after))
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	a := rlock.WithOwner(t.Context(), "a")
+	b := rlock.WithOwner(t.Context(), "b")
+	require.NoError(t, ca.GetLock(l1).Lock(a))
+	require.NoError(t, cb.GetLock(l2).Lock(b))
+
+	// Each waits for the other's lock, then releases what it holds.
+	cross := func(c *rlock.Client, ctx context.Context, hold, want string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			err := c.GetLock(want).Lock(wctx)
+			if err == nil {
+				err = c.GetLock(want).Unlock(ctx)
+			}
+			if uerr := c.GetLock(hold).Unlock(ctx); err == nil {
+				err = uerr
+			}
+			done <- err
+		}()
+		return done
+	}
+	ea := cross(ca, a, l1, l2)
+	eb := cross(cb, b, l2, l1)
+	errA := relocktest.Receive(t, ea, 15*time.Second, "a's wait to end")
+	errB := relocktest.Receive(t, eb, 15*time.Second, "b's wait to end")
+	if errA != nil {
+		require.ErrorIs(t, errA, relock.ErrDeadlock, "a's wait")
+		require.NoError(t, errB, "b's wait, after a's ended")
+	} else {
+		require.ErrorIs(t, errB, relock.ErrDeadlock, "b's wait")
+	}
+
+	ms := s.collect(t)
+	assert.EqualValues(t, 1, sum(t, ms["relock.deadlocks"], kv("relock.lock.kind", "lock")), "relock.deadlocks")
+	assert.EqualValues(t, 2, sum(t, ms["relock.waits"], kv("relock.lock.kind", "lock")), "relock.waits")
+}
+
 // TestLockNameFunc: WithLockNameFunc puts the mapped name on every point
 // and span, so that a family of names makes one series; a name mapped to
 // "" has none.
