@@ -35,9 +35,10 @@ func (s *Semaphore) acquire(ctx context.Context, n int, many bool, wait, lease t
 	for i := range n {
 		a.raws[i], a.ids[i] = newID()
 	}
-	// The events of a call for several permits name them all.
+	// The events of a call for several permits name them all; its wait
+	// record names it as its permits' holder entries will.
 	w := lockcore.Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: observe.KindSemaphore, Name: s.name},
-		Owner: strings.Join(a.ids, ","), Lease: lease, Acquire: true}
+		Owner: strings.Join(a.ids, ","), Lease: lease, Acquire: true, Field: holder}
 	if lease == 0 {
 		a.renew, a.lease = true, s.watchdogTimeout()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -374,6 +375,10 @@ func TestStatusSemaphore(t *testing.T) {
 		n, err := rdb.Do(t.Context(), rdb.B().Zcard().Key(layout.Semaphore(name).Queue).Build()).AsInt64()
 		return n == 1, err
 	})
+	waitUntil(t, 10*time.Second, "the waiter's record", func() (bool, error) {
+		n, err := rdb.Do(t.Context(), rdb.B().Hlen().Key(waitrec.Key("", c.ID())).Build()).AsInt64()
+		return n == 1, err
+	})
 	var st semJSON
 	statusOf(t, srv.Addr, name, &st)
 	assert.Equal(t, "semaphore", st.Kind, "kind")
@@ -395,8 +400,18 @@ func TestStatusSemaphore(t *testing.T) {
 	assert.Equal(t, "{"+name+"}:timeout", st.Keys.Leases, "keys.leases")
 	assert.Equal(t, "redisson_sc:{"+name+"}", st.Keys.Channel, "keys.channel")
 	assert.Equal(t, "{"+name+"}:relock_holders", st.Keys.Holders, "keys.holders")
+	// The anonymous waiter is named as its permit's holder entry will
+	// name it, the Client's anonymous owner (not its permit ID).
+	var waiter string
+	if assert.Len(t, st.Waiters, 1, "waiters") {
+		w := st.Waiters[0]
+		assert.Equal(t, c.ID(), w.ClientID, "the waiter's Client")
+		assert.Regexp(t, `^anon-[0-9]+@.`, w.Owner, "the anonymous waiter")
+		waiter = w.Field
+	}
 	out := relock(t, "status", "--redis", srv.Addr, name)
-	for _, want := range []string{"0 permits available, 1 held", "permit " + id + "  taken by " + c.ID() + ":worker-1", "queue: 1 waiting"} {
+	for _, want := range []string{"0 permits available, 1 held", "permit " + id + "  taken by " + c.ID() + ":worker-1", "queue: 1 waiting",
+		"waiting: 1 call", waiter + "  semaphore  waiting "} {
 		assert.Contains(t, out.stdout, want, "status output")
 	}
 	cancel()
