@@ -1034,7 +1034,8 @@ type childSpec struct {
 	WakeOne bool
 	Owner   string
 	// Expect, for a semaphore waiter, is the length the queue has once it
-	// joined.
+	// joined; for a counting semaphore or a rate limiter, the permits of
+	// its call.
 	Expect int
 }
 

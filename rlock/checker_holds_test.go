@@ -180,8 +180,8 @@ type holdsModel struct {
 	// wakeable: the kind takes part in wake-one (Lock, FencedLock);
 	// plain: it is a reentrant lock of the plain layout, which a
 	// read-write lock of the same name must refuse (and the other way
-	// round).
-	wakeable, plain bool
+	// round); spin: its waiters never subscribe (SpinLock).
+	wakeable, plain, spin bool
 	// anon is the one handle the anonymous goroutines of each Client
 	// share (exclusive kinds).
 	anon map[*slot]checkedLock
@@ -215,7 +215,8 @@ func newHoldsModel(e *engine, getN func(s *slot, name string, sd side) checkedLo
 	m := &holdsModel{e: e, getN: getN, rw: rw, fair: fair, anonLosses: make([]int, e.kind.slots), anon: map[*slot]checkedLock{}}
 	m.get = func(s *slot, sd side) checkedLock { return getN(s, e.name, sd) }
 	m.wakeable = slices.Contains([]string{"Lock", "FencedLock", "WakeOne"}, e.kind.name)
-	m.plain = m.wakeable
+	m.spin = e.kind.name == "SpinLock"
+	m.plain = m.wakeable || m.spin
 	for i := range e.kind.slots {
 		for _, n := range []string{"a", "b", ""} {
 			m.owners = append(m.owners, &howner{slot: i, name: n, anonymous: n == ""})
@@ -530,13 +531,17 @@ func (m *holdsModel) otherOwners(skip int) []*howner {
 // had base replies of its acquire scripts, is seen waiting: it attempted,
 // and its Client is subscribed (a waiter attempts again after it
 // subscribed, unless its Client was subscribed before it attempted), and,
-// for wake-one, registered; for a fair lock, its field f is in the queue.
-// It reports whether it saw it.
+// for wake-one, registered; for a fair lock, its field f is in the queue;
+// a spin lock's waiter, which never subscribes, once it attempted twice
+// (it is in its backoff). It reports whether it saw it.
 func (m *holdsModel) seenWaiting(s *slot, base int, f string) bool {
 	e := m.e
 	wakers := layout.Wakers(e.name)
 	queue := layout.Queue(e.name)
 	return until(2*time.Second, func() bool {
+		if m.spin {
+			return m.acquireReplies(s) >= base+2
+		}
 		if m.acquireReplies(s) < base+1 || !e.subscribed(s) {
 			return false
 		}
@@ -1055,16 +1060,24 @@ func (m *holdsModel) closeSlot(i int, queued bool, what string) {
 				if !o.anonymous {
 					ctx = rlock.WithOwner(ctx, ownerString(o))
 				}
-				lives = append(lives, life{o, sd, m.get(old, sd).HoldContext(ctx)})
+				lives = append(lives, life{o, sd, ctx})
 			}
 		}
 	}
 	e.mu.Unlock()
+	// HoldContext may call the lost handler, which takes e.mu, on this
+	// goroutine (a hold first watched after its fixed lease ran out).
+	for j := range lives {
+		lives[j].ctx = m.get(old, lives[j].sd).HoldContext(lives[j].ctx)
+	}
 	s := e.closeSlot(i, queued, what)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, lf := range lives {
-		if cause := context.Cause(lf.ctx); !errors.Is(cause, rlock.ErrClosed) && !lf.o.s[lf.sd].uncertain && lf.o.s[lf.sd].doomed == "" {
+		h := &lf.o.s[lf.sd]
+		lapsed := !h.fixedMin.IsZero() && time.Now().After(h.fixedMin) // its fixed lease may have ended first
+		if cause := context.Cause(lf.ctx); !errors.Is(cause, rlock.ErrClosed) && !h.uncertain && h.doomed == "" &&
+			!(lapsed && errors.Is(cause, rlock.ErrLockLost)) {
 			e.violation("%v: after Close, its %s hold's cause is %v, want ErrClosed", lf.o, lf.sd, cause)
 		}
 	}
@@ -1577,8 +1590,11 @@ func (m *holdsModel) do(o *howner, sd side, ctx context.Context, s *slot, l chec
 	// Another goroutine of the owner may have released the level Do took
 	// while fn ran (an owner's levels are all alike): Do's release then
 	// finds nothing to release. That is right only if the model, too, has
-	// no level left for the owner.
-	taken := errors.Is(err, rlock.ErrNotHeld) && !errors.Is(err, rlock.ErrLockLost) && h.count == 0
+	// no level left for the owner, or does not know how many it has (a
+	// loss, or an event that may have ended the hold, then Do took a new
+	// hold, which a release of a level from before took).
+	taken := errors.Is(err, rlock.ErrNotHeld) && !errors.Is(err, rlock.ErrLockLost) &&
+		(h.count == 0 || h.uncertain || h.doomed != "")
 	if mode == 1 && !errors.Is(err, errFn) || mode == 0 && err != nil && !errors.Is(err, rlock.ErrLockLost) &&
 		!errors.Is(err, rlock.ErrClosed) && !isRedisFailure(err) && !taken {
 		e.violation("%v: Do = %v, want the function's own result", o, err)
@@ -1989,7 +2005,14 @@ func (m *holdsModel) checkpoint() {
 				}
 			default:
 				if h.count > 0 {
-					m.endHoldLocked(o, sd, m.goneByLocked(o, sd, now), "lost")
+					goneBy := m.goneByLocked(o, sd, now)
+					if !h.fixedMin.IsZero() && !now.Before(h.fixedMin) {
+						// Its Client's timer ended it at its fixed lease's
+						// end, counted from the call's start: Redis counts
+						// from the script, and may keep it until fixedMax.
+						goneBy = maxTime(goneBy, h.fixedMax)
+					}
+					m.endHoldLocked(o, sd, goneBy, "lost")
 				}
 				if v.count > 0 {
 					// Truly unknowable: a level a lost reply may have left

@@ -941,10 +941,11 @@ func runSeam(t *testing.T, shape string, kinds ...string) {
 	}
 	for _, name := range kinds {
 		t.Run(name, func(t *testing.T) {
-			i := slices.IndexFunc(chkKinds(), func(k *chkKind) bool { return k.name == name })
+			all := allChkKinds()
+			i := slices.IndexFunc(all, func(k *chkKind) bool { return k.name == name })
 			require.GreaterOrEqual(t, i, 0, "no kind %q", name)
 			t.Logf("RELOCK_CHECK_SEED=%d replays this round (the choices, not the server's timing)", seed)
-			newEngine(t, chkKinds()[i], seed).runShape(shape)
+			newEngine(t, all[i], seed).runShape(shape)
 		})
 	}
 }

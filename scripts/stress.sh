@@ -8,9 +8,10 @@
 #   N=20 scripts/stress.sh ./rlock ./rwlock # some packages, 20 times
 #   scripts/stress.sh -checker             # the randomized checker (every kind), 10 runs
 #
-# The package runs skip rlock's TestRandomizedHolds (about 80s a run);
-# -checker runs it alone, one process per run, so that each run draws new
-# seeds. Exit status 1 when any run failed.
+# The package runs skip rlock's checker tests (TestRandomizedHolds, about
+# 80s a run, and TestCheckerSpinLock, TestCheckerCountingSemaphore,
+# TestCheckerRateLimiter, about 10s each); -checker runs them alone, one
+# process per run, so that each run draws new seeds. Exit status 1 when any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-10}
@@ -30,10 +31,11 @@ else
   echo "stress: stress-ng is missing: running without a busy core" >&2
 fi
 failed=0
+checker='^(TestRandomizedHolds|TestCheckerSpinLock|TestCheckerCountingSemaphore|TestCheckerRateLimiter)$'
 if [ "${1:-}" = "-checker" ]; then
   for i in $(seq 1 "$N"); do
     log="$OUT/checker-$i.log"
-    go test -race -count=1 -v -timeout 30m -run '^TestRandomizedHolds$' ./rlock/ >"$log" 2>&1
+    go test -race -count=1 -v -timeout 30m -run "$checker" ./rlock/ >"$log" 2>&1
     rc=$?
     echo "checker run $i: exit $rc, $(grep -c -- '--- FAIL' "$log") failing (sub)tests, log $log"
     [ $rc -eq 0 ] || failed=1
@@ -45,7 +47,7 @@ pkgs=("$@")
 for pkg in "${pkgs[@]}"; do
   log="$OUT/$(echo "$pkg" | tr '/.' '__').log"
   start=$(date +%s)
-  go test -race -count="$N" -timeout 60m -skip '^TestRandomizedHolds$' "$pkg" >"$log" 2>&1
+  go test -race -count="$N" -timeout 60m -skip "$checker" "$pkg" >"$log" 2>&1
   rc=$?
   echo "$pkg: exit $rc, $(grep -c '^--- FAIL' "$log") failing tests in $N runs, $(( $(date +%s) - start ))s, log $log"
   [ $rc -eq 0 ] || failed=1

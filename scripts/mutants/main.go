@@ -396,7 +396,9 @@ func runBaseline(ctx context.Context, tree string, list []Mutant, timeout time.D
 		if onlyList {
 			out = goList(ctx, tree, pkg, tr.Pattern())
 		} else {
-			out = goTest(ctx, tree, pkg, tr.Pattern(), timeout)
+			// Each test must finish within timeout in a mutant's command:
+			// together, within as many.
+			out = goTest(ctx, tree, pkg, tr.Pattern(), timeout*time.Duration(len(tr.Names)))
 		}
 		var missing []string
 		for _, n := range tr.Names {
