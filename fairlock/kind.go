@@ -111,3 +111,8 @@ func (kind) WaitChannel(r lockcore.Request) string {
 
 // Label names the fair lock to observers.
 func (kind) Label() string { return observe.KindFair }
+
+// ReleaseChannel is "": a release wakes the head of the queue on its own
+// channel, which a watch of the lock does not hear (it hears keyspace
+// notifications only).
+func (kind) ReleaseChannel(string) string { return "" }

@@ -17,11 +17,11 @@ var (
 
 // Lock is a handle on a fair lock: waiters acquire it in the order they
 // first asked. Get one with rlock.Client.GetFairLock. Its methods are
-// those of the handle.Mutex it embeds, with rlock.Lock's owner rules and
-// errors; what differs is the order of the waiters (see the package
-// documentation), and that TryLock with wait 0 fails while others are
-// queued, even when the lock is free. Handles are cheap and safe for
-// concurrent use.
+// those of the handle.Mutex it embeds (declared here too, for go doc),
+// with rlock.Lock's owner rules and errors; what differs is the order of
+// the waiters (see the package documentation), and that TryLock with wait
+// 0 fails while others are queued, even when the lock is free. Handles
+// are cheap and safe for concurrent use.
 type Lock struct {
 	*handle.Mutex
 }

@@ -9,6 +9,12 @@
 // getters), never directly.
 package handle
 
+// The kinds' types (rlock.Lock, rlock.FencedLock, rlock.SpinLock,
+// fairlock.Lock, rwlock.Lock) declare forwarders of Mutex's methods, with
+// their docs, so that go doc shows them; they are generated from this
+// package:
+//go:generate go run ../internal/forward ..
+
 import (
 	"context"
 	"sync/atomic"

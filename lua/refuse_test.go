@@ -97,22 +97,31 @@ func nameScripts(r *rules) map[string]func(name string) rueidis.RedisResult {
 		},
 		"semaphore acquire": func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
-			return r.exec(lua.SemAcquire, []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(name)},
-				"publish", "permit-of-me", ruleLease, "1", "30000")
+			return r.exec(lua.SemAcquire, []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)},
+				"publish", "permit-of-me", ruleLease, "1", "30000", "c:me")
 		},
 		"semaphore acquire many": func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
-			return r.exec(lua.SemAcquireMany, []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(name)},
-				"publish", ruleLease, "1", "30000", "permit-of-me-1", "permit-of-me-2")
+			return r.exec(lua.SemAcquireMany, []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)},
+				"publish", ruleLease, "1", "30000", "c:me", "permit-of-me-1", "permit-of-me-2")
 		},
-		"semaphore update lease": sem(lua.SemUpdateLease, "permit-of-other", "1"),
-		"semaphore lease left":   sem(lua.SemLeaseLeft, "permit-of-other"),
-		"semaphore available":    sem(lua.SemAvailable),
-		"semaphore release":      sem(lua.SemRelease, "permit-of-other"),
-		"semaphore renew":        sem(lua.SemRenew, "permit-of-other", ruleLease),
+		"semaphore update lease": func(name string) rueidis.RedisResult {
+			k := layout.Semaphore(name)
+			return r.exec(lua.SemUpdateLease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-other", "1")
+		},
+		"semaphore lease left": sem(lua.SemLeaseLeft, "permit-of-other"),
+		"semaphore available":  sem(lua.SemAvailable),
+		"semaphore release": func(name string) rueidis.RedisResult {
+			k := layout.Semaphore(name)
+			return r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-other")
+		},
+		"semaphore renew": func(name string) rueidis.RedisResult {
+			k := layout.Semaphore(name)
+			return r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-other", ruleLease)
+		},
 		"semaphore delete": func(name string) rueidis.RedisResult {
 			k := layout.Semaphore(name)
-			return r.exec(lua.SemDelete, []string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, layout.OtherKey(name)})
+			return r.exec(lua.SemDelete, []string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)})
 		},
 		"latch set": func(name string) rueidis.RedisResult {
 			return r.exec(lua.LatchSet, []string{name, layout.OtherKey(name), layout.LatchOpened(name)},

@@ -373,7 +373,7 @@ func TestRenewAfterLockPassedOn(t *testing.T) {
 			ScoreMember(float64(serverNow(t, r.rdb)+otherLease), "permit-of-next").Build()).Error())
 		before, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 		require.NoError(t, err)
-		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "permit-of-old", ruleLease).AsInt64()
+		n, err := r.exec(lua.SemRenew, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "permit-of-old", ruleLease).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "renewal of a permit that is not held")
 		after, err := r.do(r.rdb.B().Zrange().Key(k.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
@@ -588,7 +588,7 @@ func TestReleasePublishes(t *testing.T) {
 		require.NoError(t, r.do(r.rdb.B().Zadd().Key(k.Leases).ScoreMember().
 			ScoreMember(float64(serverNow(t, r.rdb)+30000), "p1").Build()).Error())
 		release := func() int64 {
-			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(name)}, "publish", "p1").AsInt64()
+			n, err := r.exec(lua.SemRelease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(name)}, "publish", "p1").AsInt64()
 			require.NoError(t, err)
 			return n
 		}
@@ -762,10 +762,10 @@ func TestSemaphoreQueueOrder(t *testing.T) {
 	r := newRules(t)
 	name := r.name("sem")
 	k := layout.Semaphore(name)
-	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(name)}
+	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(name)}
 	acquire := func(id, join string) []int64 {
 		t.Helper()
-		got, err := r.exec(lua.SemAcquire, keys, "publish", id, ruleLease, join, "30000").AsIntSlice()
+		got, err := r.exec(lua.SemAcquire, keys, "publish", id, ruleLease, join, "30000", "c:"+id).AsIntSlice()
 		require.NoError(t, err)
 		require.Len(t, got, 3)
 		return got
@@ -781,7 +781,7 @@ func TestSemaphoreQueueOrder(t *testing.T) {
 	assert.Equal(t, "1", r.get(k.Available), "the permit held back")
 
 	l := listen(t, r.rdb, k.Channel)
-	n, err := r.exec(lua.SemAbandon, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines}, "publish", "first").AsInt64()
+	n, err := r.exec(lua.SemAbandon, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines, k.Leases, k.Holders}, "publish", "first").AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	assert.Equal(t, []string{k.Channel + " 1"}, l.take(t), "the waiter that gives up its held-back permit")

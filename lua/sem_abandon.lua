@@ -3,6 +3,11 @@
 -- KEYS[2] channel redisson_sc:{name}
 -- KEYS[3] waiter queue {<name>}:relock_queue (sorted set)
 -- KEYS[4] waiter deadlines {<name>}:relock_queue_timeout (sorted set)
+-- KEYS[5] permit leases {<name>}:timeout (sorted set)
+-- KEYS[6] permit holders {<name>}:relock_holders (hash, see
+--         sem_acquire.lua): the entries of the IDs not held go (a call
+--         that gives up holds no permit; one whose release failed keeps
+--         its entry while it holds)
 -- ARGV[1] publish command ('publish' or 'spublish')
 -- ARGV[2...] the waiter's permit IDs (16 raw bytes each: one, or one per
 --         permit of a call for several, see sem_acquire_many.lua)
@@ -12,6 +17,9 @@
 -- takes the permit. Safe to resend.
 local rank = nil
 for i = 2, #ARGV do
+  if not redis.call('zscore', KEYS[5], ARGV[i]) then
+    redis.call('hdel', KEYS[6], ARGV[i])
+  end
   local r = redis.call('zrank', KEYS[3], ARGV[i])
   redis.call('zrem', KEYS[4], ARGV[i])
   if r and (not rank or r < rank) then

@@ -8,12 +8,15 @@
 --         when the waiter joined, ms)
 -- KEYS[5] waiter deadlines {<name>}:relock_queue_timeout (sorted set:
 --         permit ID -> when the waiter is dropped unless it refreshes, ms)
+-- KEYS[6] permit holders {<name>}:relock_holders (hash, see
+--         sem_acquire.lua)
 -- ARGV[1] publish command ('publish' or 'spublish')
 -- ARGV[2] lease in ms (> 0), for each permit
 -- ARGV[3] '1' to join (or stay in) the queue when nothing is taken, '0'
 --         to leave no trace
 -- ARGV[4] waiter timeout in ms
--- ARGV[5...] the permit IDs (16 raw bytes each), one per permit wanted,
+-- ARGV[5] who takes the permits: "<clientID>:<owner>"
+-- ARGV[6...] the permit IDs (16 raw bytes each), one per permit wanted,
 --         the same for every attempt of a call
 -- Returns {1, 0, permits left} when the permits are held after the call,
 -- each with its lease ending ARGV[2] from now (when one of them is held
@@ -29,8 +32,28 @@
 -- permits while at least n more are available than members are queued
 -- ahead of its first member; a caller out of the queue while at least n
 -- more are available than members are queued.
+-- Each permit taken is recorded in the holders hash, as sem_acquire.lua
+-- records one.
 local lease = tonumber(ARGV[2])
-local n = #ARGV - 4
+local n = #ARGV - 5
+local function record_holders()
+  for i = 6, #ARGV do
+    if redis.call('zscore', KEYS[2], ARGV[i]) then
+      redis.call('hset', KEYS[6], ARGV[i], ARGV[5])
+    end
+  end
+  if redis.call('pttl', KEYS[6]) < lease then
+    redis.call('pexpire', KEYS[6], lease)
+  end
+  if back > 0 or redis.call('hlen', KEYS[6]) > redis.call('zcard', KEYS[2]) then
+    local ids = redis.call('hkeys', KEYS[6])
+    for i = 1, #ids do
+      if not redis.call('zscore', KEYS[2], ids[i]) then
+        redis.call('hdel', KEYS[6], ids[i])
+      end
+    end
+  end
+end
 local dead = redis.call('zrangebyscore', KEYS[5], '-inf', now)
 for i = 1, #dead do
   redis.call('zrem', KEYS[4], dead[i])
@@ -38,14 +61,15 @@ for i = 1, #dead do
 end
 local available = tonumber(redis.call('get', KEYS[1]) or '0')
 local held = 0
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   if redis.call('zscore', KEYS[2], ARGV[i]) then
     held = held + 1
     redis.call('zadd', KEYS[2], now + lease, ARGV[i])
   end
 end
 if held > 0 then
-  for i = 5, #ARGV do
+  record_holders()
+  for i = 6, #ARGV do
     redis.call('zrem', KEYS[4], ARGV[i])
     redis.call('zrem', KEYS[5], ARGV[i])
   end
@@ -61,7 +85,7 @@ end
 -- before the caller's last member instead would make two such waiters
 -- each wait for the other's permits, for ever.
 local first
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   local rank = redis.call('zrank', KEYS[4], ARGV[i])
   if rank and (not first or rank < first) then
     first = rank
@@ -70,19 +94,21 @@ end
 local ahead = first or redis.call('zcard', KEYS[4])
 if available - ahead >= n then
   redis.call('decrby', KEYS[1], n)
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     redis.call('zadd', KEYS[2], now + lease, ARGV[i])
     redis.call('zrem', KEYS[4], ARGV[i])
     redis.call('zrem', KEYS[5], ARGV[i])
   end
+  record_holders()
   local ttl = redis.call('pttl', KEYS[1])
   if ttl > 0 then
     redis.call('pexpire', KEYS[2], ttl)
+    redis.call('pexpire', KEYS[6], ttl)
   end
   return {1, 0, available - n}
 end
 if ARGV[3] == '1' then
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     redis.call('zadd', KEYS[4], 'NX', now, ARGV[i])
     redis.call('zadd', KEYS[5], now + tonumber(ARGV[4]), ARGV[i])
   end

@@ -29,7 +29,12 @@ func newSemCalls(r *rules, step string) *semCalls {
 }
 
 func (s *semCalls) acquireKeys() []string {
-	return []string{s.k.Available, s.k.Leases, s.k.Channel, s.k.Queue, s.k.QueueDeadlines, layout.OtherKey(s.name)}
+	return []string{s.k.Available, s.k.Leases, s.k.Channel, s.k.Queue, s.k.QueueDeadlines, s.k.Holders, layout.OtherKey(s.name)}
+}
+
+// updateKeys are sem_update_lease.lua's keys.
+func (s *semCalls) updateKeys() []string {
+	return []string{s.k.Available, s.k.Leases, s.k.Channel, s.k.Holders, layout.OtherKey(s.name)}
 }
 
 func (s *semCalls) leaseKeys() []string {
@@ -39,7 +44,7 @@ func (s *semCalls) leaseKeys() []string {
 // many runs sem_acquire_many.lua for ids (join "1" or "0").
 func (s *semCalls) many(join string, ids ...string) rueidis.RedisResult {
 	s.r.t.Helper()
-	return s.r.exec(lua.SemAcquireMany, s.acquireKeys(), append([]string{"publish", ruleLease, join, "30000"}, ids...)...)
+	return s.r.exec(lua.SemAcquireMany, s.acquireKeys(), append([]string{"publish", ruleLease, join, "30000", "c:me"}, ids...)...)
 }
 
 func (s *semCalls) manyOK(join string, ids ...string) []int64 {
@@ -52,7 +57,7 @@ func (s *semCalls) manyOK(join string, ids ...string) []int64 {
 
 func (s *semCalls) one(id, join string) []int64 {
 	s.r.t.Helper()
-	got, err := s.r.exec(lua.SemAcquire, s.acquireKeys(), "publish", id, ruleLease, join, "30000").AsIntSlice()
+	got, err := s.r.exec(lua.SemAcquire, s.acquireKeys(), "publish", id, ruleLease, join, "30000", "c:"+id).AsIntSlice()
 	require.NoError(s.r.t, err)
 	require.Len(s.r.t, got, 3)
 	return got
@@ -160,7 +165,7 @@ func TestSemAcquireManyQueueOrder(t *testing.T) {
 	s.one("z-behind", "1")
 	s.set(1)
 	l := listen(t, r.rdb, s.k.Channel)
-	n, err := r.exec(lua.SemAbandon, []string{s.k.Available, s.k.Channel, s.k.Queue, s.k.QueueDeadlines}, "publish", "x1", "x2").AsInt64()
+	n, err := r.exec(lua.SemAbandon, []string{s.k.Available, s.k.Channel, s.k.Queue, s.k.QueueDeadlines, s.k.Leases, s.k.Holders}, "publish", "x1", "x2").AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	assert.Equal(t, []string{s.k.Channel + " 1"}, l.take(t), "the waiter that gives up the permit held back for it")
@@ -180,7 +185,7 @@ func TestSemUpdateLease(t *testing.T) {
 	l := listen(t, r.rdb, s.k.Channel)
 	update := func(id, ms string) int64 {
 		t.Helper()
-		n, err := r.exec(lua.SemUpdateLease, s.leaseKeys(), "publish", id, ms).AsInt64()
+		n, err := r.exec(lua.SemUpdateLease, s.updateKeys(), "publish", id, ms).AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -221,4 +226,67 @@ func TestSemLeaseLeft(t *testing.T) {
 	assert.Equal(t, int64(0), left("unknown"), "a permit not held")
 	require.NoError(t, r.do(r.rdb.B().Zadd().Key(s.k.Leases).ScoreMember().ScoreMember(float64(serverNow(t, r.rdb)-1), "p").Build()).Error())
 	assert.Equal(t, int64(0), left("p"), "a permit whose lease ended")
+}
+
+// TestSemPermitHoldersMany: a call for several permits records who took
+// each (a resent one again, a refused one none); a new lease longer than
+// the holders hash has to live extends it, as a renewal does, and a
+// shorter one does not shorten it; the release of one permit of several
+// drops its entry alone; a waiter that gives up drops the entries of its
+// IDs that are not held; reading a lease changes nothing.
+func TestSemPermitHoldersMany(t *testing.T) {
+	r := newRules(t)
+	s := newSemCalls(r, "sem")
+	holders := func() map[string]string {
+		t.Helper()
+		m, err := r.do(r.rdb.B().Hgetall().Key(s.k.Holders).Build()).AsStrMap()
+		require.NoError(t, err)
+		return m
+	}
+	pttl := func() int64 {
+		t.Helper()
+		ms, err := r.do(r.rdb.B().Pttl().Key(s.k.Holders).Build()).AsInt64()
+		require.NoError(t, err)
+		return ms
+	}
+	s.set(3)
+	assert.Equal(t, int64(1), s.manyOK("0", "a1", "a2")[0])
+	assert.Equal(t, map[string]string{"a1": "c:me", "a2": "c:me"}, holders(), "the holders of two permits taken at once")
+	assert.True(t, pttl() > 0 && pttl() <= 30000, "the holders' TTL %dms, want up to the 30s lease", pttl())
+	assert.Equal(t, int64(1), s.manyOK("0", "a1", "a2")[0], "the same call resent")
+	assert.Equal(t, map[string]string{"a1": "c:me", "a2": "c:me"}, holders(), "the holders after a resent call")
+	assert.Equal(t, int64(0), s.manyOK("0", "b1", "b2")[0], "two while one is available")
+	assert.Len(t, holders(), 2, "a refused call records no holder")
+
+	update := func(id, ms string) {
+		t.Helper()
+		n, err := r.exec(lua.SemUpdateLease, s.updateKeys(), "publish", id, ms).AsInt64()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "update of %s", id)
+	}
+	update("a1", "120000")
+	assert.Greater(t, pttl(), int64(60000), "the holders' TTL after a lease made longer")
+	update("a1", "1000")
+	assert.Greater(t, pttl(), int64(60000), "the holders' TTL after a lease made shorter")
+	before := holders()
+	left, err := r.exec(lua.SemLeaseLeft, s.leaseKeys(), "publish", "a2").AsInt64()
+	require.NoError(t, err)
+	assert.Positive(t, left)
+	assert.Equal(t, before, holders(), "reading a lease")
+
+	n, err := r.exec(lua.SemRelease, []string{s.k.Available, s.k.Leases, s.k.Channel, s.k.Holders, layout.OtherKey(s.name)}, "publish", "a1").AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	assert.Equal(t, map[string]string{"a2": "c:me"}, holders(), "the holders after one permit of two is released")
+
+	// A waiter for two gives up; an entry of one of its IDs (left by an
+	// attempt whose permit came back) goes, a held permit's stays.
+	s.set(1)
+	assert.Equal(t, int64(0), s.manyOK("1", "w1", "w2")[0])
+	require.NoError(t, r.do(r.rdb.B().Hset().Key(s.k.Holders).FieldValue().FieldValue("w1", "c:gone").Build()).Error())
+	n, err = r.exec(lua.SemAbandon, []string{s.k.Available, s.k.Channel, s.k.Queue, s.k.QueueDeadlines, s.k.Leases, s.k.Holders},
+		"publish", "w1", "w2", "a2").AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, map[string]string{"a2": "c:me"}, holders(), "the holders after a waiter gave up")
 }

@@ -103,13 +103,13 @@ func TestSemAcquireOnePermitPerID(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	ctx := t.Context()
 	keys := []string{"lua-test:sem", "{lua-test:sem}:timeout", "redisson_sc:{lua-test:sem}",
-		"{lua-test:sem}:relock_queue", "{lua-test:sem}:relock_queue_timeout", "{lua-test:sem}"}
+		"{lua-test:sem}:relock_queue", "{lua-test:sem}:relock_queue_timeout", "{lua-test:sem}:relock_holders", "{lua-test:sem}"}
 	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(keys...).Build()) })
 	if err := rdb.Do(ctx, rdb.B().Set().Key(keys[0]).Value("2").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		got, err := lua.SemAcquire.Exec(ctx, rdb, keys, []string{"publish", "0123456789abcdef", "10000", "1", "750"}).AsIntSlice()
+		got, err := lua.SemAcquire.Exec(ctx, rdb, keys, []string{"publish", "0123456789abcdef", "10000", "1", "750", "c:me"}).AsIntSlice()
 		if err != nil || len(got) != 3 || got[0] != 1 {
 			t.Fatalf("acquire = %v, %v", got, err)
 		}

@@ -151,6 +151,9 @@ type Waiter struct {
 	wake       chan struct{}
 	left       bool
 	listen     func() // set for a listener
+	// payload, when set, is called instead of listen with each
+	// message's payload (see ListenPayload).
+	payload func(string)
 	// missed, when set, is called instead of listen when a message may
 	// have been missed (see ListenMissed).
 	missed func()
@@ -196,7 +199,7 @@ func New(rdb rueidis.Client, opt Options) *Hub {
 // connection error when the subscription could not be made, and with
 // ctx's error when ctx ends first. On error no waiter is left registered.
 func (h *Hub) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
-	return h.join(ctx, channel, nil)
+	return h.join(ctx, channel, nil, nil)
 }
 
 // ListenAndWait is Listen that waits, as Subscribe does, until the
@@ -205,12 +208,13 @@ func (h *Hub) Subscribe(ctx context.Context, channel string) (*Waiter, error) {
 // messages and after a lost connection. On error no listener is left
 // registered.
 func (h *Hub) ListenAndWait(ctx context.Context, channel string, fn func()) (*Waiter, error) {
-	return h.join(ctx, channel, fn)
+	return h.join(ctx, channel, fn, nil)
 }
 
 // join registers a waiter (listen nil) or a listener on channel and waits
-// until the channel is subscribed.
-func (h *Hub) join(ctx context.Context, channel string, listen func()) (*Waiter, error) {
+// until the channel is subscribed; setup, when set, completes the waiter
+// under the hub's lock.
+func (h *Hub) join(ctx context.Context, channel string, listen func(), setup func(*Waiter)) (*Waiter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, err)
 	}
@@ -219,6 +223,9 @@ func (h *Hub) join(ctx context.Context, channel string, listen func()) (*Waiter,
 	if w == nil {
 		h.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if setup != nil {
+		setup(w)
 	}
 	c := w.c
 	if c.onServer && c.op == opNone {
@@ -291,6 +298,16 @@ func (h *Hub) ListenMissed(channel string, onMessage, onMissed func()) (*Waiter,
 		h.enqueue(c)
 	}
 	return w, nil
+}
+
+// ListenPayload is ListenAndWait whose onMessage is given each message's
+// payload, for a listener to which what was published matters (a
+// keyspace notification's command name), and onMissed when a message may
+// have been missed: after the subscription was made again (not when it is
+// first confirmed: ListenPayload returns then). On error no listener is
+// left registered.
+func (h *Hub) ListenPayload(ctx context.Context, channel string, onMessage func(payload string), onMissed func()) (*Waiter, error) {
+	return h.join(ctx, channel, func() {}, func(w *Waiter) { w.payload, w.missed = onMessage, onMissed })
 }
 
 // registerLocked registers a waiter on channel (a listener when listen is
@@ -474,7 +491,7 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 		case Mute:
 			c.muted = true
 		}
-		listeners = c.listeners()
+		listeners = c.listeners(m.Message)
 	}
 	h.mu.Unlock()
 	for _, fn := range listeners {
@@ -502,11 +519,16 @@ func (w *Waiter) onMissed() func() {
 	return w.listen
 }
 
-// listeners returns the functions of c's listeners. h.mu is held.
-func (c *topic) listeners() []func() {
+// listeners returns the functions of c's listeners for a message with
+// payload. h.mu is held.
+func (c *topic) listeners(payload string) []func() {
 	var fns []func()
 	for w := c.head; w != nil; w = w.next {
-		if w.listen != nil {
+		switch {
+		case w.payload != nil:
+			fn := w.payload
+			fns = append(fns, func() { fn(payload) })
+		case w.listen != nil:
 			fns = append(fns, w.listen)
 		}
 	}

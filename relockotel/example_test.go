@@ -76,3 +76,13 @@ func ExampleNew_client() {
 	// README end
 	_, _ = c, err
 }
+
+// ExampleWithLockNameFunc is the operations page's code, compiled; it is
+// not run.
+func ExampleWithLockNameFunc() {
+	// README begin
+	obs := relockotel.New(relockotel.WithLockNameFunc(
+		relockotel.LockNamePatterns("orders:*", "invoice:*:pdf"))) // orders:42 -> orders:*; a name that matches none -> other
+	// README end
+	_ = obs
+}

@@ -9,10 +9,11 @@
 //
 // Every point has the attribute relock.lock.kind (lock, fenced, fair,
 // spin, read, write, semaphore, counting_semaphore, rate_limiter, multi,
-// redlock), and
-// relock.lock.name when
-// WithLockNames is given (off by default: lock names are often unbounded,
-// one per order or per user, and each name makes new series).
+// redlock), and relock.lock.name when WithLockNames or WithLockNameFunc
+// is given. Names are off by default: lock names are often unbounded, one
+// per order or per user, and each name makes new series. Between no names
+// and every name, WithLockNameFunc maps each name to a label of a small
+// set (LockNamePatterns maps "orders:42" to "orders:*").
 //
 //	relock.acquire.duration  histogram, s       time an acquisition call took (see Spans for
 //	                                            which calls), by relock.outcome:
@@ -24,21 +25,32 @@
 //	relock.waiters.active    up-down counter, {waiter}  acquisitions now waiting
 //	relock.renewals          counter, {renewal}  watchdog renewals, by relock.outcome:
 //	                                            ok, failed (retried), lost
+//	relock.waits             counter, {wait}    acquisitions that had to wait (contention):
+//	                                            one for each call whose first attempt was
+//	                                            refused and that could wait, counted when
+//	                                            its wait begins
+//	relock.wait.duration     histogram, s       how long those waits lasted, recorded when
+//	                                            the call returns (acquired or not)
+//	relock.deadlocks         counter, {deadlock} waits ended to break a deadlock: the
+//	                                            acquisitions whose error matches
+//	                                            relock.ErrDeadlock (one per cycle broken)
 //
-// The acquire histogram's buckets go from 1ms to 30s; the hold
+// The share of contended acquisitions is relock.waits over the count of
+// relock.acquire.duration.
+// The acquire and wait histograms' buckets go from 1ms to 30s; the hold
 // histogram's from 1ms to 1h.
 //
 // # Spans
 //
 // relock.acquire covers each acquisition call: Lock, LockLease, TryLock,
-// Acquire, TryAcquire, the acquisition of Do and TryDo, and a
-// semaphore's Acquire, TryAcquire and AcquirePermit, and a counting
-// semaphore's and a rate limiter's Acquire and TryAcquire; relock.release each release:
-// Unlock, Hold.Release, a permit's Release, a counting semaphore's
-// Release, the release of Do and TryDo (a counting semaphore's permits
-// are not holds: no Client knows who has them). Both come with the
-// attributes relock.lock.kind, relock.outcome and, with WithLockNames,
-// relock.lock.name. A span whose outcome is error records the error and
+// Acquire, TryAcquire, the acquisition of Do and TryDo, a semaphore's
+// Acquire, TryAcquire, AcquirePermit and TryAcquirePermit, and a counting
+// semaphore's and a rate limiter's Acquire and TryAcquire; relock.release
+// each release: Unlock, Hold.Release, a permit's Release, a counting
+// semaphore's Release, the release of Do and TryDo (a counting
+// semaphore's permits are not holds: no Client knows who has them). Both
+// come with the attributes relock.lock.kind, relock.outcome and, with
+// WithLockNames or WithLockNameFunc, relock.lock.name. A span whose outcome is error records the error and
 // has status Error. The Redis calls an acquisition makes run in the
 // context of its span, so a traced Redis client (rueidisotel) puts them
 // under it; the locks of a MultiLock or a RedLock have their spans under
@@ -47,6 +59,8 @@ package relockotel
 
 import (
 	"context"
+	"errors"
+	"path"
 	"sync"
 	"sync/atomic"
 
@@ -56,6 +70,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/observe"
 )
 
@@ -83,16 +98,22 @@ var HoldBuckets = []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300,
 type Observer struct {
 	tracer trace.Tracer
 	names  bool
+	// label maps a lock name to its relock.lock.name (WithLockNameFunc).
+	label func(name string) string
 
 	acquireDuration metric.Float64Histogram
 	holdDuration    metric.Float64Histogram
 	holdsActive     metric.Int64UpDownCounter
 	waitersActive   metric.Int64UpDownCounter
 	renewals        metric.Int64Counter
+	waits           metric.Int64Counter
+	waitDuration    metric.Float64Histogram
+	deadlocks       metric.Int64Counter
 
-	// sets caches, per kind, the attribute sets of the points without a
-	// lock name (a copy-on-write map: reads take no lock).
-	sets   atomic.Pointer[map[string]*kindSets]
+	// sets caches, per kind (and label, with WithLockNameFunc), the
+	// attribute sets of the points without a full lock name (a
+	// copy-on-write map: reads take no lock).
+	sets   atomic.Pointer[map[setKey]*kindSets]
 	setsMu sync.Mutex
 }
 
@@ -105,6 +126,7 @@ type config struct {
 	mp    metric.MeterProvider
 	tp    trace.TracerProvider
 	names bool
+	label func(name string) string
 }
 
 // WithMeterProvider sets the MeterProvider the instruments come from. The
@@ -121,9 +143,44 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 // WithLockNames adds the attribute relock.lock.name, the lock's name, to
 // every point and span. The default is without: each lock name makes new
-// series, so use it only with a small, fixed set of names.
+// series, so use it only with a small, fixed set of names. It overrides
+// WithLockNameFunc.
 func WithLockNames() Option {
 	return func(c *config) { c.names = true }
+}
+
+// WithLockNameFunc adds the attribute relock.lock.name to every point and
+// span, with the value f returns for the lock's name (for a MultiLock,
+// its Name, "multilock[<names>]"); when f returns "", the point has no
+// name. It is the way between no names and every name: f maps the names
+// of unbounded families to one value each ("orders:42" to "orders:*"), so
+// that the series stay as few as f's values. LockNamePatterns makes such
+// an f from patterns. f is called on every event, on the goroutine of the
+// call it reports: it must be quick, safe for concurrent use, and return
+// values of a small set (the attribute sets of the first 1000 values are
+// kept; beyond them every point costs a new set). A nil f is no option.
+func WithLockNameFunc(f func(name string) string) Option {
+	return func(c *config) { c.label = f }
+}
+
+// LockNamePatterns returns a function for WithLockNameFunc that maps a
+// lock name to the first pattern it matches (path.Match's syntax: '*'
+// is any run of characters but '/', '?' one character, [...] a class),
+// and to "other" when it matches none, so that no name goes unseen and
+// the labels are at most len(patterns)+1. With "orders:*" and
+// "invoice:*:pdf", "orders:42" is "orders:*", "invoice:7:pdf" is
+// "invoice:*:pdf" and "cron" is "other". A malformed pattern matches
+// nothing.
+func LockNamePatterns(patterns ...string) func(name string) string {
+	ps := append([]string(nil), patterns...)
+	return func(name string) string {
+		for _, p := range ps {
+			if ok, err := path.Match(p, name); ok && err == nil {
+				return p
+			}
+		}
+		return "other"
+	}
 }
 
 // New returns an Observer that records on the providers of opts. An
@@ -142,6 +199,9 @@ func New(opts ...Option) *Observer {
 	}
 	meter := cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version))
 	o := &Observer{tracer: cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version)), names: cfg.names}
+	if !cfg.names {
+		o.label = cfg.label
+	}
 	var err error
 	handle := func(e error) {
 		if e != nil {
@@ -170,7 +230,20 @@ func New(opts ...Option) *Observer {
 		metric.WithUnit("{renewal}"),
 		metric.WithDescription("Watchdog lease renewals, by outcome (ok, failed, lost)."))
 	handle(err)
-	empty := map[string]*kindSets{}
+	o.waits, err = meter.Int64Counter("relock.waits",
+		metric.WithUnit("{wait}"),
+		metric.WithDescription("Acquisitions that had to wait: their first attempt found the lock taken."))
+	handle(err)
+	o.waitDuration, err = meter.Float64Histogram("relock.wait.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("How long acquisitions waited, from their first refused attempt to their return."),
+		metric.WithExplicitBucketBoundaries(AcquireBuckets...))
+	handle(err)
+	o.deadlocks, err = meter.Int64Counter("relock.deadlocks",
+		metric.WithUnit("{deadlock}"),
+		metric.WithDescription("Waits ended to break a deadlock (errors matching relock.ErrDeadlock)."))
+	handle(err)
+	empty := map[setKey]*kindSets{}
 	o.sets.Store(&empty)
 	return o
 }
@@ -178,12 +251,22 @@ func New(opts ...Option) *Observer {
 // version is the instrumentation version.
 const version = "0.1.0"
 
-// kindSets are the options of the points of one kind without a lock name,
-// made once: the slices are passed as they are, so recording a point
+// setKey names the cached attribute sets of a kind, with a label (""
+// for none).
+type setKey struct{ kind, label string }
+
+// maxLabels bounds the attribute sets kept for the labels of
+// WithLockNameFunc.
+const maxLabels = 1000
+
+// kindSets are the options of the points of one kind (and label) without
+// a full lock name, made once: the slices are passed as they are, so recording a point
 // allocates no option slice.
 type kindSets struct {
 	kindAttr   attribute.KeyValue
+	base       []attribute.KeyValue                      // kind, and the label when there is one
 	add        []metric.AddOption                        // kind
+	rec        []metric.RecordOption                     // kind
 	outcomeRec map[observe.Outcome][]metric.RecordOption // kind and outcome
 	outcomeAdd map[observe.Outcome][]metric.AddOption
 	outcomeKV  map[observe.Outcome]attribute.KeyValue
@@ -196,39 +279,63 @@ var outcomes = []observe.Outcome{
 	observe.OutcomeOK, observe.OutcomeFailed,
 }
 
-// setsOf returns the cached options of kind.
-func (o *Observer) setsOf(kind string) *kindSets {
-	if s := (*o.sets.Load())[kind]; s != nil {
+// setsOf returns the cached options of a point of lock: by its kind, and
+// by its label with WithLockNameFunc.
+func (o *Observer) setsOf(lock observe.Lock) *kindSets {
+	key := setKey{kind: lock.Kind}
+	if o.label != nil {
+		key.label = o.label(lock.Name)
+	}
+	if s := (*o.sets.Load())[key]; s != nil {
 		return s
 	}
 	o.setsMu.Lock()
 	defer o.setsMu.Unlock()
 	old := *o.sets.Load()
-	if s := old[kind]; s != nil {
+	if s := old[key]; s != nil {
 		return s
 	}
-	kv := AttrKind.String(kind)
+	s := newKindSets(key)
+	if key.label != "" && len(old) >= maxLabels {
+		return s // too many labels: not kept
+	}
+	next := make(map[setKey]*kindSets, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[key] = s
+	o.sets.Store(&next)
+	return s
+}
+
+// newKindSets makes the options of the points of key.
+func newKindSets(key setKey) *kindSets {
+	kv := AttrKind.String(key.kind)
+	base := []attribute.KeyValue{kv}
+	if key.label != "" {
+		base = append(base, AttrName.String(key.label))
+	}
+	with := func(more ...attribute.KeyValue) attribute.Set {
+		return attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), more...)...)
+	}
+	plain := metric.WithAttributeSet(with())
 	s := &kindSets{
 		kindAttr:   kv,
-		add:        []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv))},
+		add:        []metric.AddOption{plain},
+		rec:        []metric.RecordOption{plain},
 		outcomeRec: make(map[observe.Outcome][]metric.RecordOption, len(outcomes)),
 		outcomeAdd: make(map[observe.Outcome][]metric.AddOption, len(outcomes)),
 		outcomeKV:  make(map[observe.Outcome]attribute.KeyValue, len(outcomes)),
-		spanStart:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(kv)},
+		spanStart:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(base...)},
 	}
+	s.base = base
 	for _, oc := range outcomes {
 		okv := AttrOutcome.String(string(oc))
-		set := metric.WithAttributeSet(attribute.NewSet(kv, okv))
+		set := metric.WithAttributeSet(with(okv))
 		s.outcomeRec[oc] = []metric.RecordOption{set}
 		s.outcomeAdd[oc] = []metric.AddOption{set}
 		s.outcomeKV[oc] = okv
 	}
-	next := make(map[string]*kindSets, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[kind] = s
-	o.sets.Store(&next)
 	return s
 }
 
@@ -247,11 +354,14 @@ func (o *Observer) record(lock observe.Lock, outcome observe.Outcome) []metric.R
 	if o.names {
 		return []metric.RecordOption{named(lock, outcome)}
 	}
-	s := o.setsOf(lock.Kind)
+	s := o.setsOf(lock)
+	if outcome == "" {
+		return s.rec
+	}
 	if opts, ok := s.outcomeRec[outcome]; ok {
 		return opts
 	}
-	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(s.kindAttr, AttrOutcome.String(string(outcome))))}
+	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(append(s.base[:len(s.base):len(s.base)], AttrOutcome.String(string(outcome)))...))}
 }
 
 // add options of a point of lock, with outcome unless "".
@@ -259,19 +369,19 @@ func (o *Observer) add(lock observe.Lock, outcome observe.Outcome) []metric.AddO
 	if o.names {
 		return []metric.AddOption{named(lock, outcome)}
 	}
-	s := o.setsOf(lock.Kind)
+	s := o.setsOf(lock)
 	if outcome == "" {
 		return s.add
 	}
 	if opts, ok := s.outcomeAdd[outcome]; ok {
 		return opts
 	}
-	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(s.kindAttr, AttrOutcome.String(string(outcome))))}
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(s.base[:len(s.base):len(s.base)], AttrOutcome.String(string(outcome)))...))}
 }
 
 // startSpan starts the span name for lock.
 func (o *Observer) startSpan(ctx context.Context, name string, lock observe.Lock) context.Context {
-	s := o.setsOf(lock.Kind)
+	s := o.setsOf(lock)
 	opts := s.spanStart
 	if o.names {
 		opts = append(opts[:len(opts):len(opts)], trace.WithAttributes(AttrName.String(lock.Name)))
@@ -284,7 +394,7 @@ func (o *Observer) startSpan(ctx context.Context, name string, lock observe.Lock
 func (o *Observer) endSpan(ctx context.Context, lock observe.Lock, outcome observe.Outcome, err error) {
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
-		s := o.setsOf(lock.Kind)
+		s := o.setsOf(lock)
 		kv, ok := s.outcomeKV[outcome]
 		if !ok {
 			kv = AttrOutcome.String(string(outcome))
@@ -303,9 +413,13 @@ func (o *Observer) AcquireStart(ctx context.Context, a observe.Acquire) context.
 	return o.startSpan(ctx, "relock.acquire", a.Lock)
 }
 
-// AcquireEnd records relock.acquire.duration and ends the span.
+// AcquireEnd records relock.acquire.duration, counts relock.deadlocks
+// when the call's error matches relock.ErrDeadlock, and ends the span.
 func (o *Observer) AcquireEnd(ctx context.Context, a observe.Acquire) {
 	o.acquireDuration.Record(ctx, a.Duration.Seconds(), o.record(a.Lock, a.Outcome)...)
+	if a.Err != nil && errors.Is(a.Err, relock.ErrDeadlock) {
+		o.deadlocks.Add(ctx, 1, o.add(a.Lock, "")...)
+	}
 	o.endSpan(ctx, a.Lock, a.Outcome, a.Err)
 }
 
@@ -337,12 +451,16 @@ func (o *Observer) Renewal(r observe.Renewal) {
 	o.renewals.Add(context.Background(), 1, o.add(r.Lock, r.Outcome)...)
 }
 
-// WaitStart adds one to relock.waiters.active.
+// WaitStart adds one to relock.waiters.active and counts relock.waits.
 func (o *Observer) WaitStart(ctx context.Context, w observe.Wait) {
-	o.waitersActive.Add(ctx, 1, o.add(w.Lock, "")...)
+	opts := o.add(w.Lock, "")
+	o.waitersActive.Add(ctx, 1, opts...)
+	o.waits.Add(ctx, 1, opts...)
 }
 
-// WaitEnd takes one from relock.waiters.active.
+// WaitEnd takes one from relock.waiters.active and records
+// relock.wait.duration.
 func (o *Observer) WaitEnd(ctx context.Context, w observe.Wait) {
 	o.waitersActive.Add(ctx, -1, o.add(w.Lock, "")...)
+	o.waitDuration.Record(ctx, w.Waited.Seconds(), o.record(w.Lock, "")...)
 }

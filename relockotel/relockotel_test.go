@@ -2,6 +2,9 @@ package relockotel_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +17,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/multilock"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/relockotel"
 	"github.com/relock-go/relock/rlock"
 )
@@ -390,4 +395,188 @@ func TestGlobalProviders(t *testing.T) {
 	require.NoError(t, l.Lock(t.Context()))
 	require.NoError(t, l.Unlock(t.Context()))
 	require.ErrorIs(t, l.Unlock(t.Context()), rlock.ErrNotHeld, "Unlock")
+}
+
+// TestContention: an acquisition that had to wait counts one in
+// relock.waits and records its wait in relock.wait.duration; one that got
+// the lock at once counts none.
+func TestContention(t *testing.T) {
+	s := newSetup(t)
+	srv := redistest.Shared(t)
+	c := relocktest.ClientOn(t, srv, rlock.WithObserver(s.obs))
+	other := relocktest.ClientOn(t, srv)
+	name := relocktest.Name(t)
+	ctx := rlock.WithOwner(t.Context(), "me")
+	otherCtx := rlock.WithOwner(t.Context(), "other")
+
+	require.NoError(t, c.GetLock(name).Lock(ctx)) // uncontended
+	require.NoError(t, c.GetLock(name).Unlock(ctx))
+	assert.Zero(t, s.sumNow("relock.waits", nil), "relock.waits after an uncontended acquisition")
+
+	require.NoError(t, other.GetLock(name).Lock(otherCtx))
+	got := make(chan error, 1)
+	go func() { got <- c.GetLock(name).Lock(ctx) }()
+	relocktest.Eventually(t, 5*time.Second, "the wait to be counted", func() bool {
+		return s.sumNow("relock.waits", kv("relock.lock.kind", "lock")) == 1
+	})
+	require.NoError(t, other.GetLock(name).Unlock(otherCtx))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock"))
+	require.NoError(t, c.GetLock(name).Unlock(ctx))
+
+	// A TryLock that waits and gives up counts too.
+	require.NoError(t, other.GetLock(name).Lock(otherCtx))
+	ok, err := c.GetLock(name).TryLock(ctx, 10*time.Millisecond, 0)
+	require.NoError(t, err)
+	require.False(t, ok)
+	// One that makes a single attempt does not wait.
+	ok, err = c.GetLock(name).TryLock(ctx, 0, 0)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, other.GetLock(name).Unlock(otherCtx))
+
+	ms := s.collect(t)
+	waits := ms["relock.waits"]
+	assert.Equal(t, "{wait}", waits.Unit, "relock.waits' unit")
+	assert.True(t, waits.Data.(metricdata.Sum[int64]).IsMonotonic, "relock.waits must be a counter")
+	assert.EqualValues(t, 2, sum(t, waits, kv("relock.lock.kind", "lock")), "relock.waits")
+	wd := ms["relock.wait.duration"]
+	assert.Equal(t, "s", wd.Unit, "relock.wait.duration's unit")
+	assert.EqualValues(t, 2, count(t, wd, kv("relock.lock.kind", "lock")), "relock.wait.duration measurements")
+	assert.EqualValues(t, 4, count(t, ms["relock.acquire.duration"], kv("relock.lock.kind", "lock")), "relock.acquire.duration measurements")
+}
+
+// TestDeadlocks: an acquisition whose error matches relock.ErrDeadlock
+// (wrapped, as a broken wait returns it) counts one in relock.deadlocks;
+// other errors count none.
+func TestDeadlocks(t *testing.T) {
+	s := newSetup(t)
+	lock := observe.Lock{Kind: observe.KindLock, Name: "orders:1"}
+	for _, err := range []error{
+		fmt.Errorf("%w: %w: a holds orders:1 and waits for orders:2, b holds orders:2 and waits for orders:1", rlock.ErrNotAcquired, relock.ErrDeadlock),
+		errors.New("relock: redis: connection refused"),
+		nil,
+	} {
+		ctx := s.obs.AcquireStart(t.Context(), observe.Acquire{Lock: lock, Owner: "a"})
+		outcome := observe.OutcomeError
+		if err == nil {
+			outcome = observe.OutcomeAcquired
+		}
+		s.obs.AcquireEnd(ctx, observe.Acquire{Lock: lock, Owner: "a", Outcome: outcome, Err: err})
+	}
+	ms := s.collect(t)
+	d := ms["relock.deadlocks"]
+	assert.Equal(t, "{deadlock}", d.Unit, "relock.deadlocks' unit")
+	assert.EqualValues(t, 1, sum(t, d, kv("relock.lock.kind", "lock")), "relock.deadlocks")
+}
+
+// TestDeadlockCounted: a real deadlock, two owners on two Clients that
+// each hold a lock and wait for the other's, is broken by ending one
+// wait (rlock.WithDeadlockDetection), and that wait counts one in
+// relock.deadlocks; the other wait, which then gets its lock, counts
+// none.
+func TestDeadlockCounted(t *testing.T) {
+	s := newSetup(t)
+	srv := redistest.Shared(t)
+	const after = 200 * time.Millisecond
+	ca := relocktest.ClientOn(t, srv, rlock.WithObserver(s.obs), rlock.WithDeadlockDetection(after))
+	cb := relocktest.ClientOn(t, srv, rlock.WithObserver(s.obs), rlock.WithDeadlockDetection(after))
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	a := rlock.WithOwner(t.Context(), "a")
+	b := rlock.WithOwner(t.Context(), "b")
+	require.NoError(t, ca.GetLock(l1).Lock(a))
+	require.NoError(t, cb.GetLock(l2).Lock(b))
+
+	// Each waits for the other's lock, then releases what it holds.
+	cross := func(c *rlock.Client, ctx context.Context, hold, want string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			err := c.GetLock(want).Lock(wctx)
+			if err == nil {
+				err = c.GetLock(want).Unlock(ctx)
+			}
+			if uerr := c.GetLock(hold).Unlock(ctx); err == nil {
+				err = uerr
+			}
+			done <- err
+		}()
+		return done
+	}
+	ea := cross(ca, a, l1, l2)
+	eb := cross(cb, b, l2, l1)
+	errA := relocktest.Receive(t, ea, 15*time.Second, "a's wait to end")
+	errB := relocktest.Receive(t, eb, 15*time.Second, "b's wait to end")
+	if errA != nil {
+		require.ErrorIs(t, errA, relock.ErrDeadlock, "a's wait")
+		require.NoError(t, errB, "b's wait, after a's ended")
+	} else {
+		require.ErrorIs(t, errB, relock.ErrDeadlock, "b's wait")
+	}
+
+	ms := s.collect(t)
+	assert.EqualValues(t, 1, sum(t, ms["relock.deadlocks"], kv("relock.lock.kind", "lock")), "relock.deadlocks")
+	assert.EqualValues(t, 2, sum(t, ms["relock.waits"], kv("relock.lock.kind", "lock")), "relock.waits")
+}
+
+// TestLockNameFunc: WithLockNameFunc puts the mapped name on every point
+// and span, so that a family of names makes one series; a name mapped to
+// "" has none.
+func TestLockNameFunc(t *testing.T) {
+	s := newSetup(t, relockotel.WithLockNameFunc(relockotel.LockNamePatterns("orders:*", "bad[")))
+	c := relocktest.Client(t, rlock.WithObserver(s.obs))
+	prefix := relocktest.Name(t)
+	for _, name := range []string{"orders:1", "orders:2", "orders:3", "cron"} {
+		l := c.GetLock(prefix + name)
+		require.NoError(t, l.Lock(t.Context()))
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	ms := s.collect(t)
+	acq := ms["relock.acquire.duration"]
+	assert.EqualValues(t, 0, count(t, acq, kv("relock.lock.name", "orders:*")), "names with the test's prefix are not orders:*")
+	assert.EqualValues(t, 4, count(t, acq, kv("relock.lock.name", "other")), "relock.acquire.duration{name=other}")
+
+	s = newSetup(t, relockotel.WithLockNameFunc(func(name string) string {
+		if strings.HasPrefix(name, prefix+"orders:") {
+			return "orders:*"
+		}
+		return ""
+	}))
+	c = relocktest.Client(t, rlock.WithObserver(s.obs))
+	for _, name := range []string{"orders:1", "orders:2", "orders:3", "cron"} {
+		l := c.GetLock(prefix + name)
+		require.NoError(t, l.Lock(t.Context()))
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	ms = s.collect(t)
+	acq = ms["relock.acquire.duration"]
+	assert.EqualValues(t, 3, count(t, acq, kv("relock.lock.name", "orders:*", "relock.outcome", "acquired")), "relock.acquire.duration{name=orders:*}")
+	assert.EqualValues(t, 4, count(t, acq, kv("relock.lock.kind", "lock")), "relock.acquire.duration")
+	for _, set := range everyAttributeSet(ms) {
+		if v, ok := set.Value(relockotel.AttrName); ok {
+			assert.Equal(t, "orders:*", v.AsString(), "a point's relock.lock.name: %v", set.ToSlice())
+		}
+	}
+	var named, unnamed int
+	for _, sp := range s.spans.Ended() {
+		attrs := attribute.NewSet(sp.Attributes()...)
+		if v, ok := attrs.Value(relockotel.AttrName); ok {
+			assert.Equal(t, "orders:*", v.AsString(), "span %s's relock.lock.name", sp.Name())
+			named++
+		} else {
+			unnamed++
+		}
+	}
+	assert.Equal(t, 6, named, "spans of orders:*")
+	assert.Equal(t, 2, unnamed, "spans of cron")
+}
+
+func TestLockNamePatterns(t *testing.T) {
+	f := relockotel.LockNamePatterns("orders:*", "invoice:*:pdf", "[")
+	for name, want := range map[string]string{
+		"orders:42": "orders:*", "orders:": "orders:*", "invoice:7:pdf": "invoice:*:pdf",
+		"invoice:7:html": "other", "cron": "other", "[": "other",
+	} {
+		assert.Equal(t, want, f(name), "label of %q", name)
+	}
 }

@@ -273,6 +273,13 @@
 // and every lost hold (ERROR), and nothing while the locks work. Without
 // either, relock builds no event and the calls cost nothing more.
 //
+// Those events are of a Client's own locks. Watch, on any lock handle,
+// tells who takes and leaves a lock whoever holds it (other Clients,
+// Redisson): releases are heard on the lock's channel, acquisitions and
+// expiries only from the server's keyspace notifications when they are on
+// (a watch never turns them on, and never polls); see handle.Mutex.Watch
+// for what it hears and what it costs.
+//
 // # Safety
 //
 // A lease can run out while its holder is paused (a long GC, swapping, a

@@ -20,7 +20,7 @@ import (
 // lock alone, protects the resource.
 //
 // FencedLock has every method of Lock (those of the handle.Mutex it
-// embeds), plus the three below.
+// embeds, declared here too for go doc), plus the three below.
 type FencedLock struct {
 	*handle.Mutex
 	m *lockcore.Mutex

@@ -7,11 +7,12 @@ import (
 
 // Lock is a handle on a reentrant lock, held in the Redis hash <name> with
 // one field "<clientID>:<owner>" -> hold count (Redisson's RLock layout).
-// Get one with Client.GetLock. Its methods are those of the handle.Mutex
-// it embeds: Lock, LockLease, TryLock, Unlock, Acquire, TryAcquire, Do,
-// TryDo, Done, HoldContext, ForceUnlock, IsLocked, IsHeldByOwner,
-// HoldCount, RemainingLease and Name; the package documentation says what they
-// promise. Handles are cheap and safe for concurrent use; any number of
+// Get one with Client.GetLock. Its methods (Lock, LockLease, TryLock,
+// Unlock, Acquire, TryAcquire, Do, TryDo, Done, HoldContext, ForceUnlock,
+// IsLocked, IsHeldByOwner, HoldCount, RemainingLease, Watch and Name) are
+// those of the handle.Mutex it embeds, which every lock kind shares,
+// declared here too so that go doc shows them; the package documentation
+// says what they promise. Handles are cheap and safe for concurrent use; any number of
 // handles may name the same lock.
 type Lock struct {
 	*handle.Mutex

@@ -23,7 +23,7 @@ import (
 // within 2s whatever the holder's lease (see the package documentation).
 //
 // Get one with Client.GetSpinLock. Its methods are those of the
-// handle.Mutex it embeds, as for Lock. It shares its name with a Lock, a
+// handle.Mutex it embeds, as for Lock (declared here too, for go doc). It shares its name with a Lock, a
 // FencedLock and Redisson's RLock and RSpinLock of that name: they
 // exclude each other.
 type SpinLock struct {

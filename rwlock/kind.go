@@ -105,6 +105,10 @@ func (readKind) Abandon(context.Context, lockcore.Request) error { return nil }
 
 func (readKind) WaitChannel(r lockcore.Request) string { return Channel(r.Name) }
 
+// ReleaseChannel is the read-write lock's channel, where its releases are
+// published.
+func (readKind) ReleaseChannel(name string) string { return Channel(name) }
+
 // CheckOwner refuses an owner whose read field would be another owner's
 // write field ("x:write" reading is "x" writing).
 func (readKind) CheckOwner(owner string) error { return checkOwner(owner) }
@@ -157,6 +161,9 @@ func (writeKind) ForceRelease(ctx context.Context, c *lockcore.Core, name string
 func (writeKind) Abandon(context.Context, lockcore.Request) error { return nil }
 
 func (writeKind) WaitChannel(r lockcore.Request) string { return Channel(r.Name) }
+
+// ReleaseChannel is the read-write lock's channel.
+func (writeKind) ReleaseChannel(name string) string { return Channel(name) }
 
 // CheckOwner refuses the owners the read side refuses: an owner's calls
 // on either side are refused alike.

@@ -59,7 +59,7 @@ func (rw *ReadWriteLock) ReadLock() *Lock { return rw.read }
 func (rw *ReadWriteLock) WriteLock() *Lock { return rw.write }
 
 // Lock is one side of a read-write lock. Its methods are those of the
-// handle.Mutex it embeds, with rlock.Lock's owner rules and errors; what
+// handle.Mutex it embeds (declared here too, for go doc), with rlock.Lock's owner rules and errors; what
 // differs is who may hold it at once (see the package documentation), and
 // that an owner may not end with ":write" (its read field would be the
 // write field of another owner): calls with such an owner fail with

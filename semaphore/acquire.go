@@ -24,16 +24,21 @@ func (s *Semaphore) acquire(ctx context.Context, n int, many bool, wait, lease t
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	holder, err := s.holder(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, lockcore.NotAcquired(err)
 	}
-	a := &acquisition{s: s, lease: lease, start: time.Now(), many: many, raws: make([]string, n), ids: make([]string, n)}
+	a := &acquisition{s: s, lease: lease, start: time.Now(), many: many, holder: holder, raws: make([]string, n), ids: make([]string, n)}
 	for i := range n {
 		a.raws[i], a.ids[i] = newID()
 	}
-	// The events of a call for several permits name them all.
+	// The events of a call for several permits name them all; its wait
+	// record names it as its permits' holder entries will.
 	w := lockcore.Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: observe.KindSemaphore, Name: s.name},
-		Owner: strings.Join(a.ids, ","), Lease: lease, Acquire: true}
+		Owner: strings.Join(a.ids, ","), Lease: lease, Acquire: true, Field: holder}
 	if lease == 0 {
 		a.renew, a.lease = true, s.watchdogTimeout()
 	}
@@ -50,6 +55,7 @@ type acquisition struct {
 	s         *Semaphore
 	raws, ids []string // the permit IDs every attempt asks for (raw, hex)
 	many      bool     // the call asks for several: SemAcquireMany
+	holder    string   // who takes the permits, "<clientID>:<owner>"
 	lease     time.Duration
 	renew     bool
 	start     time.Time
@@ -87,13 +93,13 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 		a.joined = true
 	}
 	k := KeysOf(a.s.name)
-	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, layout.OtherKey(a.s.name)}
+	keys := []string{k.Available, k.Leases, k.Channel, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(a.s.name)}
 	lease := strconv.FormatInt(lockcore.Millis(a.lease), 10)
 	waiterTimeout := strconv.FormatInt(timing.waiterTimeout.Milliseconds(), 10)
-	script, args := lua.SemAcquire, []string{a.s.core.PublishCommand(), a.raws[0], lease, flag, waiterTimeout}
+	script, args := lua.SemAcquire, []string{a.s.core.PublishCommand(), a.raws[0], lease, flag, waiterTimeout, a.holder}
 	if a.many {
 		script = lua.SemAcquireMany
-		args = append([]string{a.s.core.PublishCommand(), lease, flag, waiterTimeout}, a.raws...)
+		args = append([]string{a.s.core.PublishCommand(), lease, flag, waiterTimeout, a.holder}, a.raws...)
 	}
 	sctx, cancel := a.scriptContext(w.Ctx)
 	a.sent = time.Now()
@@ -137,6 +143,21 @@ func (a *acquisition) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 		}
 	}
 	return lockcore.Outcome{Done: true, PassOn: vals[2] > 0}, nil
+}
+
+// holder is who a permit taken with ctx is recorded as taken by:
+// "<clientID>:<owner>", the owner in ctx (checked as a lock's owner is),
+// or, without one, "anon-<n>@<client name>", as an anonymous lock hold
+// is named.
+func (s *Semaphore) holder(ctx context.Context) (string, error) {
+	owner, ok, err := lockcore.ContextOwner(ctx)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		owner = lockcore.AnonymousOwner() + "@" + s.core.Name()
+	}
+	return layout.Field(s.core.ID, owner), nil
 }
 
 // bound is the longest sleep after a refusal whose reply said next ms
@@ -203,7 +224,7 @@ func (a *acquisition) End(w *lockcore.Wait, done bool) {
 	}
 	if a.joined {
 		k := KeysOf(a.s.name)
-		_ = lua.SemAbandon.Exec(ctx, a.s.core.RDB, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines},
+		_ = lua.SemAbandon.Exec(ctx, a.s.core.RDB, []string{k.Available, k.Channel, k.Queue, k.QueueDeadlines, k.Leases, k.Holders},
 			append([]string{a.s.core.PublishCommand()}, a.raws...)).Error()
 	}
 }
@@ -214,6 +235,6 @@ type renewer struct{}
 // RenewCall resets the permit's lease while it is held.
 func (renewer) RenewCall(r lockcore.Request) lockcore.Call {
 	k := KeysOf(r.Name)
-	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel, layout.OtherKey(r.Name)},
+	return lockcore.Call{Script: lua.SemRenew, Keys: []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(r.Name)},
 		Args: []string{r.Core.PublishCommand(), r.Field, strconv.FormatInt(r.LeaseMs, 10)}}
 }

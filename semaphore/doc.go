@@ -23,10 +23,17 @@
 //	                             (or the new available count), published when
 //	                             permits come free
 //
-// plus two keys of relock's own, which Redisson ignores: {<name>}:relock_queue
+// plus three keys of relock's own, which Redisson ignores: {<name>}:relock_queue
 // (sorted set: each permit ID a queued waiter asks for -> when it joined) and
-// {<name>}:relock_queue_timeout (its deadline to refresh its place); both
-// expire with the latest deadline. A name that contains "{" is not wrapped
+// {<name>}:relock_queue_timeout (its deadline to refresh its place), which
+// both expire with the latest deadline, and {<name>}:relock_holders (hash:
+// permit ID -> "<clientID>:<owner>", who took the permit: the owner in the
+// acquiring call's context, as rlock.WithOwner sets it, or
+// "anon-<n>@<client name>"; a call for several permits records each),
+// whose entry goes with the permit's release, or, after its lease ended,
+// with the next acquisition, and which lives as long as the longest lease
+// it records (renewals and UpdateLease extend it). relock status
+// and scan show it. A name that contains "{" is not wrapped
 // again ("<name>:timeout", "redisson_sc:<name>"), so every key shares the
 // name's hash slot and the semaphore works on Redis Cluster.
 //

@@ -163,7 +163,7 @@ func (s *Semaphore) updateLease(ctx context.Context, permitID string, lease time
 		sent = time.Now()
 		// Waits for the replicas like a release (Redisson's updateLeaseTime
 		// does too): the lease is changed on the master whatever they say.
-		n, err := s.core.RunRelease(ctx, lua.SemUpdateLease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
+		n, err := s.core.RunRelease(ctx, lua.SemUpdateLease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(s.name)},
 			[]string{s.core.PublishCommand(), raw, strconv.FormatInt(lockcore.Millis(lease), 10)}).AsInt64()
 		if err != nil {
 			return false, s.fail("update lease", err)

@@ -94,12 +94,19 @@ type Keys struct {
 	// longer than QueueAfter: permit ID -> when it joined, and permit ID
 	// -> when it is dropped unless it refreshes its place (unix ms).
 	Queue, QueueDeadlines string
+	// Holders is relock's record of who took each permit: permit ID ->
+	// "<clientID>:<owner>" (the owner in the acquiring call's context, or
+	// "anon-<n>@<client name>" without one). Redisson's scripts ignore
+	// it; an entry goes with its permit's release, and with the next
+	// acquisition after its lease ended.
+	Holders string
 }
 
 // KeysOf returns the keys of the semaphore name.
 func KeysOf(name string) Keys {
 	k := layout.Semaphore(name)
-	return Keys{Available: k.Available, Leases: k.Leases, Channel: k.Channel, Queue: k.Queue, QueueDeadlines: k.QueueDeadlines}
+	return Keys{Available: k.Available, Leases: k.Leases, Channel: k.Channel, Queue: k.Queue, QueueDeadlines: k.QueueDeadlines,
+		Holders: k.Holders}
 }
 
 func (s *Semaphore) check() error {
@@ -211,7 +218,7 @@ func (s *Semaphore) Delete(ctx context.Context) (bool, error) {
 	}
 	k := KeysOf(s.name)
 	n, err := lua.SemDelete.Exec(ctx, s.core.RDB,
-		[]string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, layout.OtherKey(s.name)}, nil).AsInt64()
+		[]string{k.Available, k.Leases, k.Queue, k.QueueDeadlines, k.Holders, layout.OtherKey(s.name)}, nil).AsInt64()
 	if err != nil {
 		return false, s.fail("delete", err)
 	}
@@ -300,7 +307,7 @@ func (s *Semaphore) Release(ctx context.Context, permitID string) error {
 
 func (s *Semaphore) release(ctx context.Context, raw string) (int64, error) {
 	k := KeysOf(s.name)
-	return s.core.RunRelease(ctx, lua.SemRelease, []string{k.Available, k.Leases, k.Channel, layout.OtherKey(s.name)},
+	return s.core.RunRelease(ctx, lua.SemRelease, []string{k.Available, k.Leases, k.Channel, k.Holders, layout.OtherKey(s.name)},
 		[]string{s.core.PublishCommand(), raw}).AsInt64()
 }
 

@@ -398,3 +398,26 @@ func TestScanCluster(t *testing.T) {
 
 // ptr is a pointer to v, to compare optional fields with.
 func ptr[T any](v T) *T { return &v }
+
+// TestScanPermitHolder: scan names who took each permit of a semaphore,
+// as it names a lock's holders.
+func TestScanPermitHolder(t *testing.T) {
+	srv := server(t)
+	c := relocktest.Client(t)
+	name := relocktest.Name(t)
+	s := c.GetSemaphore(name)
+	_, err := s.TrySetPermits(t.Context(), 2)
+	require.NoError(t, err)
+	id, err := s.Acquire(rlock.WithOwner(t.Context(), "worker-1"), time.Minute)
+	require.NoError(t, err)
+	defer s.Release(t.Context(), id)
+	_, got := scanAll(t, srv.Addr, "--match", name)
+	e, ok := got[name]
+	require.True(t, ok, "scan found no %q: %v", name, got)
+	require.Len(t, e.Holders, 1, "permits held")
+	assert.Equal(t, id, e.Holders[0].Field, "the permit")
+	assert.Equal(t, "worker-1", e.Holders[0].Owner, "who took it")
+	assert.Equal(t, c.ID(), e.Holders[0].ClientID, "its Client")
+	out := relock(t, "scan", "--redis", srv.Addr, "--match", name)
+	assert.Contains(t, out.stdout, "holder "+id+" (taken by "+c.ID()+":worker-1)", "scan's text")
+}

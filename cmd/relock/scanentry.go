@@ -150,6 +150,7 @@ func permitsOf(s *snapshot) []scanHolder {
 	}
 	for _, z := range l.ZSet {
 		h := scanHolder{Field: permitID(z.Member), HoldCount: 1}
+		h.ClientID, h.Owner = permitHolder(s, z.Member)
 		lease := int64(-1)
 		if end, ok := leaseEnd(z.Score); ok {
 			lease = end - s.now

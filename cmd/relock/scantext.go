@@ -39,6 +39,9 @@ func writeScan(w io.Writer, res *scanResult) {
 		b.WriteString("\n")
 		for _, h := range e.Holders {
 			fmt.Fprintf(&b, "  holder %s", h.Field)
+			if h.LeaseMs != nil && h.Owner != "" { // a permit, whose taker is recorded
+				fmt.Fprintf(&b, " (taken by %s)", layout.Field(h.ClientID, h.Owner))
+			}
 			if h.Role != "" {
 				fmt.Fprintf(&b, " (%s)", h.Role)
 			}

@@ -38,6 +38,7 @@ var attachOnly = map[layout.Role]bool{
 	layout.RoleWaitQueue:     true,
 	layout.RoleWaitDeadlines: true,
 	layout.RoleLatchOpened:   true,
+	layout.RoleHolders:       true,
 }
 
 // scanResult is what scanLocks found.

@@ -207,6 +207,7 @@ type semState struct {
 		Channel      string `json:"channel"`
 		Queue        string `json:"queue"`
 		QueueTimeout string `json:"queue_timeout"`
+		Holders      string `json:"holders"`
 	} `json:"keys"`
 }
 
@@ -216,6 +217,11 @@ type semPermit struct {
 	PermitID    string `json:"permit_id"`
 	LeaseEndMs  *int64 `json:"lease_end_ms"` // null: no lease
 	RemainingMs *int64 `json:"remaining_ms"`
+	// ClientID and Owner say who took the permit, from relock's record
+	// of its permits' holders; "" for a permit of Redisson's (or taken
+	// before the record existed).
+	ClientID string `json:"client_id"`
+	Owner    string `json:"owner"`
 }
 
 type semWaiter struct {
@@ -230,7 +236,7 @@ func semStateOf(s *snapshot) (*semState, error) {
 	k := layout.Semaphore(s.name)
 	st := &semState{Name: s.name, Kind: string(layout.KindSemaphore), ServerTimeMs: s.now, Held: []semPermit{}, Queue: []semWaiter{}, Waiters: []*waiter{}}
 	st.Keys.Available, st.Keys.Leases, st.Keys.Channel = k.Available, k.Leases, k.Channel
-	st.Keys.Queue, st.Keys.QueueTimeout = k.Queue, k.QueueDeadlines
+	st.Keys.Queue, st.Keys.QueueTimeout, st.Keys.Holders = k.Queue, k.QueueDeadlines, k.Holders
 	n, err := countOf(s)
 	if err != nil {
 		return nil, err
@@ -239,6 +245,7 @@ func semStateOf(s *snapshot) (*semState, error) {
 	if l := s.role(layout.RoleLeases); l.ok() {
 		for _, z := range l.ZSet {
 			p := semPermit{PermitID: permitID(z.Member)}
+			p.ClientID, p.Owner = permitHolder(s, z.Member)
 			if end, ok := leaseEnd(z.Score); ok {
 				rem := end - s.now
 				p.LeaseEndMs, p.RemainingMs = &end, &rem
@@ -262,6 +269,20 @@ func semStateOf(s *snapshot) (*semState, error) {
 		}
 	}
 	return st, nil
+}
+
+// permitHolder is who took the permit member (its raw ID), from the
+// semaphore's record of holders in s; "" and "" when it has none.
+func permitHolder(s *snapshot, member string) (clientID, owner string) {
+	h := s.role(layout.RoleHolders)
+	if !h.ok() {
+		return "", ""
+	}
+	field, ok := h.Hash[member]
+	if !ok {
+		return "", ""
+	}
+	return layout.SplitField(field)
 }
 
 // rateState is a rate limiter (Redisson's RRateLimiter).

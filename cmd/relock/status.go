@@ -76,10 +76,11 @@ a latch's or a counting semaphore's) and:
              levels[]{level, key, remaining_ms (-2: the key is gone)}},
              keys{lock, channel}
   semaphore: name, set (false: never set), available,
-             held[]{permit_id, lease_end_ms, remaining_ms (null: no lease)},
+             held[]{permit_id, lease_end_ms, remaining_ms (null: no lease),
+             client_id, owner (who took it; "" for a permit of Redisson's)},
              queue[]{position, permit_id, joined_ms, deadline_ms},
              server_time_ms, keys{available, leases, channel, queue,
-             queue_timeout}
+             queue_timeout, holders}
   latch:     name, count, open, keys{count, channel}
   rate_limiter: name, set, rate, interval_ms, type ("overall" or
              "per_client"), keep_alive_ms, available (null for per_client),

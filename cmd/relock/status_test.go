@@ -12,6 +12,7 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -333,6 +334,8 @@ type semJSON struct {
 		PermitID    string `json:"permit_id"`
 		LeaseEndMs  *int64 `json:"lease_end_ms"`
 		RemainingMs *int64 `json:"remaining_ms"`
+		ClientID    string `json:"client_id"`
+		Owner       string `json:"owner"`
 	} `json:"held"`
 	Queue []struct {
 		Position   int    `json:"position"`
@@ -348,6 +351,7 @@ type semJSON struct {
 		Channel      string `json:"channel"`
 		Queue        string `json:"queue"`
 		QueueTimeout string `json:"queue_timeout"`
+		Holders      string `json:"holders"`
 	} `json:"keys"`
 }
 
@@ -360,7 +364,7 @@ func TestStatusSemaphore(t *testing.T) {
 	s := c.GetSemaphore(name)
 	_, err := s.TrySetPermits(t.Context(), 1)
 	require.NoError(t, err)
-	id, err := s.Acquire(t.Context(), time.Minute)
+	id, err := s.Acquire(rlock.WithOwner(t.Context(), "worker-1"), time.Minute)
 	require.NoError(t, err)
 	wctx, cancel := context.WithCancel(t.Context())
 	waited := make(chan error, 1)
@@ -369,6 +373,10 @@ func TestStatusSemaphore(t *testing.T) {
 	rdb := relocktest.Raw(t)
 	waitUntil(t, 10*time.Second, "the waiter to queue", func() (bool, error) {
 		n, err := rdb.Do(t.Context(), rdb.B().Zcard().Key(layout.Semaphore(name).Queue).Build()).AsInt64()
+		return n == 1, err
+	})
+	waitUntil(t, 10*time.Second, "the waiter's record", func() (bool, error) {
+		n, err := rdb.Do(t.Context(), rdb.B().Hlen().Key(waitrec.Key("", c.ID())).Build()).AsInt64()
 		return n == 1, err
 	})
 	var st semJSON
@@ -380,6 +388,8 @@ func TestStatusSemaphore(t *testing.T) {
 	require.Len(t, st.Queue, 1, "queue")
 	h := st.Held[0]
 	assert.Equal(t, id, h.PermitID, "permit held")
+	assert.Equal(t, "worker-1", h.Owner, "who took the permit")
+	assert.Equal(t, c.ID(), h.ClientID, "the Client that took the permit")
 	if assert.NotNil(t, h.RemainingMs, "permit's lease") {
 		assert.True(t, *h.RemainingMs > 0 && *h.RemainingMs <= 60_000, "permit's lease left %d, want up to a minute", *h.RemainingMs)
 	}
@@ -389,8 +399,19 @@ func TestStatusSemaphore(t *testing.T) {
 	assert.NotNil(t, q.DeadlineMs, "waiter's deadline")
 	assert.Equal(t, "{"+name+"}:timeout", st.Keys.Leases, "keys.leases")
 	assert.Equal(t, "redisson_sc:{"+name+"}", st.Keys.Channel, "keys.channel")
+	assert.Equal(t, "{"+name+"}:relock_holders", st.Keys.Holders, "keys.holders")
+	// The anonymous waiter is named as its permit's holder entry will
+	// name it, the Client's anonymous owner (not its permit ID).
+	var waiter string
+	if assert.Len(t, st.Waiters, 1, "waiters") {
+		w := st.Waiters[0]
+		assert.Equal(t, c.ID(), w.ClientID, "the waiter's Client")
+		assert.Regexp(t, `^anon-[0-9]+@.`, w.Owner, "the anonymous waiter")
+		waiter = w.Field
+	}
 	out := relock(t, "status", "--redis", srv.Addr, name)
-	for _, want := range []string{"0 permits available, 1 held", "permit " + id, "queue: 1 waiting"} {
+	for _, want := range []string{"0 permits available, 1 held", "permit " + id + "  taken by " + c.ID() + ":worker-1", "queue: 1 waiting",
+		"waiting: 1 call", waiter + "  semaphore  waiting "} {
 		assert.Contains(t, out.stdout, want, "status output")
 	}
 	cancel()

@@ -94,13 +94,17 @@ func writeSem(w io.Writer, st *semState) {
 		fmt.Fprintf(&b, "semaphore %q: permits never set, %d held\n", st.Name, len(st.Held))
 	}
 	for _, p := range st.Held {
+		fmt.Fprintf(&b, "  permit %s", p.PermitID)
+		if p.Owner != "" {
+			fmt.Fprintf(&b, "  taken by %s", layout.Field(p.ClientID, p.Owner))
+		}
 		switch {
 		case p.RemainingMs == nil:
-			fmt.Fprintf(&b, "  permit %s  no lease\n", p.PermitID)
+			b.WriteString("  no lease\n")
 		case *p.RemainingMs > 0:
-			fmt.Fprintf(&b, "  permit %s  lease %s left\n", p.PermitID, ms(*p.RemainingMs))
+			fmt.Fprintf(&b, "  lease %s left\n", ms(*p.RemainingMs))
 		default:
-			fmt.Fprintf(&b, "  permit %s  lease ended %s ago (back at the next call)\n", p.PermitID, ms(-*p.RemainingMs))
+			fmt.Fprintf(&b, "  lease ended %s ago (back at the next call)\n", ms(-*p.RemainingMs))
 		}
 	}
 	if len(st.Queue) > 0 {

@@ -37,7 +37,11 @@ func Classify(key, typ string) (m Match, ok bool) {
 		return ok
 	}
 	suffixed := func(r Role, suffix string) bool {
-		if typ != TypeZSet {
+		want := TypeZSet
+		if r == RoleHolders {
+			want = TypeHash
+		}
+		if typ != want {
 			return false
 		}
 		head, found := strings.CutSuffix(key, ":"+suffix)
@@ -55,6 +59,7 @@ func Classify(key, typ string) (m Match, ok bool) {
 		prefixed(RoleAlive, TypeZSet, AlivePrefix),
 		suffixed(RoleWaitDeadlines, SemaphoreQueueDeadlinesSuffix),
 		suffixed(RoleWaitQueue, SemaphoreQueueSuffix),
+		suffixed(RoleHolders, SemaphoreHoldersSuffix),
 		suffixed(RoleGrants, CountingGrantsSuffix),
 		suffixed(RoleRatePermits, RatePermitsSuffix),
 		suffixed(RoleLeases, SemaphoreLeasesSuffix):
@@ -108,15 +113,19 @@ func Classify(key, typ string) (m Match, ok bool) {
 // DerivedKey reports whether key is a key that relock derives from a lock
 // name (Classify reads it, as a list, a sorted set or a string, as such a
 // key: a fair lock's queue, a fenced lock's token counter, a semaphore's
-// leases, a read hold's lease...), and of which lock. A name that is one
-// would share that key with the lock it belongs to, so relock refuses it
-// as a lock name. A hash is never one (every hash reads as a lock's own),
-// nor is a name without '{' (every derived key has one).
+// leases, a read hold's lease..., or as a hash, a semaphore's holders),
+// and of which lock. A name that is one would share that key with the
+// lock it belongs to, so relock refuses it as a lock name. Another hash
+// is never one (every hash reads as a lock's own), nor is a name without
+// '{' (every derived key has one).
 func DerivedKey(key string) (Match, bool) {
 	for _, typ := range []string{TypeList, TypeZSet, TypeString} {
 		if m, ok := Classify(key, typ); ok {
 			return m, true
 		}
+	}
+	if m, ok := Classify(key, TypeHash); ok && m.Role == RoleHolders {
+		return m, true
 	}
 	return Match{}, false
 }

@@ -54,6 +54,7 @@ const (
 	RoleRateClientValue
 	RoleRateClientPermits
 	RoleLatchOpened // count-down latch's mark of its last opening (relock's, LatchOpened)
+	RoleHolders     // semaphore's record of who took each permit (relock's)
 
 	// Channels.
 	RoleChannel       // lock's unlock channel (Channel)
@@ -71,7 +72,7 @@ var roleNames = [...]string{
 	RoleUnlockLatch: "unlock latch", RoleReadLease: "read lease", RoleLeases: "leases",
 	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleGrants: "grants", RoleLatchOpened: "opening mark",
 	RoleRateValue: "rate value", RoleRatePermits: "rate permits",
-	RoleRateClientValue: "client rate value", RoleRateClientPermits: "client rate permits",
+	RoleRateClientValue: "client rate value", RoleRateClientPermits: "client rate permits", RoleHolders: "holders",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
 	RoleRWChannel: "rwlock channel", RoleSemChannel: "semaphore channel", RoleLatchChannel: "latch channel",
 	RoleRateChannel: "rate limiter channel",
@@ -97,7 +98,7 @@ func (r Role) Kind() Kind {
 		return KindFair
 	case RoleReadLease, RoleRWChannel:
 		return KindRWLock
-	case RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines, RoleSemChannel:
+	case RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines, RoleHolders, RoleSemChannel:
 		return KindSemaphore
 	case RoleLatchOpened, RoleLatchChannel:
 		return KindLatch
@@ -146,7 +147,7 @@ var Specs = []Spec{
 	{KindFenced, "fenced lock", []Role{RoleLock, RoleToken, RoleWakers}, RoleChannel},
 	{KindFair, "fair lock", []Role{RoleLock, RoleQueue, RoleTimeouts, RoleAlive}, RoleChannel},
 	{KindRWLock, "read-write lock", []Role{RoleLock}, RoleRWChannel},
-	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines}, RoleSemChannel},
+	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines, RoleHolders}, RoleSemChannel},
 	{KindLatch, "count-down latch", []Role{RoleCount, RoleLatchOpened}, RoleLatchChannel},
 	{KindCountingSemaphore, "counting semaphore", []Role{RoleCount, RoleGrants}, RoleSemChannel},
 	// The rate limiter's configuration is a hash under the name (a
@@ -189,6 +190,8 @@ func KeyOf(name string, r Role) Key {
 		return Key{Semaphore(name).Queue, TypeZSet, r}
 	case RoleWaitDeadlines:
 		return Key{Semaphore(name).QueueDeadlines, TypeZSet, r}
+	case RoleHolders:
+		return Key{Semaphore(name).Holders, TypeHash, r}
 	case RoleGrants:
 		return Key{CountingSemaphore(name).Grants, TypeZSet, r}
 	case RoleRateValue:

@@ -70,6 +70,10 @@ const (
 	// joined; permit ID -> when it is dropped unless it refreshes).
 	SemaphoreQueueSuffix          = "relock_queue"
 	SemaphoreQueueDeadlinesSuffix = "relock_queue_timeout"
+	// SemaphoreHoldersSuffix: relock's record of who took each permit
+	// (a hash: permit ID -> "<clientID>:<owner>"), beside Redisson's
+	// layout, whose scripts ignore it.
+	SemaphoreHoldersSuffix = "relock_holders"
 	// CountingGrantsSuffix: relock's record of a counting semaphore's
 	// recent grants (a sorted set: "<request ID>:<permits>" -> when it is
 	// forgotten, server ms), by which a resent acquisition takes nothing
@@ -289,6 +293,8 @@ type SemaphoreKeys struct {
 	Channel string
 	// Queue and QueueDeadlines are relock's queue of waiters.
 	Queue, QueueDeadlines string
+	// Holders is relock's record of who took each permit held.
+	Holders string
 }
 
 // Semaphore returns the keys of the semaphore name.
@@ -299,6 +305,7 @@ func Semaphore(name string) SemaphoreKeys {
 		Channel:        Derived(SemaphoreChannelPrefix, name),
 		Queue:          Suffixed(name, SemaphoreQueueSuffix),
 		QueueDeadlines: Suffixed(name, SemaphoreQueueDeadlinesSuffix),
+		Holders:        Suffixed(name, SemaphoreHoldersSuffix),
 	}
 }
 

@@ -55,6 +55,7 @@ func TestNames(t *testing.T) {
 		Channel:        "redisson_sc:{orders:42}",
 		Queue:          "{orders:42}:relock_queue",
 		QueueDeadlines: "{orders:42}:relock_queue_timeout",
+		Holders:        "{orders:42}:relock_holders",
 	}, layout.Semaphore(n))
 	assert.Equal(t, layout.CountingSemaphoreKeys{
 		Count:   "orders:42",

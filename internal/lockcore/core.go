@@ -179,6 +179,8 @@ type Core struct {
 	// (see wake.go); wakeChans counts their waiters per lock channel.
 	wakers    map[string]*waker
 	wakeChans map[string]int
+	// watches are the running watches of locks (see watch.go).
+	watches map[*watch]struct{}
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -336,6 +338,7 @@ func (c *Core) Close() error {
 		for _, fn := range closers {
 			fn()
 		}
+		c.stopWatches()
 		c.stopWakers()
 		c.background.Wait()
 		c.closeWaits()

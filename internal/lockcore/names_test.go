@@ -21,7 +21,7 @@ var nameFragments = []string{
 	layout.ChannelPrefix + ":", layout.QueuePrefix + ":", layout.TimeoutPrefix + ":", layout.TokenPrefix + ":",
 	layout.UnlockLatchPrefix + ":", layout.WakersPrefix + ":", layout.WakePrefix + ":", layout.AlivePrefix + ":",
 	layout.RWLockChannelPrefix + ":", layout.SemaphoreChannelPrefix + ":", layout.CountDownLatchChannelPrefix,
-	":" + layout.SemaphoreLeasesSuffix, ":" + layout.SemaphoreQueueSuffix, ":" + layout.SemaphoreQueueDeadlinesSuffix,
+	":" + layout.SemaphoreLeasesSuffix, ":" + layout.SemaphoreQueueSuffix, ":" + layout.SemaphoreQueueDeadlinesSuffix, ":" + layout.SemaphoreHoldersSuffix,
 	":" + layout.ReadLeaseMark + ":1", ":" + nameRequestID, ":" + layout.LatchOpenedSuffix,
 	":" + layout.CountingGrantsSuffix, ":" + layout.RateValueSuffix, ":" + layout.RatePermitsSuffix,
 	layout.RateLimiterChannelPrefix + ":",

@@ -429,6 +429,7 @@ func runBaseline(ctx context.Context, tree string, list []Mutant, timeout time.D
 // goList lists the tests of pkg that match pattern (go test -list), as
 // passed tests.
 func goList(ctx context.Context, dir, pkg, pattern string) testOutput {
+	dir, pkg = moduleOf(dir, pkg)
 	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-trimpath", "-list", pattern, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
@@ -504,6 +505,7 @@ func goTest(ctx context.Context, dir, pkg, pattern string, timeout time.Duration
 	defer cancel()
 	// -trimpath: the copy's path is new on every run; without it no
 	// package built in an earlier run would come from the build cache.
+	dir, pkg = moduleOf(dir, pkg)
 	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-trimpath", "-count=1", "-p", "1",
 		"-timeout", timeout.String(), "-json", "-run", pattern, pkg)
 	cmd.Dir = dir
@@ -563,4 +565,22 @@ func goTest(ctx context.Context, dir, pkg, pattern string, timeout time.Duration
 		out.failed = nil
 	}
 	return out
+}
+
+// moduleOf returns where to run go test for pkg, a path relative to the
+// tree at dir: in the module that holds it (relockotel, integration and
+// bench are modules of their own, which go test refuses to reach from
+// the root), with pkg relative to that module.
+func moduleOf(dir, pkg string) (string, string) {
+	if !strings.HasPrefix(pkg, "./") {
+		return dir, pkg
+	}
+	rel := filepath.Clean(strings.TrimSuffix(strings.TrimPrefix(pkg, "./"), "/..."))
+	for sub := rel; sub != "." && sub != "/" && sub != ""; sub = filepath.Dir(sub) {
+		if _, err := os.Stat(filepath.Join(dir, sub, "go.mod")); err == nil {
+			inner, _ := filepath.Rel(sub, strings.TrimPrefix(pkg, "./"))
+			return filepath.Join(dir, sub), "./" + filepath.ToSlash(inner)
+		}
+	}
+	return dir, pkg
 }
