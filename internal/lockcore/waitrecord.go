@@ -37,7 +37,8 @@ import (
 //
 // A record's write or delete that fails does not fail the wait: the
 // record is then missing (an operator and the deadlock detector do not
-// see the wait) or left until the next tick.
+// see the wait) or, while its delete is sent again (see deleteRecord),
+// left: the detector reads it as a wait.
 
 // waitBook is what a Core keeps of its wait records.
 type waitBook struct {
@@ -176,12 +177,34 @@ func (w *Wait) unrecord() {
 	}()
 }
 
-// deleteRecord sends r's delete; a delete that fails (or that Close cut
-// short) is left to the next tick's clean-up, or to Close.
+// deleteRecord sends r's delete. A record left in Redis reads as a live
+// wait to the deadlock detector (of this Client and of others), so a
+// delete that fails is sent again every RetryBackoff, for up to a
+// watchdog timeout; one that still fails (or that Close cut short) is
+// left to the next tick's clean-up, or to Close.
 func (c *Core) deleteRecord(r *waitRecord) {
-	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
-	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
-	cancel()
+	var err error
+	var retry *time.Timer
+	for give := time.Now().Add(c.WatchdogTimeout); ; {
+		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+		err = c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
+		cancel()
+		if err == nil || time.Now().After(give) {
+			break
+		}
+		if retry == nil {
+			retry = time.NewTimer(RetryBackoff)
+			defer retry.Stop()
+		} else {
+			retry.Reset(RetryBackoff)
+		}
+		select {
+		case <-retry.C:
+			continue
+		case <-c.root.Done():
+		}
+		break
+	}
 	b := &c.waits
 	b.mu.Lock()
 	delete(b.live, r.field)
