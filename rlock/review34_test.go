@@ -2,6 +2,7 @@ package rlock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -168,4 +169,87 @@ func TestReviewAnonymousDoCycle(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, victims, "a: %v, b: %v", errA, errB)
+}
+
+// TestReviewAnonymousLockCycleNotSeen: Lock calls with no owner in their
+// contexts are each an owner of their own: a record names its call's
+// owner, not the one that holds the caller's other lock, and a cycle
+// through such calls is not seen (as docs/kinds.md says).
+func TestReviewAnonymousLockCycleNotSeen(t *testing.T) {
+	const after = 150 * time.Millisecond
+	ca := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	cb := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	require.NoError(t, ca.GetLock(l1).Lock(t.Context()))
+	require.NoError(t, cb.GetLock(l2).Lock(t.Context()))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*after)
+	defer cancel()
+	ea, eb := lockAsync(ca.GetLock(l2), ctx), lockAsync(cb.GetLock(l1), ctx)
+	recs := awaitRecords(t, relocktest.Raw(t), ca, l2, 1)
+	assert.Contains(t, recs[0].Owner, ca.ID()+":anon-", "a made-up owner of the Client")
+	for _, got := range []<-chan error{ea, eb} {
+		err := relocktest.Receive(t, got, 5*time.Second, "the wait to end")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	require.NoError(t, ca.GetLock(l1).Unlock(context.Background()))
+	require.NoError(t, cb.GetLock(l2).Unlock(context.Background()))
+}
+
+// TestReviewReadersCycleAndChains: r1, r2, r3 read a read-write lock; w
+// holds P and waits for its write side; r1 waits for P (a cycle: w, r1);
+// r2 waits for Q, held by x, which waits for nothing (a chain). Exactly
+// one of w and r1 ends with ErrDeadlock, and no other wait does, before
+// or after the cycle is broken.
+func TestReviewReadersCycleAndChains(t *testing.T) {
+	const after = 150 * time.Millisecond
+	cs := make([]*rlock.Client, 3)
+	for i := range cs {
+		cs[i] = relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	}
+	rw, p, q := relocktest.Name(t), relocktest.Name(t), relocktest.Name(t)
+	own := func(o string) context.Context { return rlock.WithOwner(t.Context(), o) }
+	for i, r := range []string{"r1", "r2", "r3"} {
+		require.NoError(t, cs[i].GetReadWriteLock(rw).ReadLock().Lock(own(r)))
+	}
+	require.NoError(t, cs[0].GetLock(p).Lock(own("w")))
+	require.NoError(t, cs[2].GetLock(q).Lock(own("x")))
+	wait := func(c *rlock.Client, o string, lock func(context.Context) error, then func(error)) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(own(o), 8*after)
+			defer cancel()
+			err := lock(ctx)
+			then(err)
+			done <- err
+		}()
+		return done
+	}
+	er2 := wait(cs[1], "r2", cs[1].GetLock(q).Lock, func(error) {})
+	er1 := wait(cs[0], "r1", cs[0].GetLock(p).Lock, func(err error) {
+		if err == nil {
+			_ = cs[0].GetLock(p).Unlock(own("r1"))
+		}
+		_ = cs[0].GetReadWriteLock(rw).ReadLock().Unlock(own("r1"))
+	})
+	ew := wait(cs[0], "w", cs[0].GetReadWriteLock(rw).WriteLock().Lock, func(err error) {
+		_ = cs[0].GetLock(p).Unlock(own("w"))
+	})
+	errs := map[string]error{}
+	for o, ch := range map[string]<-chan error{"r1": er1, "r2": er2, "w": ew} {
+		errs[o] = relocktest.Receive(t, ch, 10*time.Second, o)
+	}
+	require.NotErrorIs(t, errs["r2"], rlock.ErrDeadlock, "a chain")
+	require.ErrorIs(t, errs["r2"], context.DeadlineExceeded)
+	victims := 0
+	for _, o := range []string{"r1", "w"} {
+		if errors.Is(errs[o], rlock.ErrDeadlock) {
+			victims++
+		}
+	}
+	require.Equal(t, 1, victims, "%v", errs)
+	if errors.Is(errs["w"], rlock.ErrDeadlock) {
+		require.NoError(t, errs["r1"], "w released P")
+	} else {
+		require.ErrorIs(t, errs["w"], context.DeadlineExceeded, "r2 and r3 still read")
+	}
 }
