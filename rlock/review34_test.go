@@ -253,3 +253,57 @@ func TestReviewReadersCycleAndChains(t *testing.T) {
 		require.ErrorIs(t, errs["w"], context.DeadlineExceeded, "r2 and r3 still read")
 	}
 }
+
+// hdelSlow is a client whose HDELs of a wait record hash reach Redis only
+// once gate is closed: a record's delete still on its way.
+type hdelSlow struct {
+	rueidis.Client
+	gate chan struct{}
+}
+
+func (h *hdelSlow) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands()
+	if len(args) > 1 && strings.EqualFold(args[0], "HDEL") && strings.Contains(args[1], waitrec.Base) {
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return rueidis.NewErrorResult(ctx.Err())
+		}
+	}
+	return h.Client.Do(ctx, cmd)
+}
+
+// TestReviewReadGrantIsNoEdge: X holds L1 and waits for the read side of
+// RW, write-held by H; H reads too and gives up its write lock, so X gets
+// its read lock, and its record's delete is still on its way. H then
+// waits for L1: X waits for nothing, and no reader keeps a reader out,
+// so H's wait is no cycle.
+func TestReviewReadGrantIsNoEdge(t *testing.T) {
+	const after = 150 * time.Millisecond
+	raw := relocktest.Raw(t)
+	slow := &hdelSlow{Client: raw, gate: make(chan struct{})}
+	cx, err := rlock.New(slow, rlock.WithDeadlockDetection(after))
+	require.NoError(t, err)
+	defer cx.Close()
+	defer close(slow.gate) // before Close: it waits for the delete
+	ch := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	rw, l1 := relocktest.Name(t), relocktest.Name(t)
+	x, h := rlock.WithOwner(t.Context(), "x"), rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, ch.GetReadWriteLock(rw).WriteLock().Lock(h))
+	require.NoError(t, cx.GetLock(l1).Lock(x))
+	got := make(chan error, 1)
+	go func() { got <- cx.GetReadWriteLock(rw).ReadLock().Lock(x) }()
+	awaitRecords(t, raw, cx, rw, 1)
+	require.NoError(t, ch.GetReadWriteLock(rw).ReadLock().Lock(h))
+	require.NoError(t, ch.GetReadWriteLock(rw).WriteLock().Unlock(h))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "x's read lock"))
+	require.Len(t, waitRecordsOf(t, raw, cx, rw), 1, "x's record, its delete on its way")
+	ctx, cancel := context.WithTimeout(h, 4*after)
+	defer cancel()
+	err = ch.GetLock(l1).Lock(ctx)
+	assert.NotErrorIs(t, err, rlock.ErrDeadlock, "x waits for nothing")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, ch.GetReadWriteLock(rw).ReadLock().Unlock(h))
+	require.NoError(t, cx.GetReadWriteLock(rw).ReadLock().Unlock(x))
+	require.NoError(t, cx.GetLock(l1).Unlock(x))
+}
