@@ -307,3 +307,30 @@ func TestReviewReadGrantIsNoEdge(t *testing.T) {
 	require.NoError(t, cx.GetReadWriteLock(rw).ReadLock().Unlock(x))
 	require.NoError(t, cx.GetLock(l1).Unlock(x))
 }
+
+// TestReviewGivenUpWaitIsNoEdge: X holds L1 and gives up a wait for L2
+// (held by H); its record's delete is still on its way (a slow link)
+// when H waits for L1. X waits for nothing: H's wait is no cycle.
+func TestReviewGivenUpWaitIsNoEdge(t *testing.T) {
+	t.Skip("defect not fixed (review of issue 34): a wait that ends without the lock returns before its record's delete reaches Redis; for that round trip the record reads as a wait, and a look that lands then ends a wait in a cycle that is not there")
+	const after = 150 * time.Millisecond
+	raw := relocktest.Raw(t)
+	slow := &hdelSlow{Client: raw, gate: make(chan struct{})}
+	cx, err := rlock.New(slow, rlock.WithDeadlockDetection(after))
+	require.NoError(t, err)
+	defer cx.Close()
+	defer close(slow.gate)
+	ch := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	x, h := rlock.WithOwner(t.Context(), "x"), rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, cx.GetLock(l1).Lock(x))
+	require.NoError(t, ch.GetLock(l2).Lock(h))
+	ok, err := cx.GetLock(l2).TryLock(x, 2*after, 0)
+	require.NoError(t, err)
+	require.False(t, ok)
+	ctx, cancel := context.WithTimeout(h, 4*after)
+	defer cancel()
+	err = ch.GetLock(l1).Lock(ctx)
+	assert.NotErrorIs(t, err, rlock.ErrDeadlock, "x waits for nothing")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
