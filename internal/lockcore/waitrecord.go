@@ -24,10 +24,12 @@ import (
 // beside the command the wait sends next anyway (its subscription, or its
 // second attempt), so that it adds no round trip to the wait; the wait
 // does not wait for its reply. The delete (HDEL) is sent when the wait
-// ends, after the write's reply (so that it cannot overtake it), on a
-// goroutine of its own (the ending call does not wait for it), or, when
-// the write has not been answered yet, by the write's goroutine once it
-// is. Close waits for both goroutines, then deletes the hash.
+// ends, after the write's reply (so that it cannot overtake it): by a
+// call that ends without what it waited for, before it returns (see
+// unrecord); else on a goroutine of its own (the ending call does not
+// wait for it), or, when the write has not been answered yet, by the
+// write's goroutine once it is. Close waits for both goroutines, then
+// deletes the hash.
 //
 // The hash's expiry is the watchdog timeout: set by each write, and
 // renewed on the watchdog's tick (one call per Client per tick, pipelined
@@ -143,16 +145,34 @@ func (c *Core) writeRecord(r *waitRecord) {
 	}
 }
 
-// unrecord deletes w's record when its wait ends, on a goroutine of its
-// own, so that the call does not wait for the delete's round trip (an
-// acquisition that waited returns as soon as it has the lock): at once
-// when its write was answered, else by the write's goroutine once it is.
-func (w *Wait) unrecord() {
+// unrecord deletes w's record when its wait ends. A call that got what
+// it waited for does not wait for the delete (an acquisition that waited
+// returns as soon as it has the lock): it is sent on a goroutine of its
+// own, at once when the record's write was answered, else by the write's
+// goroutine once it is. A call that ends without it (gave up, its context
+// ended, an error, a deadlock) deletes the record before it returns, for
+// up to deleteTimeout: its caller goes on (releases, or keeps, what it
+// holds), and a record still in Redis would read as a wait of its owner
+// to the deadlock detector; past that bound, the delete goes on as for a
+// call that got what it waited for.
+func (w *Wait) unrecord(done bool) {
 	r := w.rec
 	if r == nil {
 		return
 	}
 	w.rec = nil
+	c := w.core
+	if !done {
+		ctx, cancel := context.WithTimeout(c.root, deleteTimeout)
+		defer cancel()
+		select {
+		case <-r.written:
+			if c.deleteRecordOnce(ctx, r) == nil {
+				return
+			}
+		case <-ctx.Done():
+		}
+	}
 	r.mu.Lock()
 	select {
 	case <-r.written:
@@ -162,7 +182,6 @@ func (w *Wait) unrecord() {
 		return
 	}
 	r.mu.Unlock()
-	c := w.core
 	c.mu.Lock()
 	if c.CheckOpen() != nil {
 		// Close deletes the hash once the Client's goroutines are done.
@@ -175,6 +194,18 @@ func (w *Wait) unrecord() {
 		defer c.background.Done()
 		c.deleteRecord(r)
 	}()
+}
+
+// deleteRecordOnce sends r's delete once, on ctx, and forgets r when it
+// succeeded.
+func (c *Core) deleteRecordOnce(ctx context.Context, r *waitRecord) error {
+	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
+	if err == nil {
+		c.waits.mu.Lock()
+		delete(c.waits.live, r.field)
+		c.waits.mu.Unlock()
+	}
+	return err
 }
 
 // deleteRecord sends r's delete. A record left in Redis reads as a live
