@@ -38,7 +38,7 @@ func (h *hdelFailing) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Red
 }
 
 // TestReviewStaleRecordIsNoWait: B holds L1 and gives up a wait for L2
-// (held by A) whose record's delete fails once; B goes on holding L1,
+// (held by A) whose record's delete fails twice; B goes on holding L1,
 // waiting for nothing. The record goes at once (its delete sent again),
 // not at the next watchdog tick: until then it reads as a wait, and A's
 // wait for L1 would close a cycle that is not there.
@@ -54,11 +54,13 @@ func TestReviewStaleRecordIsNoWait(t *testing.T) {
 	a, b := rlock.WithOwner(t.Context(), "a"), rlock.WithOwner(t.Context(), "b")
 	require.NoError(t, cb.GetLock(l1).Lock(b))
 	require.NoError(t, ca.GetLock(l2).Lock(a))
-	f.fail.Store(1)
+	// Both the delete TryLock sends before it returns and the first one
+	// sent after it fail.
+	f.fail.Store(2)
 	ok, err := cb.GetLock(l2).TryLock(b, 300*time.Millisecond, 0)
 	require.NoError(t, err)
 	require.False(t, ok)
-	relocktest.Eventually(t, 5*time.Second, "the record's delete failed", func() bool { return f.hits.Load() > 0 })
+	relocktest.Eventually(t, 5*time.Second, "the record's delete failed twice", func() bool { return f.hits.Load() == 2 })
 	// The watchdog's tick (10s) would clean it up; a retry does it now.
 	relocktest.Eventually(t, 2*time.Second, "the record deleted after its failed delete", func() bool {
 		return len(waitRecords(t, raw, cb)) == 0
