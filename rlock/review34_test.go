@@ -351,3 +351,27 @@ func TestReviewGivenUpWaitIsNoEdge(t *testing.T) {
 	assert.NotErrorIs(t, err, rlock.ErrDeadlock, "x waits for nothing")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// TestReviewDoPanicLeavesNoRecord: fn of a Do waits for a lock, its wait
+// ends, and fn panics: the panic goes on, the lock Do took is released,
+// and no record is left.
+func TestReviewDoPanicLeavesNoRecord(t *testing.T) {
+	raw := relocktest.Raw(t)
+	c := relocktest.Client(t)
+	holder := relocktest.Client(t)
+	l1, l2 := relocktest.Name(t), relocktest.Name(t)
+	require.NoError(t, holder.GetLock(l2).Lock(rlock.WithOwner(t.Context(), "h")))
+	func() {
+		defer func() { assert.Equal(t, "boom", recover()) }()
+		_ = c.GetLock(l1).Do(t.Context(), func(ctx context.Context) error {
+			ok, err := c.GetLock(l2).TryLock(ctx, 200*time.Millisecond, 0)
+			require.NoError(t, err)
+			require.False(t, ok)
+			panic("boom")
+		})
+	}()
+	assert.Empty(t, waitRecords(t, raw, c))
+	locked, err := c.GetLock(l1).IsLocked(t.Context())
+	require.NoError(t, err)
+	assert.False(t, locked, "Do's lock released")
+}
