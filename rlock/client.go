@@ -177,7 +177,11 @@ func WithKeyPrefix(prefix string) Option {
 // the others go on once its caller releases what it holds. Owners count as
 // threads of control, as a database's transactions: a cycle through an
 // owner that two goroutines share is reported although the other
-// goroutine might have released. Each look reads the locks' holders and
+// goroutine might have released. A call with no owner in its context is
+// an owner of its own (Do's fn gets Do's owner in its context), and a
+// Client reads other Clients' records under its own key prefix: cycles
+// through such calls, or across Clients with different prefixes, are not
+// seen. Each look reads the locks' holders and
 // the waits' records one key at a time (at most 64 keys), so a wait that
 // lasts costs a few reads each after. The package documentation
 // (Waits and deadlocks) says more.

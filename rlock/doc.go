@@ -170,13 +170,19 @@
 // send nothing more; a wait sends one command more at its start (the
 // record, HSET and PEXPIRE in one script, sent beside the wait's
 // subscription or second attempt, whose reply it does not wait for) and
-// one at its end (HDEL, not waited for either). The hash expires after the watchdog timeout;
+// one at its end (HDEL: not waited for by an acquisition that got what it
+// waited for; a call that ends without it deletes its record before it
+// returns, for up to 250ms, so that its owner does not read as waiting
+// once it goes on). The hash expires after the watchdog timeout;
 // the Client renews it on the watchdog's tick while it has records (one
 // call per Client per tick, pipelined with the holds' renewals), so the
 // records of a Client that died expire on their own. A record's write or
 // delete that fails does not fail the wait: the wait is then not shown
-// (and is no part of deadlock detection), or shown until the next tick (which deletes what the Client no longer
-// has) or the hash's expiry. Redisson's waiters leave no record: status
+// (and is no part of deadlock detection), or shown while its delete is
+// sent again (every 100ms, for up to the watchdog timeout), then until
+// the next tick (which deletes what the Client no longer has) or the
+// hash's expiry: meanwhile it reads as a wait, to the deadlock detector
+// too. Redisson's waiters leave no record: status
 // shows nothing of them, as it shows their holders (whose fields name
 // Redisson's clients).
 //

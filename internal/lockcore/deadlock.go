@@ -35,7 +35,10 @@ import (
 // An owner that holds the name it waits for is not a cycle (a re-entry,
 // or a grant its call has not seen yet), except a read hold under a write
 // wait on a read-write lock (an upgrade), which waits for itself: that is
-// a cycle of one.
+// a cycle of one. A read wait waits only for a write hold: a reader that
+// holds the name keeps no reader out (a read wait's record that names a
+// name read-held by others is one whose grant came, its delete on its
+// way).
 //
 // Exactly one wait of a cycle ends, the victim: the wait with the
 // youngest record (the greatest since; ties by owner, then by record hash
@@ -179,6 +182,13 @@ func (d *detector) find(self recordAt) []CycleEdge {
 	var walk func(r recordAt) bool
 	walk = func(r recordAt) bool {
 		for _, h := range d.holdersOf(r.rec.Name) {
+			if h.read && r.rec.Kind == observe.KindRead {
+				// A read hold keeps no reader out (a read wait waits for a
+				// writer, whose own read holds name its write hold here):
+				// the wait has ended with a grant, and its record outlives
+				// it by a moment.
+				continue
+			}
 			e := CycleEdge{Wait: r, Holder: h.owner, HolderField: h.field}
 			switch {
 			case h.owner == self.rec.Owner:

@@ -300,7 +300,7 @@ func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
 		w.detectT.Stop()
 		w.detectT = nil
 	}
-	w.unrecord()
+	w.unrecord(done)
 	w.waited()
 	return done, err
 }

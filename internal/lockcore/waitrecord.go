@@ -24,10 +24,12 @@ import (
 // beside the command the wait sends next anyway (its subscription, or its
 // second attempt), so that it adds no round trip to the wait; the wait
 // does not wait for its reply. The delete (HDEL) is sent when the wait
-// ends, after the write's reply (so that it cannot overtake it), on a
-// goroutine of its own (the ending call does not wait for it), or, when
-// the write has not been answered yet, by the write's goroutine once it
-// is. Close waits for both goroutines, then deletes the hash.
+// ends, after the write's reply (so that it cannot overtake it): by a
+// call that ends without what it waited for, before it returns (see
+// unrecord); else on a goroutine of its own (the ending call does not
+// wait for it), or, when the write has not been answered yet, by the
+// write's goroutine once it is. Close waits for both goroutines, then
+// deletes the hash.
 //
 // The hash's expiry is the watchdog timeout: set by each write, and
 // renewed on the watchdog's tick (one call per Client per tick, pipelined
@@ -37,7 +39,8 @@ import (
 //
 // A record's write or delete that fails does not fail the wait: the
 // record is then missing (an operator and the deadlock detector do not
-// see the wait) or left until the next tick.
+// see the wait) or, while its delete is sent again (see deleteRecord),
+// left: the detector reads it as a wait.
 
 // waitBook is what a Core keeps of its wait records.
 type waitBook struct {
@@ -142,16 +145,34 @@ func (c *Core) writeRecord(r *waitRecord) {
 	}
 }
 
-// unrecord deletes w's record when its wait ends, on a goroutine of its
-// own, so that the call does not wait for the delete's round trip (an
-// acquisition that waited returns as soon as it has the lock): at once
-// when its write was answered, else by the write's goroutine once it is.
-func (w *Wait) unrecord() {
+// unrecord deletes w's record when its wait ends. A call that got what
+// it waited for does not wait for the delete (an acquisition that waited
+// returns as soon as it has the lock): it is sent on a goroutine of its
+// own, at once when the record's write was answered, else by the write's
+// goroutine once it is. A call that ends without it (gave up, its context
+// ended, an error, a deadlock) deletes the record before it returns, for
+// up to deleteTimeout: its caller goes on (releases, or keeps, what it
+// holds), and a record still in Redis would read as a wait of its owner
+// to the deadlock detector; past that bound, the delete goes on as for a
+// call that got what it waited for.
+func (w *Wait) unrecord(done bool) {
 	r := w.rec
 	if r == nil {
 		return
 	}
 	w.rec = nil
+	c := w.core
+	if !done {
+		ctx, cancel := context.WithTimeout(c.root, deleteTimeout)
+		defer cancel()
+		select {
+		case <-r.written:
+			if c.deleteRecordOnce(ctx, r) == nil {
+				return
+			}
+		case <-ctx.Done():
+		}
+	}
 	r.mu.Lock()
 	select {
 	case <-r.written:
@@ -161,7 +182,6 @@ func (w *Wait) unrecord() {
 		return
 	}
 	r.mu.Unlock()
-	c := w.core
 	c.mu.Lock()
 	if c.CheckOpen() != nil {
 		// Close deletes the hash once the Client's goroutines are done.
@@ -176,12 +196,46 @@ func (w *Wait) unrecord() {
 	}()
 }
 
-// deleteRecord sends r's delete; a delete that fails (or that Close cut
-// short) is left to the next tick's clean-up, or to Close.
-func (c *Core) deleteRecord(r *waitRecord) {
-	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+// deleteRecordOnce sends r's delete once, on ctx, and forgets r when it
+// succeeded.
+func (c *Core) deleteRecordOnce(ctx context.Context, r *waitRecord) error {
 	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
-	cancel()
+	if err == nil {
+		c.waits.mu.Lock()
+		delete(c.waits.live, r.field)
+		c.waits.mu.Unlock()
+	}
+	return err
+}
+
+// deleteRecord sends r's delete. A record left in Redis reads as a live
+// wait to the deadlock detector (of this Client and of others), so a
+// delete that fails is sent again every RetryBackoff, for up to a
+// watchdog timeout; one that still fails (or that Close cut short) is
+// left to the next tick's clean-up, or to Close.
+func (c *Core) deleteRecord(r *waitRecord) {
+	var err error
+	var retry *time.Timer
+	for give := time.Now().Add(c.WatchdogTimeout); ; {
+		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+		err = c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
+		cancel()
+		if err == nil || time.Now().After(give) {
+			break
+		}
+		if retry == nil {
+			retry = time.NewTimer(RetryBackoff)
+			defer retry.Stop()
+		} else {
+			retry.Reset(RetryBackoff)
+		}
+		select {
+		case <-retry.C:
+			continue
+		case <-c.root.Done():
+		}
+		break
+	}
 	b := &c.waits
 	b.mu.Lock()
 	delete(b.live, r.field)
