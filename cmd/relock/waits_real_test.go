@@ -282,3 +282,130 @@ func TestWaitsRealEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitsRealCycle: two owners of two Clients, each holding one lock
+// and waiting for the other's, make a real deadlock. With detection off
+// nothing breaks it: waits flags it (exit 3) with both owners, and top
+// shows both names with a waiter. With detection on (the default), one
+// wait ends with ErrDeadlock, and once its caller releases, the other
+// gets its lock and waits flags no cycle.
+func TestWaitsRealCycle(t *testing.T) {
+	srv := server(t)
+
+	t.Run("detection off", func(t *testing.T) {
+		c1 := relocktest.Client(t, rlock.WithDeadlockDetection(0))
+		c2 := relocktest.Client(t, rlock.WithDeadlockDetection(0))
+		names, match := testNames(t, 2)
+		x, y := names[0], names[1]
+		wctx, stop := context.WithCancel(t.Context())
+		defer stop()
+		a, b := rlock.WithOwner(wctx, "a"), rlock.WithOwner(wctx, "b")
+		require.NoError(t, c1.GetLock(x).Lock(a))
+		require.NoError(t, c2.GetReadWriteLock(y).WriteLock().Lock(b))
+		aDone := waiting(t, func() error { return c1.GetReadWriteLock(y).WriteLock().Lock(a) })
+		bDone := waiting(t, func() error { return c2.GetLock(x).Lock(b) })
+		af, bf := layout.Field(c1.ID(), "a"), layout.Field(c2.ID(), "b")
+
+		var out waitsOutput
+		relocktest.Eventually(t, 30*time.Second, "the cycle flagged", func() bool {
+			var code int
+			var err error
+			out, code, err = peekWaits(srv.Addr, "--match", match)
+			return err == nil && code == exitCycle && len(out.cycles) == 1
+		})
+		out = runWaits(t, exitCycle, "--match", match)
+		require.Len(t, out.cycles, 1, "cycles")
+		want := []string{af, bf}
+		if bf < af {
+			want = []string{bf, af}
+		}
+		assert.Equal(t, want, out.cycles[0].Owners, "owners")
+		for _, e := range out.cycles[0].Edges {
+			switch e.Waiter {
+			case af:
+				assert.Equal(t, y, e.Name)
+				assert.Equal(t, "write", e.Kind)
+				assert.Equal(t, bf+":write", e.Holder)
+			case bf:
+				assert.Equal(t, x, e.Name)
+				assert.Equal(t, "lock", e.Kind)
+				assert.Equal(t, af, e.Holder)
+			default:
+				assert.Fail(t, "edge of no owner of the cycle", "%+v", e)
+			}
+		}
+		assert.True(t, out.names[x].InCycle && out.names[y].InCycle, "in_cycle")
+
+		r := relock(t, "top", "--once", "--interval", "50ms", "--redis", srv.Addr, "--match", match)
+		wantCode(t, r, exitOK)
+		for _, n := range names {
+			tl, ok := topLineOf(t, r.stdout, n)
+			if assert.True(t, ok, "top: no line for %s:\n%s", n, r.stdout) {
+				assert.Equal(t, 1, tl.wait, "top: waiters of %s", n)
+			}
+		}
+		assert.Contains(t, r.stdout, "2 names, 2 waiting calls, 1 cycle among them")
+
+		stop()
+		assert.ErrorIs(t, relocktest.Receive(t, aDone, 30*time.Second, "a's wait to end"), context.Canceled)
+		assert.ErrorIs(t, relocktest.Receive(t, bDone, 30*time.Second, "b's wait to end"), context.Canceled)
+		out = runWaits(t, exitOK, "--match", match)
+		assert.Empty(t, out.cycles, "cycles after the waits ended")
+		for n, got := range out.names {
+			assert.Empty(t, got.Waiters, "waiters of %s after the waits ended", n)
+		}
+	})
+
+	t.Run("detection on", func(t *testing.T) {
+		c1, c2 := relocktest.Client(t), relocktest.Client(t)
+		names, match := testNames(t, 2)
+		x, y := names[0], names[1]
+		ctx := t.Context()
+		a, b := rlock.WithOwner(ctx, "a"), rlock.WithOwner(ctx, "b")
+		require.NoError(t, c1.GetLock(x).Lock(a))
+		require.NoError(t, c2.GetFencedLock(y).Lock(b))
+		start := time.Now()
+		aDone := waiting(t, func() error { return c1.GetFencedLock(y).Lock(a) })
+		bDone := waiting(t, func() error { return c2.GetLock(x).Lock(b) })
+
+		// Exactly one wait ends, with ErrDeadlock; its caller releases
+		// what it holds, and the other wait gets it.
+		var victim string
+		var errV error
+		select {
+		case errV = <-aDone:
+			victim = "a"
+		case errV = <-bDone:
+			victim = "b"
+		case <-time.After(30 * time.Second):
+			require.FailNow(t, "no wait of the cycle ended")
+		}
+		took := time.Since(start)
+		require.ErrorIs(t, errV, rlock.ErrDeadlock, "the victim's error")
+		t.Logf("victim %s after %v: %v", victim, took, errV)
+		var rest <-chan error
+		switch victim {
+		case "a":
+			require.NoError(t, c1.GetLock(x).Unlock(a))
+			rest = bDone
+		case "b":
+			require.NoError(t, c2.GetFencedLock(y).Unlock(b))
+			rest = aDone
+		}
+		require.NoError(t, relocktest.Receive(t, rest, 30*time.Second, "the other wait to end"), "the other wait")
+
+		out := runWaits(t, exitOK, "--match", match)
+		assert.Empty(t, out.cycles, "cycles after the victim released")
+		for n, got := range out.names {
+			assert.Empty(t, got.Waiters, "waiters of %s", n)
+		}
+		switch victim {
+		case "a":
+			require.NoError(t, c2.GetLock(x).Unlock(b))
+			require.NoError(t, c2.GetFencedLock(y).Unlock(b))
+		case "b":
+			require.NoError(t, c1.GetFencedLock(y).Unlock(a))
+			require.NoError(t, c1.GetLock(x).Unlock(a))
+		}
+	})
+}
