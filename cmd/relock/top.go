@@ -104,6 +104,11 @@ func (cl *cli) top(args []string) int {
 	if code >= 0 {
 		return code
 	}
+	// Deferred first, run last: once the context is cancelled and the
+	// client closed, the subscription's goroutine ends; top returns after
+	// it.
+	var listeners sync.WaitGroup
+	defer listeners.Wait()
 	defer rdb.Close()
 
 	sigs := make(chan os.Signal, 2)
@@ -113,7 +118,8 @@ func (cl *cli) top(args []string) int {
 	defer cancel()
 
 	tp := &topper{rdb: rdb, prefix: cl.conn.prefix, match: *match, limit: *limit, where: t.where,
-		interval: interval.d, prev: map[string]*topRow{}, heard: map[string]*heardCount{}, waited: map[string]bool{}}
+		interval: interval.d, prev: map[string]*topRow{}, heard: map[string]*heardCount{}, waited: map[string]bool{},
+		listening: &listeners}
 	listening := tp.listen(ctx)
 	select {
 	case err := <-listening:
@@ -216,6 +222,7 @@ type topper struct {
 	where         string
 	limit         int
 	interval      time.Duration
+	listening     *sync.WaitGroup // counts listen's goroutine
 
 	mu     sync.Mutex
 	heard  map[string]*heardCount // releases heard since the last refresh, by full name
@@ -248,11 +255,13 @@ var releasePatterns = []string{layout.ChannelPrefix + ":*", layout.RWLockChannel
 // listen subscribes to the release channels until ctx ends, again a
 // second after the subscription ends (a lost connection, a restart); the
 // channel it returns says once that the first subscription was confirmed
-// (nil) or failed.
+// (nil) or failed. tp.listening counts its goroutine.
 func (tp *topper) listen(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
 	var once sync.Once
+	tp.listening.Add(1)
 	go func() {
+		defer tp.listening.Done()
 		for ctx.Err() == nil {
 			confirmed := 0
 			hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
