@@ -335,6 +335,11 @@ func TestWaitsRealCycle(t *testing.T) {
 			}
 		}
 		assert.True(t, out.names[x].InCycle && out.names[y].InCycle, "in_cycle")
+		for n, wf := range map[string]string{x: bf, y: af} {
+			if assert.Len(t, out.names[n].Waiters, 1, "waiters of %s", n) {
+				assert.Equal(t, wf, out.names[n].Waiters[0].Field, "the waiter of %s", n)
+			}
+		}
 
 		r := relock(t, "top", "--once", "--interval", "50ms", "--redis", srv.Addr, "--match", match)
 		wantCode(t, r, exitOK)
@@ -382,6 +387,8 @@ func TestWaitsRealCycle(t *testing.T) {
 		}
 		took := time.Since(start)
 		require.ErrorIs(t, errV, rlock.ErrDeadlock, "the victim's error")
+		assert.Contains(t, errV.Error(), x, "the error names the cycle")
+		assert.Contains(t, errV.Error(), y, "the error names the cycle")
 		t.Logf("victim %s after %v: %v", victim, took, errV)
 		var rest <-chan error
 		switch victim {
