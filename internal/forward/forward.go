@@ -67,20 +67,19 @@ type method struct {
 // Generate returns the generated files (path relative to root -> source).
 func Generate(root string) (map[string][]byte, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, filepath.Join(root, "handle"), func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
+	files, err := parseDir(fset, filepath.Join(root, "handle"), func(name string) bool {
+		return !strings.HasSuffix(name, "_test.go")
 	}, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
-	hp := pkgs["handle"]
-	if hp == nil {
+	if len(files) == 0 || files[0].Name.Name != "handle" {
 		return nil, fmt.Errorf("no package handle")
 	}
 	exported := map[string]bool{}  // handle's exported type names
 	imports := map[string]string{} // name -> path, from handle's files
 	var methods []method
-	for _, f := range hp.Files {
+	for _, f := range files {
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
 			name := p[strings.LastIndex(p, "/")+1:]
@@ -175,23 +174,41 @@ func recvType(d *ast.FuncDecl) string {
 // package at dir, outside the generated file and tests.
 func declared(dir string) (map[string]bool, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go") && fi.Name() != genFile
+	files, err := parseDir(fset, dir, func(name string) bool {
+		return !strings.HasSuffix(name, "_test.go") && name != genFile
 	}, 0)
 	if err != nil {
 		return nil, err
 	}
 	own := map[string]bool{}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			for _, d := range f.Decls {
-				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil {
-					own[recvType(fd)+"."+fd.Name.Name] = true
-				}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil {
+				own[recvType(fd)+"."+fd.Name.Name] = true
 			}
 		}
 	}
 	return own, nil
+}
+
+// parseDir parses the .go files of dir that keep accepts, in name order.
+func parseDir(fset *token.FileSet, dir string, keep func(name string) bool, mode parser.Mode) ([]*ast.File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []*ast.File
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || !keep(e.Name()) {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, mode)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // writeMethod writes the forwarder of m on t.
