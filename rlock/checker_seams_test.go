@@ -465,14 +465,30 @@ func (m *holdsModel) stopWaiterRound() { m.deadWaiterRound("stop") }
 // stopRegistrantRound (issue 32, item 2): the holder H (of Client 0; with
 // wake-one in the WakeOne kind) holds on a fixed lease longer than the
 // round; C, an owner of Client 1 (without wake-one), waits; a child W
-// with wake-one gives up a TryLock of 300ms (it registered for wake-ups
-// meanwhile), leaves the lock's channel (the hub's linger) and is
-// stopped. H releases: C must take the lock at once, within the bound.
-// A registrant that gave up waits for nothing, and a stopped one delays
-// nobody but the registered waiters (at most 2s; there are none here).
-// A release whose only wake-up went to the stopped W would leave C
-// asleep until H's lease, as C's attempt saw it, ended.
+// with wake-one registers for wake-ups and is stopped. H releases: C
+// must take the lock at once, within the bound. A stopped registrant
+// delays nobody but the registered waiters (at most 2s; there are none
+// here). A release whose only wake-up went to the stopped W would leave
+// C asleep until H's lease, as C's attempt saw it, ended. Two ways, one
+// after the other:
+//
+//   - "try": W gives up a TryLock of 300ms and leaves the lock's channel
+//     (the hub's linger) before it is stopped. A registrant that gave up
+//     waits for nothing: it must have left the registry.
+//   - "wait": W still waits (registered, on both channels), and a dead
+//     Client's registration follows its own (its connections gone), so
+//     that the lock's channel has no more subscribers than the registry
+//     has Clients. The release wakes the stopped W, and must still
+//     publish on the lock's channel.
 func (m *holdsModel) stopRegistrantRound() {
+	for _, act := range []string{"try", "wait"} {
+		m.stopRegistrant(act)
+	}
+}
+
+// stopRegistrant is one way of stopRegistrantRound: act is the child's,
+// "try" or "wait".
+func (m *holdsModel) stopRegistrant(act string) {
 	e := m.e
 	m.drain()
 	e.mu.Lock()
@@ -516,12 +532,42 @@ func (m *holdsModel) stopRegistrantRound() {
 		e.logf("stop-registrant: other Clients than %v's stay on the lock's channel", c)
 	}
 	subs := relocktest.Subscribers(e.raw, channel)
-	ch := e.spawn(childSpec{Act: "try", Wait: 300 * time.Millisecond, WakeOne: true})
+	spec := childSpec{Act: act, WakeOne: true}
+	if act == "try" {
+		spec.Wait = 300 * time.Millisecond
+	}
+	ch := e.spawn(spec)
+	const dead = "dead-client"
+	wakers := layout.Wakers(e.name)
 	if ch != nil {
-		// W has left the lock's channel once its subscribers are back to
-		// what they were without it.
-		if !until(2*time.Second, func() bool { return relocktest.Subscribers(e.raw, channel) <= subs }) {
-			e.logf("stop-registrant: child %s not seen leaving the lock's channel", ch.who)
+		if act == "try" {
+			// W has left the lock's channel once its subscribers are
+			// back to what they were without it.
+			if !until(2*time.Second, func() bool { return relocktest.Subscribers(e.raw, channel) <= subs }) {
+				e.logf("stop-registrant: child %s not seen leaving the lock's channel", ch.who)
+			}
+		} else {
+			// W is registered; a dead Client is registered after it until
+			// well past the release.
+			var score float64
+			if !until(2*time.Second, func() bool {
+				v, err := e.raw.Do(context.Background(), e.raw.B().Zscore().Key(wakers).Member(ch.id).Build()).AsFloat64()
+				score = v
+				return err == nil
+			}) {
+				e.logf("stop-registrant: child %s not seen registered", ch.who)
+			}
+			if err := e.raw.Do(context.Background(), e.raw.B().Zadd().Key(wakers).ScoreMember().
+				ScoreMember(score+15000, dead).Build()).Error(); err != nil {
+				e.logf("stop-registrant: the dead registration: %v", err)
+			} else {
+				e.logf("stop-registrant: a dead Client registered after child %s", ch.who)
+			}
+			if !until(2*time.Second, func() bool {
+				return relocktest.Subscribers(e.raw, channel) == subs+1 && relocktest.Subscribers(e.raw, layout.WakeChannel(e.name, ch.id)) == 1
+			}) {
+				e.logf("stop-registrant: child %s not seen on the lock's channel and its wake channel", ch.who)
+			}
 		}
 		e.stop(ch)
 	}
@@ -529,6 +575,9 @@ func (m *holdsModel) stopRegistrantRound() {
 	wg.Wait()
 	if ch != nil {
 		e.kill(ch, false)
+	}
+	if act == "wait" {
+		_ = e.raw.Do(context.Background(), e.raw.B().Zrem().Key(wakers).Member(dead).Build()).Error()
 	}
 }
 
