@@ -16,6 +16,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -192,7 +193,8 @@ func TestReliabilityServerStalls(t *testing.T) {
 func relStall(t *testing.T, e *relEnv, d time.Duration, stall func(*testing.T, time.Duration) (time.Time, time.Time)) {
 	name := relName(t, "lock")
 	relCleanAfter(t, e, name)
-	l1 := e.client(t, rlock.WithWatchdogTimeout(relStallLease)).GetLock(name)
+	renewed := &relRenewals{ok: make(chan struct{}, 1)}
+	l1 := e.client(t, rlock.WithWatchdogTimeout(relStallLease), rlock.WithObserver(renewed)).GetLock(name)
 	l2 := e.client(t, rlock.WithWatchdogTimeout(relStallLease)).GetLock(name)
 	h := relHold(t, l1, "a", nil)
 	ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), "b"), 20*time.Second)
@@ -200,6 +202,16 @@ func relStall(t *testing.T, e *relEnv, d time.Duration, stall func(*testing.T, t
 	wt := relWait(t, ctx, func(ctx context.Context) (int64, error) { return 0, l2.Lock(ctx) })
 	relWaitSubscribed(t, e, layout.Channel(name), 1)
 
+	// The stall starts as a renewal of the holder's lease has just
+	// succeeded: the lease then runs its full length from the stall's
+	// start, as the scenario says. (On a loaded machine a renewal can be
+	// late already when the stall starts, and the stall then takes what
+	// is left of a lease that began earlier.)
+	select {
+	case <-renewed.ok:
+	default:
+	}
+	relocktest.Receive(t, renewed.ok, 10*time.Second, "a renewal of the holder's lease")
 	start, end := stall(t, d)
 	if d < relStallLease {
 		// Within a full lease after the stall, a loss would be reported.
@@ -234,6 +246,24 @@ func relStall(t *testing.T, e *relEnv, d time.Duration, stall func(*testing.T, t
 	assert.False(t, wt.at.Before(end.Add(-50*time.Millisecond)), "waiter granted the lock %v before the stall ended", end.Sub(wt.at))
 	assert.ErrorIs(t, h.unlock(t), rlock.ErrLockLost, "holder's Do")
 	assert.NoError(t, l2.Unlock(rlock.WithOwner(t.Context(), "b")))
+}
+
+// relRenewals is an observer that signals each renewal that succeeded
+// (a signal not taken yet stands for all those since).
+type relRenewals struct {
+	observe.Base
+	ok chan struct{} // buffered (1)
+}
+
+// Renewal signals a renewal that succeeded.
+func (r *relRenewals) Renewal(ev observe.Renewal) {
+	if ev.Outcome != observe.OutcomeOK {
+		return
+	}
+	select {
+	case r.ok <- struct{}{}:
+	default:
+	}
 }
 
 // TestReliabilityServerRestart kills the lock's redis-server (SIGKILL)
