@@ -1826,9 +1826,11 @@ func (m *holdsModel) known(f string, now time.Time) (bool, string) {
 		if sp.to.IsZero() || !now.After(sp.to) {
 			return true, ""
 		}
-		if m.rw && sp.side == sR && m.readersLeftLocked(now) {
+		if m.rw && sp.side == sR && (m.readersLeftLocked(now) || m.writerLeftLocked(now)) {
 			// Redisson's layout: a reader's field goes only at its release
-			// or with the hash, which lives on while other readers hold.
+			// or with the hash, which lives on while other readers hold,
+			// and while the writer (the same owner) holds: its renewals
+			// keep the whole hash, and its release deletes it.
 			return true, ""
 		}
 		why = sp.why + ", which should have ended by " + m.e.at(sp.to)
@@ -1846,6 +1848,23 @@ func (m *holdsModel) inFields(sp *hspan, fields map[string]string) bool {
 	prefix := strings.TrimSuffix(sp.key, "anon") + "anon-"
 	for f := range fields {
 		if strings.HasPrefix(f, prefix) && strings.HasSuffix(f, ":write") == (m.suffix(sp.side) != "") {
+			return true
+		}
+	}
+	return false
+}
+
+// writerLeftLocked reports whether a write hold may still keep the
+// hash: an owner holds the write side (or may), or a write hold's field
+// may still be in Redis. e.mu is held.
+func (m *holdsModel) writerLeftLocked(now time.Time) bool {
+	for _, o := range m.owners {
+		if o.s[sW].count > 0 || o.s[sW].uncertain {
+			return true
+		}
+	}
+	for _, sp := range m.spans {
+		if sp.side == sW && (sp.to.IsZero() || now.Before(sp.to)) {
 			return true
 		}
 	}
