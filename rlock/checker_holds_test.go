@@ -654,12 +654,16 @@ func (m *holdsModel) deadHolderRound(kill bool, f faultKind) {
 	}
 	time.Sleep(80*time.Millisecond + e.ms(100))
 	if kill {
+		expiry := e.keyExpiry()
 		at := e.kill(ch, false)
 		e.mu.Lock()
 		for i := range m.spans {
 			sp := &m.spans[i]
 			if sp.to.IsZero() && sp.why == "child "+ch.who+" holds" {
 				m.deadSpanLocked(sp, at, childStart, lease)
+				if lease == 0 {
+					sp.certainTo = certainNoLonger(sp.certainTo, expiry)
+				}
 			}
 		}
 		e.mu.Unlock()
@@ -676,6 +680,30 @@ func (m *holdsModel) deadHolderRound(kill bool, f faultKind) {
 }
 
 func sideFlag(sd side) string { return [...]string{"w", "r"}[sd] }
+
+// keyExpiry reads the lock key's time to live: the time until which
+// Redis keeps the hold that is in it, unless a call of a live Client
+// ends it or renews it (zero when there is no key or no answer). Read
+// just before a holder dies or stops, it bounds how long its hold is
+// certain: on a loaded machine the holder's renewals may have come late
+// before, and its lease then ends sooner than a third of a lease after.
+func (e *engine) keyExpiry() time.Time {
+	at := time.Now()
+	ms, err := e.raw.Do(context.Background(), e.raw.B().Pttl().Key(e.name).Build()).AsInt64()
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return at.Add(time.Duration(ms) * time.Millisecond)
+}
+
+// certainNoLonger is certainTo, no later than expiry (see keyExpiry) when
+// both are set.
+func certainNoLonger(certainTo, expiry time.Time) time.Time {
+	if certainTo.IsZero() || expiry.IsZero() {
+		return certainTo
+	}
+	return minTime(certainTo, expiry)
+}
 
 // deadSpanLocked ends the span of a hold whose Client died at at. On the
 // watchdog lease (lease 0) it is gone within a lease of its last renewal,

@@ -410,6 +410,7 @@ func (m *holdsModel) stopHolderRound() {
 		})
 	}
 	time.Sleep(80*time.Millisecond + e.ms(100))
+	expiry := e.keyExpiry()
 	stopAt := e.stop(ch)
 	e.mu.Lock()
 	certain := time.Time{}
@@ -418,8 +419,9 @@ func (m *holdsModel) stopHolderRound() {
 			// A fixed lease ends at its time, stopped or not.
 			sp.to, sp.certainTo = sp.from.Add(lease), started.Add(lease)
 		} else if !e.faultedDuring(stopAt.Add(-chkLease), stopAt) {
-			// Its last renewal came before the stop.
-			sp.certainTo = stopAt.Add(chkLease / 3)
+			// Its last renewal came before the stop (and no later than
+			// Redis said just before it).
+			sp.certainTo = certainNoLonger(stopAt.Add(chkLease/3), expiry)
 		} else {
 			sp.certainTo = stopAt
 		}
