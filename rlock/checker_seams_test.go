@@ -864,10 +864,10 @@ const chkStaleDelivery = 2*chkOpeningDelay + chkSettle
 
 // proxyOpeningRound (issue 32, item 6): the latch is set to 1; the
 // proxied Client's connections get 50ms each way, and a waiter of that
-// Client starts Await; two one-way delays later (its first read has
-// reached Redis, a subscription made after that read has not), a Client
-// without the proxy counts the latch down to 0 and at once sets it
-// again. The waiter must go on: the opening came after its Await reached
+// Client starts Await; once its first read is answered (it has reached
+// Redis; a subscription made after it has a one-way delay to go), a
+// Client without the proxy counts the latch down to 0 and at once sets
+// it again. The waiter must go on: the opening came after its Await reached
 // Redis. The waiter's Client has its pub/sub connection up first, as a
 // Client that waited before has (the claim is not about making a
 // connection), and is off the latch's channel (its earlier waiters'
@@ -932,27 +932,31 @@ func (m *latchModel) proxyOpeningRound() {
 	e.proxy.SetDelay(chkOpeningDelay)
 	defer e.proxy.SetDelay(chkNetDelay)
 	w := &latchAwait{who: fmt.Sprintf("c%d.%d#proxied", pi, s.gen)}
+	e.mu.Lock()
+	base := s.gets
+	e.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { m.await(w, s, 2500*time.Millisecond) })
-	var from time.Time
-	until(time.Second, func() bool {
+	// The Await's first read has reached Redis once its reply is back
+	// (a reply seen through the proxy); its subscription, sent after that
+	// reply, takes a one-way delay more to reach Redis. (A time after the
+	// Await started does not tell: on a loaded machine the read may reach
+	// Redis later than two one-way delays after.)
+	read := until(2*time.Second, func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		from = w.from
-		return !from.IsZero()
+		return s.gets > base
 	})
-	// Two one-way delays after the Await started: the time its first
-	// read takes to reach Redis, and as much again.
-	time.Sleep(time.Until(from.Add(2 * chkOpeningDelay)))
 	start := time.Now()
 	m.countDown(di)
 	m.set(di, 1)
 	e.mu.Lock()
-	// The claim: it was waiting when the count-down started, long enough
-	// for its Await to have reached Redis.
-	w.armed = !from.IsZero() && start.Sub(from) >= 2*chkOpeningDelay && !w.ended
+	// The claim: it was waiting when the count-down started, and its
+	// Await had reached Redis (whether or not its subscription had too).
+	w.armed = read && !w.ended
 	e.count("proxy-opening:judged", 1)
-	e.logLocked("proxy-opening: %s started Await at %v, the count-down at %v (armed: %v)", w.who, e.at(from), e.at(start), w.armed)
+	e.logLocked("proxy-opening: %s started Await at %v, the count-down at %v, its first read answered: %v (armed: %v)",
+		w.who, e.at(w.from), e.at(start), read, w.armed)
 	e.mu.Unlock()
 	wg.Wait()
 }
