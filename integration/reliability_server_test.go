@@ -147,15 +147,18 @@ func TestReliabilityServerStalls(t *testing.T) {
 	e := newRelEnv(t, redistest.DebugCommandArgs()...)
 	w := e.start(t, relConfig{procs: 3})
 	stalls := []struct {
-		name  string
+		name string
+		// stall stalls the server for d; it returns when the stall began
+		// (at the latest) and when it ended (at the earliest).
 		stall func(t *testing.T, d time.Duration) (start, end time.Time)
 	}{
 		{"SIGSTOP", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
 			start := time.Now()
 			require.NoError(t, e.lock.Pause())
 			time.Sleep(d) // the scenario: the fault lasts d
+			end := time.Now()
 			require.NoError(t, e.lock.Resume())
-			return start, time.Now()
+			return start, end
 		}},
 		{"CLIENT PAUSE WRITE", func(t *testing.T, d time.Duration) (time.Time, time.Time) {
 			start := time.Now()
@@ -169,7 +172,10 @@ func TestReliabilityServerStalls(t *testing.T) {
 			start := time.Now()
 			_, err := e.lock.Do(t.Context(), "DEBUG", "SLEEP", fmt.Sprintf("%.3f", d.Seconds()))
 			require.NoError(t, err, "DEBUG SLEEP")
-			return start, time.Now()
+			// The server slept d from when the command reached it: the
+			// stall ended d after start at the earliest. Its reply may
+			// reach this goroutine much later on a loaded machine.
+			return start, start.Add(d)
 		}},
 	}
 	for _, s := range stalls {
