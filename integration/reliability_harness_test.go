@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,7 +307,11 @@ type relPause struct {
 	stopped, resumed  time.Time
 	remaining         time.Duration // the lock's lease left when p0 stopped
 	pttlAt            time.Time     // when that was asked
-	takeover          checker.Record
+	// ranOut: when p0 stopped, its hold was gone already (a newer token
+	// was given, or there was no hold): its renewals came too late on a
+	// loaded machine. remaining is then not p0's lease.
+	ranOut   bool
+	takeover checker.Record
 }
 
 // pauseHolder waits for p0 to stall while holding the lock, stops it with
@@ -324,7 +329,7 @@ func (w *relWorkload) pauseHolder() relPause {
 	w.signal(p0, syscall.SIGSTOP)
 	pz.stopped = time.Now()
 	w.fault()
-	pz.remaining, pz.pttlAt = w.remainingLease()
+	pz.remaining, pz.pttlAt, pz.ranOut = w.leaseOf(pz.stall.Token)
 	pz.takeover, _ = w.waitFor(i, 10*w.cfg.watchdog+10*time.Second, "another process to take the lock", func(r checker.Record) bool {
 		return r.Kind == checker.Acquire && r.Phase == checker.Return && r.Proc != p0.id && r.Result == checker.OK && !r.Reentry
 	})
@@ -343,6 +348,26 @@ func (w *relWorkload) pauseHolder() relPause {
 	require.GreaterOrEqual(w.t, pz.late.Call, pz.stopped.UnixNano(),
 		"p0 wrote before it was stopped: the harness took longer than the %v stall", w.cfg.stall)
 	return pz
+}
+
+// leaseOf asks the lock's server (directly, not through a proxy), in one
+// script, for the lock's remaining lease and the last token given: the
+// lease is that of the hold with token only when no later token was
+// given and the lock is held (gone reports otherwise).
+func (w *relWorkload) leaseOf(token int64) (remaining time.Duration, at time.Time, gone bool) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	at = time.Now()
+	m, err := w.env.lock.Do(ctx, "EVAL", "return {redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]) or '0'}",
+		"2", w.name, layout.Token(w.name))
+	require.NoError(w.t, err, "PTTL and token")
+	vals, err := m.ToArray()
+	require.NoError(w.t, err, "PTTL and token")
+	require.Len(w.t, vals, 2, "PTTL and token")
+	ms, _ := vals[0].AsInt64()
+	last, _ := vals[1].ToString()
+	return time.Duration(ms) * time.Millisecond, at, ms <= 0 || last != strconv.FormatInt(token, 10)
 }
 
 // remainingLease asks the lock's server (directly, not through a proxy)

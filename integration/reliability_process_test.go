@@ -135,9 +135,16 @@ func TestReliabilityHolderPaused(t *testing.T) {
 	assert.Contains(t, pz.lost.Err, rlock.ErrLockLost.Error(), "how the paused holder's Do context ended")
 	assert.LessOrEqual(t, time.Unix(0, pz.lost.Return).Sub(pz.resumed), relLease/3+time.Second,
 		"the loss, after SIGCONT: within a renewal interval (+1s)")
-	expiry := pz.pttlAt.Add(pz.remaining)
-	assert.False(t, time.Unix(0, pz.takeover.Return).Before(expiry.Add(-2*time.Millisecond)),
-		"%s took the lock %v before the paused holder's lease ran out", pz.takeover.Proc, expiry.Sub(time.Unix(0, pz.takeover.Return)))
+	if pz.ranOut {
+		// Its renewals came too late on a loaded machine: the lock was
+		// another's (or nobody's) when the stop came, and its lease end
+		// is not known. The rest holds all the same.
+		t.Logf("reliability: p0's hold had run out before it was stopped: the takeover is not judged against its lease")
+	} else {
+		expiry := pz.pttlAt.Add(pz.remaining)
+		assert.False(t, time.Unix(0, pz.takeover.Return).Before(expiry.Add(-2*time.Millisecond)),
+			"%s took the lock %v before the paused holder's lease ran out", pz.takeover.Proc, expiry.Sub(time.Unix(0, pz.takeover.Return)))
+	}
 	res.requireSafe(t)
 	assert.NotZero(t, res.fencing.Stale, "stale writes rejected")
 	e.canary(t)

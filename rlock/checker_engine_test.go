@@ -525,6 +525,14 @@ func (e *engine) run(d time.Duration) {
 				}
 			}
 		}
+		// A shaped round that could not set up its claim (a child that
+		// did not get to wait in time on a loaded machine) is made again
+		// while the run has made none of its claim.
+		if c, ok := shapeCounters[p.shape]; ok && e.counts[c] == 0 && !slices.Contains(ownTests, p.shape) &&
+			!slices.ContainsFunc(must, func(q plan) bool { return q.shape == p.shape }) {
+			must = append(must, plan{p.shape, -1})
+			e.mustRounds++
+		}
 		if p.f >= 0 && e.counts[p.f.counterName()] == 0 && slices.Contains(e.faultKinds(), p.f) &&
 			!slices.ContainsFunc(must, func(q plan) bool { return q.f == p.f }) {
 			must = append(must, plan{"random", p.f})

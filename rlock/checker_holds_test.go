@@ -659,12 +659,16 @@ func (m *holdsModel) deadHolderRound(kill bool, f faultKind) {
 	}
 	time.Sleep(80*time.Millisecond + e.ms(100))
 	if kill {
+		expiry := e.keyExpiry()
 		at := e.kill(ch, false)
 		e.mu.Lock()
 		for i := range m.spans {
 			sp := &m.spans[i]
 			if sp.to.IsZero() && sp.why == "child "+ch.who+" holds" {
 				m.deadSpanLocked(sp, at, childStart, lease)
+				if lease == 0 {
+					sp.certainTo = certainNoLonger(sp.certainTo, expiry)
+				}
 			}
 		}
 		e.mu.Unlock()
@@ -681,6 +685,30 @@ func (m *holdsModel) deadHolderRound(kill bool, f faultKind) {
 }
 
 func sideFlag(sd side) string { return [...]string{"w", "r"}[sd] }
+
+// keyExpiry reads the lock key's time to live: the time until which
+// Redis keeps the hold that is in it, unless a call of a live Client
+// ends it or renews it (zero when there is no key or no answer). Read
+// just before a holder dies or stops, it bounds how long its hold is
+// certain: on a loaded machine the holder's renewals may have come late
+// before, and its lease then ends sooner than a third of a lease after.
+func (e *engine) keyExpiry() time.Time {
+	at := time.Now()
+	ms, err := e.raw.Do(context.Background(), e.raw.B().Pttl().Key(e.name).Build()).AsInt64()
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return at.Add(time.Duration(ms) * time.Millisecond)
+}
+
+// certainNoLonger is certainTo, no later than expiry (see keyExpiry) when
+// both are set.
+func certainNoLonger(certainTo, expiry time.Time) time.Time {
+	if certainTo.IsZero() || expiry.IsZero() {
+		return certainTo
+	}
+	return minTime(certainTo, expiry)
+}
 
 // deadSpanLocked ends the span of a hold whose Client died at at. On the
 // watchdog lease (lease 0) it is gone within a lease of its last renewal,
@@ -1842,9 +1870,11 @@ func (m *holdsModel) known(f string, now time.Time) (bool, string) {
 		if sp.to.IsZero() || !now.After(sp.to) {
 			return true, ""
 		}
-		if m.rw && sp.side == sR && m.readersLeftLocked(now) {
+		if m.rw && sp.side == sR && (m.readersLeftLocked(now) || m.writerLeftLocked(now)) {
 			// Redisson's layout: a reader's field goes only at its release
-			// or with the hash, which lives on while other readers hold.
+			// or with the hash, which lives on while other readers hold,
+			// and while the writer (the same owner) holds: its renewals
+			// keep the whole hash, and its release deletes it.
 			return true, ""
 		}
 		why = sp.why + ", which should have ended by " + m.e.at(sp.to)
@@ -1862,6 +1892,23 @@ func (m *holdsModel) inFields(sp *hspan, fields map[string]string) bool {
 	prefix := strings.TrimSuffix(sp.key, "anon") + "anon-"
 	for f := range fields {
 		if strings.HasPrefix(f, prefix) && strings.HasSuffix(f, ":write") == (m.suffix(sp.side) != "") {
+			return true
+		}
+	}
+	return false
+}
+
+// writerLeftLocked reports whether a write hold may still keep the
+// hash: an owner holds the write side (or may), or a write hold's field
+// may still be in Redis. e.mu is held.
+func (m *holdsModel) writerLeftLocked(now time.Time) bool {
+	for _, o := range m.owners {
+		if o.s[sW].count > 0 || o.s[sW].uncertain {
+			return true
+		}
+	}
+	for _, sp := range m.spans {
+		if sp.side == sW && (sp.to.IsZero() || now.Before(sp.to)) {
 			return true
 		}
 	}

@@ -410,6 +410,7 @@ func (m *holdsModel) stopHolderRound() {
 		})
 	}
 	time.Sleep(80*time.Millisecond + e.ms(100))
+	expiry := e.keyExpiry()
 	stopAt := e.stop(ch)
 	e.mu.Lock()
 	certain := time.Time{}
@@ -418,8 +419,9 @@ func (m *holdsModel) stopHolderRound() {
 			// A fixed lease ends at its time, stopped or not.
 			sp.to, sp.certainTo = sp.from.Add(lease), started.Add(lease)
 		} else if !e.faultedDuring(stopAt.Add(-chkLease), stopAt) {
-			// Its last renewal came before the stop.
-			sp.certainTo = stopAt.Add(chkLease / 3)
+			// Its last renewal came before the stop (and no later than
+			// Redis said just before it).
+			sp.certainTo = certainNoLonger(stopAt.Add(chkLease/3), expiry)
 		} else {
 			sp.certainTo = stopAt
 		}
@@ -465,14 +467,30 @@ func (m *holdsModel) stopWaiterRound() { m.deadWaiterRound("stop") }
 // stopRegistrantRound (issue 32, item 2): the holder H (of Client 0; with
 // wake-one in the WakeOne kind) holds on a fixed lease longer than the
 // round; C, an owner of Client 1 (without wake-one), waits; a child W
-// with wake-one gives up a TryLock of 300ms (it registered for wake-ups
-// meanwhile), leaves the lock's channel (the hub's linger) and is
-// stopped. H releases: C must take the lock at once, within the bound.
-// A registrant that gave up waits for nothing, and a stopped one delays
-// nobody but the registered waiters (at most 2s; there are none here).
-// A release whose only wake-up went to the stopped W would leave C
-// asleep until H's lease, as C's attempt saw it, ended.
+// with wake-one registers for wake-ups and is stopped. H releases: C
+// must take the lock at once, within the bound. A stopped registrant
+// delays nobody but the registered waiters (at most 2s; there are none
+// here). A release whose only wake-up went to the stopped W would leave
+// C asleep until H's lease, as C's attempt saw it, ended. Two ways, one
+// after the other:
+//
+//   - "try": W gives up a TryLock of 300ms and leaves the lock's channel
+//     (the hub's linger) before it is stopped. A registrant that gave up
+//     waits for nothing: it must have left the registry.
+//   - "wait": W still waits (registered, on both channels), and a dead
+//     Client's registration follows its own (its connections gone), so
+//     that the lock's channel has no more subscribers than the registry
+//     has Clients. The release wakes the stopped W, and must still
+//     publish on the lock's channel.
 func (m *holdsModel) stopRegistrantRound() {
+	for _, act := range []string{"try", "wait"} {
+		m.stopRegistrant(act)
+	}
+}
+
+// stopRegistrant is one way of stopRegistrantRound: act is the child's,
+// "try" or "wait".
+func (m *holdsModel) stopRegistrant(act string) {
 	e := m.e
 	m.drain()
 	e.mu.Lock()
@@ -516,12 +534,42 @@ func (m *holdsModel) stopRegistrantRound() {
 		e.logf("stop-registrant: other Clients than %v's stay on the lock's channel", c)
 	}
 	subs := relocktest.Subscribers(e.raw, channel)
-	ch := e.spawn(childSpec{Act: "try", Wait: 300 * time.Millisecond, WakeOne: true})
+	spec := childSpec{Act: act, WakeOne: true}
+	if act == "try" {
+		spec.Wait = 300 * time.Millisecond
+	}
+	ch := e.spawn(spec)
+	const dead = "dead-client"
+	wakers := layout.Wakers(e.name)
 	if ch != nil {
-		// W has left the lock's channel once its subscribers are back to
-		// what they were without it.
-		if !until(2*time.Second, func() bool { return relocktest.Subscribers(e.raw, channel) <= subs }) {
-			e.logf("stop-registrant: child %s not seen leaving the lock's channel", ch.who)
+		if act == "try" {
+			// W has left the lock's channel once its subscribers are
+			// back to what they were without it.
+			if !until(2*time.Second, func() bool { return relocktest.Subscribers(e.raw, channel) <= subs }) {
+				e.logf("stop-registrant: child %s not seen leaving the lock's channel", ch.who)
+			}
+		} else {
+			// W is registered; a dead Client is registered after it until
+			// well past the release.
+			var score float64
+			if !until(2*time.Second, func() bool {
+				v, err := e.raw.Do(context.Background(), e.raw.B().Zscore().Key(wakers).Member(ch.id).Build()).AsFloat64()
+				score = v
+				return err == nil
+			}) {
+				e.logf("stop-registrant: child %s not seen registered", ch.who)
+			}
+			if err := e.raw.Do(context.Background(), e.raw.B().Zadd().Key(wakers).ScoreMember().
+				ScoreMember(score+15000, dead).Build()).Error(); err != nil {
+				e.logf("stop-registrant: the dead registration: %v", err)
+			} else {
+				e.logf("stop-registrant: a dead Client registered after child %s", ch.who)
+			}
+			if !until(2*time.Second, func() bool {
+				return relocktest.Subscribers(e.raw, channel) == subs+1 && relocktest.Subscribers(e.raw, layout.WakeChannel(e.name, ch.id)) == 1
+			}) {
+				e.logf("stop-registrant: child %s not seen on the lock's channel and its wake channel", ch.who)
+			}
 		}
 		e.stop(ch)
 	}
@@ -529,6 +577,9 @@ func (m *holdsModel) stopRegistrantRound() {
 	wg.Wait()
 	if ch != nil {
 		e.kill(ch, false)
+	}
+	if act == "wait" {
+		_ = e.raw.Do(context.Background(), e.raw.B().Zrem().Key(wakers).Member(dead).Build()).Error()
 	}
 }
 
@@ -813,10 +864,10 @@ const chkStaleDelivery = 2*chkOpeningDelay + chkSettle
 
 // proxyOpeningRound (issue 32, item 6): the latch is set to 1; the
 // proxied Client's connections get 50ms each way, and a waiter of that
-// Client starts Await; two one-way delays later (its first read has
-// reached Redis, a subscription made after that read has not), a Client
-// without the proxy counts the latch down to 0 and at once sets it
-// again. The waiter must go on: the opening came after its Await reached
+// Client starts Await; once its first read is answered (it has reached
+// Redis; a subscription made after it has a one-way delay to go), a
+// Client without the proxy counts the latch down to 0 and at once sets
+// it again. The waiter must go on: the opening came after its Await reached
 // Redis. The waiter's Client has its pub/sub connection up first, as a
 // Client that waited before has (the claim is not about making a
 // connection), and is off the latch's channel (its earlier waiters'
@@ -881,27 +932,31 @@ func (m *latchModel) proxyOpeningRound() {
 	e.proxy.SetDelay(chkOpeningDelay)
 	defer e.proxy.SetDelay(chkNetDelay)
 	w := &latchAwait{who: fmt.Sprintf("c%d.%d#proxied", pi, s.gen)}
+	e.mu.Lock()
+	base := s.gets
+	e.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { m.await(w, s, 2500*time.Millisecond) })
-	var from time.Time
-	until(time.Second, func() bool {
+	// The Await's first read has reached Redis once its reply is back
+	// (a reply seen through the proxy); its subscription, sent after that
+	// reply, takes a one-way delay more to reach Redis. (A time after the
+	// Await started does not tell: on a loaded machine the read may reach
+	// Redis later than two one-way delays after.)
+	read := until(2*time.Second, func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		from = w.from
-		return !from.IsZero()
+		return s.gets > base
 	})
-	// Two one-way delays after the Await started: the time its first
-	// read takes to reach Redis, and as much again.
-	time.Sleep(time.Until(from.Add(2 * chkOpeningDelay)))
 	start := time.Now()
 	m.countDown(di)
 	m.set(di, 1)
 	e.mu.Lock()
-	// The claim: it was waiting when the count-down started, long enough
-	// for its Await to have reached Redis.
-	w.armed = !from.IsZero() && start.Sub(from) >= 2*chkOpeningDelay && !w.ended
+	// The claim: it was waiting when the count-down started, and its
+	// Await had reached Redis (whether or not its subscription had too).
+	w.armed = read && !w.ended
 	e.count("proxy-opening:judged", 1)
-	e.logLocked("proxy-opening: %s started Await at %v, the count-down at %v (armed: %v)", w.who, e.at(from), e.at(start), w.armed)
+	e.logLocked("proxy-opening: %s started Await at %v, the count-down at %v, its first read answered: %v (armed: %v)",
+		w.who, e.at(w.from), e.at(start), read, w.armed)
 	e.mu.Unlock()
 	wg.Wait()
 }

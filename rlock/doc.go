@@ -27,8 +27,9 @@
 // the lock then behaves like sync.Mutex keyed by name on its Client (not
 // reentrant): an Unlock without an owner, on any handle of that name,
 // releases the Client's current anonymous hold of it. An anonymous hold
-// on a fixed lease that runs out is reported lost when the Client's next
-// ownerless hold of the lock replaces it. Owners of the form "anon-<n>"
+// on a fixed lease that runs out, and that nobody watches, is reported
+// lost when the Client's next ownerless hold of the lock replaces it (a
+// watched one ends at its lease). Owners of the form "anon-<n>"
 // are reserved for the owners relock makes up.
 //
 // # The promise

@@ -235,15 +235,30 @@ func interruptedAcquireLeavesNothing(t *testing.T, pipelines int) {
 }
 
 // flakyRenewals fails the watchdog's pipelined renewals while failing is
-// set, the way a dropped connection would.
+// set, and as many more as failNext says, the way a dropped connection
+// would.
 type flakyRenewals struct {
 	rueidis.Client
-	failing atomic.Bool
-	failed  atomic.Int32
+	failing  atomic.Bool
+	failNext atomic.Int32
+	failed   atomic.Int32
+}
+
+// takeFailure takes one of the failures failNext counts, if any is left.
+func (f *flakyRenewals) takeFailure() bool {
+	for {
+		n := f.failNext.Load()
+		if n <= 0 {
+			return false
+		}
+		if f.failNext.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 func (f *flakyRenewals) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
-	if f.failing.Load() {
+	if f.failing.Load() || f.takeFailure() {
 		f.failed.Add(1)
 		out := make([]rueidis.RedisResult, len(cmds))
 		for i := range out {
@@ -262,9 +277,11 @@ func TestRenewalRetriedAfterTransientErrors(t *testing.T) {
 	l := c.GetLock(relocktest.Name(t))
 	a := rlock.WithOwner(t.Context(), "a")
 	err = l.Do(a, func(ctx context.Context) error {
-		flaky.failing.Store(true)
+		// One renewal fails, however late this goroutine sees it (a
+		// window of failures ended by this goroutine lasted, on a loaded
+		// machine, until the lease ran out).
+		flaky.failNext.Store(1)
 		relocktest.Eventually(t, 2*timeout, "a failed renewal", func() bool { return flaky.failed.Load() >= 1 })
-		flaky.failing.Store(false)
 		outlive(t, l, a, 3)
 		return ctx.Err()
 	})

@@ -123,6 +123,10 @@ type hold struct {
 	fixed    bool
 	leaseAt  time.Time
 	leaseMax time.Time
+	// grantSent is the send of the attempt that granted the hold (its
+	// first level): of two holds of one lock whose grants Redis gave,
+	// the one sent later was granted later (see replacedAnonLocked).
+	grantSent time.Time
 	// expiry ends the hold at leaseAt + lease while it is watched (its
 	// life was made) on a fixed lease: see armExpiryLocked.
 	expiry *time.Timer
@@ -400,6 +404,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 		h.lost = nil
 		h.heard.Store(false)
 		h.leaseMax = time.Time{}
+		h.grantSent = sent
 		start = c.obs.holdStartLocked(h)
 	}
 	h.want++
@@ -407,20 +412,33 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	h.leaseSetLocked(sent)
 	var replaced *hold
 	var replacedGen uint64
-	var replacedLoss error
+	var replacedLoss, staleLoss error
+	gotGen := h.gen
 	if anonKey != "" {
-		delete(c.anonLost, anonKey)
 		h.anonKey = anonKey
 		if h.shared {
+			delete(c.anonLost, anonKey)
 			c.anonShared[anonKey] = append(c.anonShared[anonKey], h.key.owner)
 		} else {
-			replaced, replacedGen = c.replacedAnonLocked(h, anonKey)
-			if replaced != nil {
-				// Described now: once c.mu is let go, the record may end
-				// and be reused for another name (lose then ignores it).
-				replacedLoss = replaced.loss(whyReplaced, nil)
+			var stale bool
+			replaced, replacedGen, stale = c.replacedAnonLocked(h, anonKey, sent)
+			switch {
+			case stale:
+				// The Client's anonymous hold was granted after this one
+				// (its reply came first): this one had ended by then. It
+				// is reported lost once c.mu is let go; the other stays.
+				h.anonKey = ""
+				staleLoss = h.loss(whyReplaced, nil)
+			default:
+				delete(c.anonLost, anonKey)
+				if replaced != nil {
+					// Described now: once c.mu is let go, the record may
+					// end and be reused for another name (lose then
+					// ignores it).
+					replacedLoss = replaced.loss(whyReplaced, nil)
+				}
+				c.anon[anonKey] = h.key.owner
 			}
-			c.anon[anonKey] = h.key.owner
 		}
 	}
 	if h.granted != nil {
@@ -446,6 +464,9 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 	if replaced != nil {
 		replaced.lose(replacedGen, replacedLoss)
 	}
+	if staleLoss != nil {
+		h.lose(gotGen, staleLoss)
+	}
 	return nil
 }
 
@@ -458,20 +479,30 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 // it, and the hold is only marked (see hold.replaced); else no call can
 // reach it any more, and the caller ends it as lost, or its record would
 // stay forever. c.mu is held.
-func (c *Core) replacedAnonLocked(h *hold, anonKey string) (*hold, uint64) {
+//
+// The Client's anonymous hold may also be the later one: two ownerless
+// calls on one Client, the first granted on a fixed lease that ran out,
+// the second granted then, whose reply the Client took in first. The
+// attempt that granted it was sent after the one that granted h (sent):
+// stale then reports that h is the hold that ended, and the Client's
+// anonymous hold stays.
+func (c *Core) replacedAnonLocked(h *hold, anonKey string, sent time.Time) (p *hold, gen uint64, stale bool) {
 	owner := c.anon[anonKey]
 	if owner == "" || owner == h.key.owner {
-		return nil, 0
+		return nil, 0, false
 	}
-	p := c.holds[holdKey{h.key.name, h.key.suffix, owner, h.key.shared}]
+	p = c.holds[holdKey{h.key.name, h.key.suffix, owner, h.key.shared}]
 	if p == nil || p.want == 0 {
-		return nil, 0
+		return nil, 0, false
+	}
+	if p.grantSent.After(sent) {
+		return nil, 0, true
 	}
 	if p.users > 0 {
 		p.replaced = p.gen + 1
-		return nil, 0
+		return nil, 0, false
 	}
-	return p, p.gen
+	return p, p.gen, false
 }
 
 // leftLocked is called when a user of h has left: if h was marked

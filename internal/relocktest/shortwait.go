@@ -2,12 +2,15 @@ package relocktest
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -78,3 +81,48 @@ func CheckShortWait(t *testing.T, get func(c *rlock.Client, name string) ShortWa
 	}
 	require.NoError(t, direct.Unlock(h))
 }
+
+// LateGrantClient returns a Client on the package's shared redis-server
+// for a call that waits up to wait and whose grant comes back after its
+// wait ended: the call's first attempt (a script whose SHA1 is sha)
+// passes untouched; just before its second attempt, made at once after
+// the call subscribed, is sent, free runs (it makes what the call waits
+// for available, so that this attempt is granted); and that attempt's
+// reply is held until the wait has ended (counted from the first
+// attempt, which comes after the wait began, with a margin for the
+// runtime to run the timer that ends it). The waiting core's contract
+// makes the grant the call's success. The script must be loaded in the
+// server already (an EVALSHA answered NOSCRIPT would be counted as an
+// attempt). Attempts reports the attempts seen.
+func LateGrantClient(t testing.TB, sha string, wait time.Duration, free func()) (c *rlock.Client, attempts *atomic.Int32) {
+	t.Helper()
+	attempts = new(atomic.Int32)
+	var first time.Time
+	tap := NewTap(redistest.Shared(t).Client(t), func(args []string) func(rueidis.RedisResult) {
+		if ScriptSHA1(args) != sha {
+			return nil
+		}
+		switch attempts.Add(1) {
+		case 1:
+			first = time.Now()
+		case 2:
+			free()
+			return func(rueidis.RedisResult) {
+				// The wait ends at the latest wait after first; its timer
+				// cancels the call's wait context moments later.
+				time.Sleep(time.Until(first.Add(wait + lateGrantMargin)))
+			}
+		}
+		return nil
+	})
+	c, err := rlock.New(tap)
+	require.NoError(t, err, "relocktest: New")
+	t.Cleanup(func() { _ = c.Close() })
+	return c, attempts
+}
+
+// lateGrantMargin is how long after its deadline LateGrantClient expects
+// the wait's timer to have ended the wait context. The call under test
+// returns the same on the code as meant whatever the margin: only a call
+// that would wrongly give the grant back needs the wait to have ended.
+const lateGrantMargin = 100 * time.Millisecond
