@@ -157,6 +157,8 @@ var (
 
 	//go:embed sem_reclaim.lua
 	semReclaim string
+	//go:embed sem_refused.lua
+	semRefused string
 	//go:embed sem_acquire.lua
 	semAcquire string
 	//go:embed sem_release.lua
@@ -291,7 +293,7 @@ var (
 	// SemAcquire takes a semaphore's permit, or keeps a waiter's place.
 	// Safe to resend (by relock): the permit ID is the same for every
 	// attempt of a call.
-	SemAcquire = script(refuse+semReclaim+semAcquire, false)
+	SemAcquire = script(refuse+semReclaim+semRefused+semAcquire, false)
 	// SemRelease gives a permit back. Safe to resend in effect (a resent
 	// request finds the permit gone), but relock does not: it could not
 	// tell a resent release from a stale permit.
@@ -316,7 +318,7 @@ var (
 	// SemAcquireMany takes several permits of a semaphore, all or none,
 	// or keeps a waiter's place. Safe to resend (by relock): the permit
 	// IDs are the same for every attempt of a call.
-	SemAcquireMany = script(refuse+semReclaim+semAcquireMany, false)
+	SemAcquireMany = script(refuse+semReclaim+semRefused+semAcquireMany, false)
 	// SemUpdateLease gives a held permit a new lease. Safe to resend: a
 	// resent request sets the same lease from a moment later.
 	SemUpdateLease = script(refuse+semReclaim+semUpdateLease, true)

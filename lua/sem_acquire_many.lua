@@ -113,23 +113,4 @@ if ARGV[3] == '1' then
     redis.call('zadd', KEYS[5], now + tonumber(ARGV[4]), ARGV[i])
   end
 end
-if redis.call('exists', KEYS[5]) == 1 then
-  -- The queue lives as long as its latest deadline.
-  local latest = redis.call('zrange', KEYS[5], -1, -1, 'WITHSCORES')
-  redis.call('pexpireat', KEYS[4], latest[2])
-  redis.call('pexpireat', KEYS[5], latest[2])
-end
-local wait = -1
-local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
-if first[2] and first[2] ~= '922337203685477' then
-  wait = tonumber(first[2]) - now
-end
-if available > 0 then
-  -- Held back for queued waiters, or too few: a waiter that died is
-  -- dropped at its deadline.
-  local due = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
-  if due[2] and (wait < 0 or tonumber(due[2]) - now < wait) then
-    wait = tonumber(due[2]) - now
-  end
-end
-return {0, math.max(wait, -1), math.max(available, 0)}
+return sem_refused(available)
