@@ -442,7 +442,12 @@ func fanoutGoroutines() []string {
 	}
 	var found []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "multilock.(*fanout)") {
+		// A goroutine counts while one of its frames, not only the
+		// "created by" line, is the fan-out's: one that has returned
+		// from all of them and sits in the runtime's goexit has ended
+		// its work, though the runtime still lists it for a moment.
+		frames, _, _ := strings.Cut(g, "\ncreated by ")
+		if strings.Contains(frames, "multilock.(*fanout)") {
 			found = append(found, g)
 		}
 	}
