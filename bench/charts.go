@@ -32,21 +32,44 @@ type chart struct {
 // chartFont is the font of every text in the charts.
 var chartFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
 
+// earlierRun is an earlier results file (-before) whose figures the charts
+// draw beside rep's.
+type earlierRun struct {
+	rep    *report
+	source string // its name as the charts cite it
+}
+
+// label is how the charts name the rows of the earlier run.
+func (e *earlierRun) label() string { return "run " + e.rep.Started.UTC().Format("2006-01-02") }
+
+// rows are the earlier run's rows of section id (nil if it has none).
+func (e *earlierRun) rows(id string) ([]*lockRow, error) {
+	if e == nil {
+		return nil, nil
+	}
+	s := findSection(e.rep, id)
+	if s == nil || s.Skipped != "" {
+		return nil, nil
+	}
+	return decodeResults[[]*lockRow](s)
+}
+
 // writeCharts draws the charts of rep into dir and returns them in the
 // order of the sections. source is the results file's name as the charts
-// cite it.
-func writeCharts(rep *report, source, dir string) ([]chart, error) {
+// cite it. The charts of the contended sections draw relock's figures of
+// earlier (nil for none) beside rep's.
+func writeCharts(rep *report, earlier *earlierRun, source, dir string) ([]chart, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	plot.DefaultFont = chartFont
 	foot := footer(rep, source)
 	var charts []chart
-	add := func(c chart, title string, panels ...*plot.Plot) error {
+	add := func(c chart, title string, extra []string, panels ...*plot.Plot) error {
 		if len(panels) == 0 {
 			return nil
 		}
-		if err := saveChart(filepath.Join(dir, c.File), title, foot, panels); err != nil {
+		if err := saveChart(filepath.Join(dir, c.File), title, append(slices.Clip(foot), extra...), panels); err != nil {
 			return fmt.Errorf("chart %s: %w", c.File, err)
 		}
 		charts = append(charts, c)
@@ -63,22 +86,36 @@ func writeCharts(rep *report, source, dir string) ([]chart, error) {
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": lock+unlock per second, and its latency"}, s.Title,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": lock+unlock per second, and its latency"}, s.Title, nil,
 				loopPanels(rows)...)
-		case "contention", "clients16", "waiters100":
+		case "contention", "clients16", "waiters100", "fair":
 			rows, derr := decodeResults[[]*lockRow](s)
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": acquisitions per second, and hand-off latency"}, s.Title,
-				contendedPanels(rows)...)
+			old, derr := earlier.rows(s.ID)
+			if derr != nil {
+				return nil, fmt.Errorf("-before: %w", derr)
+			}
+			rows, pairs, olds := beforeAfter(rows, old, earlier)
+			alt := s.Title + ": acquisitions per second, and hand-off latency"
+			var extra []string
+			if pairs > 0 {
+				alt += `, before grant on release ("no-grant", "before") and with it ("after")`
+			}
+			if olds > 0 {
+				alt += fmt.Sprintf(", and relock's figures of the %s", earlier.label())
+				extra = append(extra, fmt.Sprintf(`rows "(%s)": the same implementation in %s, run of %s (another run: the load of the machine may differ)`,
+					earlier.label(), earlier.source, chartTime(earlier.rep.Started)))
+			}
+			err = add(chart{s.ID, s.ID + ".svg", alt}, s.Title, extra, contendedPanels(rows)...)
 		case "redlock":
 			res, derr := decodeResults[*redlockResult](s)
 			if derr != nil {
 				return nil, derr
 			}
 			if res != nil {
-				err = add(chart{s.ID, s.ID + ".svg", s.Title + ": latency, client CPU and allocations per lock+unlock"}, s.Title,
+				err = add(chart{s.ID, s.ID + ".svg", s.Title + ": latency, client CPU and allocations per lock+unlock"}, s.Title, nil,
 					redlockPanels(res.Rows)...)
 			}
 		case "rwlock":
@@ -86,14 +123,14 @@ func writeCharts(rep *report, source, dir string) ([]chart, error) {
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": operations per second, and acquisition latency"}, s.Title,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": operations per second, and acquisition latency"}, s.Title, nil,
 				rwPanels(rows)...)
 		case "permits":
 			rows, derr := decodeResults[[]*syncRow](s)
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": hand-offs per second, and hand-off latency"}, s.Title,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": hand-offs per second, and hand-off latency"}, s.Title, nil,
 				permitsPanels(rows)...)
 		}
 		if err != nil {
@@ -106,7 +143,7 @@ func writeCharts(rep *report, source, dir string) ([]chart, error) {
 	}
 	if err := add(chart{"scaling", "scaling.svg",
 		"How each implementation fares as its contenders move from one client to 16 and 100 separate clients"},
-		"One key, from one client to separate clients (scenarios 3, 4a, 4b)", panels...); err != nil {
+		"One key, from one client to separate clients (scenarios 3, 4a, 4b)", nil, panels...); err != nil {
 		return nil, err
 	}
 	return charts, nil
@@ -177,6 +214,67 @@ func loopPanels(rows []*lockRow) []*plot.Plot {
 	return rateAndLatency("lock+unlock per second (higher is better)", names, pluck(rows, func(r *lockRow) float64 { return r.OpsPerSec }),
 		"latency of lock+unlock: p50, p99 pale (lower is better)", names,
 		pluck(rows, func(r *lockRow) float64 { return r.P50us }), pluck(rows, func(r *lockRow) float64 { return r.P99us }))
+}
+
+// The "before" of an implementation is its no-grant row: its name with
+// "/no-grant" after the implementation ("relock/no-grant" for "relock",
+// "relock fair/no-grant, 1 client" for "relock fair, 1 client").
+const noGrantSuffix = "/no-grant"
+
+// isNoGrant reports whether impl is a "before" row.
+func isNoGrant(impl string) bool { return strings.Contains(impl, noGrantSuffix) }
+
+// noGrantOf is the name of impl's "before" row.
+func noGrantOf(impl string) string {
+	if i := strings.Index(impl, ", "); i >= 0 {
+		return impl[:i] + noGrantSuffix + impl[i:]
+	}
+	return impl + noGrantSuffix
+}
+
+// beforeAfter orders rows for a chart: each row that has a no-grant row
+// beside it comes right after it, the two labelled "(before)" and
+// "(after)"; and before them, the same implementation's row of the
+// earlier run (old, of the same section), labelled with that run, for
+// relock and relock/wake-one. It returns the rows, how many before/after
+// pairs it found and how many rows of the earlier run it put in.
+func beforeAfter(rows, old []*lockRow, earlier *earlierRun) (out []*lockRow, pairs, olds int) {
+	named := map[string]*lockRow{}
+	for _, r := range rows {
+		if r != nil && !r.Reference {
+			named[r.Impl] = r
+		}
+	}
+	labelled := func(r *lockRow, label string) *lockRow {
+		c := *r
+		c.Impl = label
+		return &c
+	}
+	for _, r := range rows {
+		if r == nil {
+			continue
+		}
+		if r.Reference {
+			out = append(out, r)
+			continue
+		}
+		if isNoGrant(r.Impl) && named[strings.Replace(r.Impl, noGrantSuffix, "", 1)] != nil {
+			continue // drawn just before its "after" row
+		}
+		if r.Impl == "relock" || r.Impl == "relock/wake-one" {
+			if o := find(old, r.Impl); o != nil && o.Ops > 0 {
+				out = append(out, labelled(o, fmt.Sprintf("%s (%s)", r.Impl, earlier.label())))
+				olds++
+			}
+		}
+		if ng := named[noGrantOf(r.Impl)]; ng != nil {
+			out = append(out, labelled(ng, ng.Impl+" (before)"), labelled(r, r.Impl+" (after)"))
+			pairs++
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, pairs, olds
 }
 
 func contendedPanels(rows []*lockRow) []*plot.Plot {
@@ -297,6 +395,7 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 			}
 			l.Color, s.Color = implColor(impl), implColor(impl)
 			l.Width = vg.Points(1.5)
+			l.Dashes = implDashes(impl)
 			s.Shape = draw.CircleGlyph{}
 			s.Radius = vg.Points(2.5)
 			c.p.Add(l, s)
@@ -509,8 +608,29 @@ func fmtUsLabel(v float64) string {
 
 // implColor is the color of an implementation in every chart: relock's
 // variants blues, minimal dark grey, the limit light grey, each peer a
-// color of its own (a colorblind-safe palette).
+// color of its own (a colorblind-safe palette). A no-grant ("before") row
+// has its implementation's color muted; a row of an earlier run, more so.
 func implColor(impl string) color.Color {
+	c := baseColor(impl)
+	switch {
+	case strings.Contains(impl, "(run "):
+		return muted(c, 0.8)
+	case isNoGrant(impl):
+		return muted(c, 0.55)
+	}
+	return c
+}
+
+// muted is c mixed by f with the grey of its own lightness.
+func muted(c color.Color, f float64) color.Color {
+	r, g, b, _ := c.RGBA()
+	rf, gf, bf := float64(r>>8), float64(g>>8), float64(b>>8)
+	grey := 0.299*rf + 0.587*gf + 0.114*bf
+	mix := func(v float64) uint8 { return uint8(v*(1-f) + grey*f + 0.5) }
+	return color.NRGBA{mix(rf), mix(gf), mix(bf), 0xff}
+}
+
+func baseColor(impl string) color.Color {
 	name := strings.ToLower(impl)
 	switch {
 	case strings.HasPrefix(name, "limit"):
@@ -544,7 +664,16 @@ func paler(c color.Color) color.Color {
 
 // legendLine is the thumbnail of an implementation in a legend.
 func legendLine(impl string) plot.Thumbnailer {
-	return &plotter.Line{LineStyle: draw.LineStyle{Color: implColor(impl), Width: vg.Points(2)}}
+	return &plotter.Line{LineStyle: draw.LineStyle{Color: implColor(impl), Width: vg.Points(2), Dashes: implDashes(impl)}}
+}
+
+// implDashes are the dashes of an implementation's line: the no-grant
+// ("before") lines are dashed.
+func implDashes(impl string) []vg.Length {
+	if isNoGrant(impl) {
+		return []vg.Length{vg.Points(4), vg.Points(2)}
+	}
+	return nil
 }
 
 // saveChart draws panels side by side under title, with foot below, and

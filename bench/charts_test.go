@@ -88,7 +88,7 @@ func TestCharts(t *testing.T) {
 	for name, r := range map[string]*report{"in memory": rep, "read back": read} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			charts, err := writeCharts(r, "bench/results/test.json", filepath.Join(dir, "bench"))
+			charts, err := writeCharts(r, nil, "bench/results/test.json", filepath.Join(dir, "bench"))
 			require.NoError(t, err)
 			var files []string
 			for _, c := range charts {
@@ -111,7 +111,7 @@ func TestCharts(t *testing.T) {
 			}
 
 			page := filepath.Join(dir, "benchmarks.md")
-			require.NoError(t, writeDocs(page, r, "bench/results/test.json", "bench", charts))
+			require.NoError(t, writeDocs(page, r, nil, "bench/results/test.json", "bench", charts))
 			b, err := os.ReadFile(page)
 			require.NoError(t, err)
 			md := string(b)
