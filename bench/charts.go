@@ -65,11 +65,11 @@ func writeCharts(rep *report, earlier *earlierRun, source, dir string) ([]chart,
 	plot.DefaultFont = chartFont
 	foot := footer(rep, source)
 	var charts []chart
-	add := func(c chart, title string, extra []string, panels ...*plot.Plot) error {
+	add := func(c chart, title string, extra []string, legend *plot.Legend, panels ...*plot.Plot) error {
 		if len(panels) == 0 {
 			return nil
 		}
-		if err := saveChart(filepath.Join(dir, c.File), title, append(slices.Clip(foot), extra...), panels); err != nil {
+		if err := saveChart(filepath.Join(dir, c.File), title, append(slices.Clip(foot), extra...), panels, legend); err != nil {
 			return fmt.Errorf("chart %s: %w", c.File, err)
 		}
 		charts = append(charts, c)
@@ -86,7 +86,7 @@ func writeCharts(rep *report, earlier *earlierRun, source, dir string) ([]chart,
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": lock+unlock per second, and its latency"}, s.Title, nil,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": lock+unlock per second, and its latency"}, s.Title, nil, nil,
 				loopPanels(rows)...)
 		case "contention", "clients16", "waiters100", "fair":
 			rows, derr := decodeResults[[]*lockRow](s)
@@ -108,14 +108,14 @@ func writeCharts(rep *report, earlier *earlierRun, source, dir string) ([]chart,
 				extra = append(extra, fmt.Sprintf(`rows "(%s)": the same implementation in %s, run of %s (another run: the load of the machine may differ)`,
 					earlier.label(), earlier.source, chartTime(earlier.rep.Started)))
 			}
-			err = add(chart{s.ID, s.ID + ".svg", alt}, s.Title, extra, contendedPanels(rows)...)
+			err = add(chart{s.ID, s.ID + ".svg", alt}, s.Title, extra, nil, contendedPanels(rows)...)
 		case "redlock":
 			res, derr := decodeResults[*redlockResult](s)
 			if derr != nil {
 				return nil, derr
 			}
 			if res != nil {
-				err = add(chart{s.ID, s.ID + ".svg", s.Title + ": latency, client CPU and allocations per lock+unlock"}, s.Title, nil,
+				err = add(chart{s.ID, s.ID + ".svg", s.Title + ": latency, client CPU and allocations per lock+unlock"}, s.Title, nil, nil,
 					redlockPanels(res.Rows)...)
 			}
 		case "rwlock":
@@ -123,27 +123,27 @@ func writeCharts(rep *report, earlier *earlierRun, source, dir string) ([]chart,
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": operations per second, and acquisition latency"}, s.Title, nil,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": operations per second, and acquisition latency"}, s.Title, nil, nil,
 				rwPanels(rows)...)
 		case "permits":
 			rows, derr := decodeResults[[]*syncRow](s)
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": hand-offs per second, and hand-off latency"}, s.Title, nil,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": hand-offs per second, and hand-off latency"}, s.Title, nil, nil,
 				permitsPanels(rows)...)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	panels, err := scalingPanels(rep)
+	panels, legend, err := scalingPanels(rep)
 	if err != nil {
 		return nil, err
 	}
 	if err := add(chart{"scaling", "scaling.svg",
 		"How each implementation fares as its contenders move from one client to 16 and 100 separate clients"},
-		"One key, from one client to separate clients (scenarios 3, 4a, 4b)", nil, panels...); err != nil {
+		"One key, from one client to separate clients (scenarios 3, 4a, 4b)", nil, legend, panels...); err != nil {
 		return nil, err
 	}
 	return charts, nil
@@ -323,8 +323,8 @@ func permitsPanels(rows []*syncRow) []*plot.Plot {
 
 // scalingPanels draw, for each implementation in scenarios 3, 4a and 4b,
 // its acquisitions per second and its hand-off p50 against the number of
-// clients its contenders were spread over.
-func scalingPanels(rep *report) ([]*plot.Plot, error) {
+// clients its contenders were spread over; the legend goes beside them.
+func scalingPanels(rep *report) ([]*plot.Plot, *plot.Legend, error) {
 	type point struct {
 		clients   float64
 		rate, p50 float64
@@ -339,7 +339,7 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 		}
 		rows, err := decodeResults[[]*lockRow](s)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, r := range rows {
 			if r == nil || r.Reference || r.Ops == 0 || r.Clients == 0 {
@@ -356,7 +356,19 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 		}
 	}
 	if len(order) == 0 {
-		return nil, nil
+		return nil, nil, nil
+	}
+	// Each no-grant ("before") line next to its implementation's.
+	for _, impl := range slices.Clone(order) {
+		if !isNoGrant(impl) {
+			continue
+		}
+		grant := strings.Replace(impl, noGrantSuffix, "", 1)
+		if j := slices.Index(order, grant); j >= 0 {
+			order = slices.Delete(order, slices.Index(order, impl), slices.Index(order, impl)+1)
+			j = slices.Index(order, grant)
+			order = slices.Insert(order, j+1, impl)
+		}
 	}
 	rate := newPlot("acquisitions per second (log scale)")
 	p50 := newPlot("hand-off p50 (log scale; lower is better)")
@@ -365,10 +377,10 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.ConstantTicks(xs)
 		p.Y.Scale = plot.LogScale{}
-		p.Legend.Top = true
-		p.Legend.Left = true
-		p.Legend.TextStyle.Font.Size = 8
 	}
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font = font.From(chartFont, 8)
 	rate.Y.Tick.Marker = labelledLog{fmtRateLabel}
 	p50.Y.Tick.Marker = labelledLog{fmtUsLabel}
 	for _, impl := range order {
@@ -391,7 +403,7 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 			}
 			l, s, err := plotter.NewLinePoints(c.xys)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			l.Color, s.Color = implColor(impl), implColor(impl)
 			l.Width = vg.Points(1.5)
@@ -400,12 +412,12 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 			s.Radius = vg.Points(2.5)
 			c.p.Add(l, s)
 		}
-		rate.Legend.Add(impl, legendLine(impl))
+		legend.Add(impl, legendLine(impl))
 	}
 	for _, p := range []*plot.Plot{rate, p50} {
 		pad(p)
 	}
-	return []*plot.Plot{rate, p50}, nil
+	return []*plot.Plot{rate, p50}, &legend, nil
 }
 
 // clientsLabel names a point of the scaling chart's x axis.
@@ -677,8 +689,8 @@ func implDashes(impl string) []vg.Length {
 }
 
 // saveChart draws panels side by side under title, with foot below, and
-// writes the SVG to path.
-func saveChart(path, title string, foot []string, panels []*plot.Plot) error {
+// legend (nil for none) on their right, and writes the SVG to path.
+func saveChart(path, title string, foot []string, panels []*plot.Plot, legend *plot.Legend) error {
 	const panelW = 330
 	w := vg.Points(float64(panelW * len(panels)))
 	// Tall enough for the rows of the bar panels; line charts take 300pt.
@@ -694,10 +706,20 @@ func saveChart(path, title string, foot []string, panels []*plot.Plot) error {
 	if len(panels) == 1 {
 		w = vg.Points(520)
 	}
+	var legendW vg.Length
+	if legend != nil {
+		r := legend.Rectangle(draw.Canvas{})
+		legendW = r.Max.X - r.Min.X + vg.Points(16)
+		w += legendW
+	}
 	c := vgsvg.New(w, h)
 	dc := draw.New(c)
 	titleSty := draw.TextStyle{Color: color.Black, Font: font.From(chartFont, 12), XAlign: draw.XCenter, YAlign: draw.YTop,
 		Handler: plot.DefaultTextHandler}
+	// A title wider than the chart is set smaller.
+	for r := titleSty.Rectangle(title); titleSty.Font.Size > 8 && r.Max.X-r.Min.X > w-vg.Points(12); r = titleSty.Rectangle(title) {
+		titleSty.Font.Size--
+	}
 	footSty := titleSty
 	footSty.Font = font.From(chartFont, 7)
 	footSty.Color = color.Gray{0x55}
@@ -706,7 +728,10 @@ func saveChart(path, title string, foot []string, panels []*plot.Plot) error {
 	for i, line := range foot {
 		dc.FillText(footSty, vg.Point{X: w / 2, Y: vg.Points(4 + 9*float64(len(foot)-1-i))}, line)
 	}
-	body := draw.Crop(dc, 0, 0, vg.Points(9*float64(len(foot))+8), -vg.Points(24))
+	body := draw.Crop(dc, 0, -legendW, vg.Points(9*float64(len(foot))+8), -vg.Points(24))
+	if legend != nil {
+		legend.Draw(draw.Crop(dc, w-legendW+vg.Points(4), 0, 0, -vg.Points(48)))
+	}
 	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(14), PadLeft: vg.Points(6), PadRight: vg.Points(10),
 		PadTop: vg.Points(2), PadBottom: vg.Points(2)}
 	grid := plot.Align([][]*plot.Plot{panels}, tiles, body)

@@ -72,17 +72,21 @@ func (r *run) clientsGrantGoals(n int, rows []*lockRow) {
 	if after == nil {
 		return
 	}
-	faster := func(name, beforeName string, before *lockRow) {
+	faster := func(name, beforeName string, before *lockRow, more string) {
 		if before == nil || before.Handoffs == 0 || before.HandoffP50us <= 0 {
 			return
 		}
 		ratio := before.HandoffP50us / after.HandoffP50us
 		r.goal(name, ">= 1.5x faster",
-			fmt.Sprintf("%.2fx (%s %s vs %s %s)", ratio, after.Impl, fmtDur(usDur(after.HandoffP50us)),
-				beforeName, fmtDur(usDur(before.HandoffP50us))), ratio >= 1.5)
+			fmt.Sprintf("%.2fx (%s %s vs %s %s%s)", ratio, after.Impl, fmtDur(usDur(after.HandoffP50us)),
+				beforeName, fmtDur(usDur(before.HandoffP50us)), more), ratio >= 1.5)
+	}
+	more := ""
+	if ng := find(rows, "relock/wake-one/no-grant"); ng != nil && ng.Handoffs > 0 {
+		more = "; relock/wake-one/no-grant " + fmtDur(usDur(ng.HandoffP50us))
 	}
 	faster(fmt.Sprintf("%d clients: hand-off p50 vs relock/no-grant (before grant on release)", n),
-		"relock/no-grant", find(rows, "relock/no-grant"))
+		"relock/no-grant", find(rows, "relock/no-grant"), more)
 	if r.before != nil {
 		if s := findSection(r.before, "clients16"); s != nil && s.Skipped == "" {
 			old, err := decodeResults[[]*lockRow](s)
@@ -90,9 +94,9 @@ func (r *run) clientsGrantGoals(n int, rows []*lockRow) {
 				r.logf("-before: %v", err)
 				return
 			}
-			run := "the run of " + chartTime(r.before.Started)
-			faster(fmt.Sprintf("%d clients: hand-off p50 vs relock/wake-one of %s (-before)", n, run),
-				"relock/wake-one of "+run, find(old, "relock/wake-one"))
+			run := "the " + r.before.Started.UTC().Format("2006-01-02") + " run"
+			faster(fmt.Sprintf("%d clients: hand-off p50 vs relock/wake-one of %s (-before %s)", n, run, r.cfg.Before),
+				"relock/wake-one of "+run, find(old, "relock/wake-one"), "")
 		}
 	}
 }
