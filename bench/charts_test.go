@@ -124,7 +124,7 @@ func TestCharts(t *testing.T) {
 				assert.Contains(t, md, "](bench/"+c.File+")")
 			}
 			for _, want := range []string{"| relock RedLock x5 | 2,300 |", "| relock semaphore | 3,739 |",
-				"| relock fair, 16 clients | 550 |", "measured before and", 
+				"| relock fair, 16 clients | 550 |", "measured before and",
 				"| subscribed channels (PUBSUB CHANNELS) | 1 | 1 |", `defaults \| watchdog 30s`, "Skipped: not run"} {
 				assert.Contains(t, md, want)
 			}
