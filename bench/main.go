@@ -4,11 +4,16 @@
 // script's round trips), against redis-server processes it starts itself. It prints a
 // table per scenario on stdout and writes every figure to a JSON file.
 //
-//	go run . [-quick] [-duration 5s] [-scenarios a,b] [-peers a,b] [-json path] [-cpuprofile path]
+//	go run . [-quick] [-duration 5s] [-scenarios a,b] [-peers a,b] [-json path] [-cpuprofile path] [-before path]
 //	go run . -redraw results/latest.json   # charts and docs page only, from a results file
 //
 // After a run it draws the charts of the results into ../docs/bench and
 // writes ../docs/benchmarks.md (see -charts and -docs).
+//
+// Grant on release is measured before and after in the same run: the
+// "no-grant" implementations are relock without it (noGrant, in
+// grantopt.go), interleaved with relock in scenarios 3, 4a and 4c; -before
+// draws an earlier results file's relock rows beside them too.
 package main
 
 import (
