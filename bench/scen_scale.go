@@ -214,7 +214,8 @@ func (r *run) waitersOneLock(ctx context.Context) *section {
 	r.goal(fmt.Sprintf("%d waiters: subscribed channels", n), "1", strconv.Itoa(res.SubscribedChannels), res.SubscribedChannels == 1)
 	r.goal(fmt.Sprintf("%d waiters: Client connections", n), "<= 2", strconv.Itoa(res.ClientConnections), res.ClientConnections <= 2 && res.ClientConnections > 0)
 	r.goal(fmt.Sprintf("%d waiters: acquire scripts per hand-off", n), "< 3", fmt.Sprintf("%.2f", res.AcquiresPerHandoff),
-		res.AcquiresPerHandoff > 0 && res.AcquiresPerHandoff < 3)
+		res.Handoffs > 0 && res.AcquiresPerHandoff < 3) // 0 when the release grants the hold
+	r.goal(fmt.Sprintf("%d waiters: mutual-exclusion violations", n), "0", fmtInt(res.Violations), res.Violations == 0)
 	return s
 }
 
