@@ -71,7 +71,7 @@ func peers() []peer {
 		},
 		{
 			name:      "relock/no-grant",
-			settings:  "before grant on release: relock defaults with " + noGrantText() + "; scenarios 3 and 4a only",
+			settings:  noGrantSettings("relock defaults") + "; scenarios 3 and 4a only (4c: relock fair/no-grant)",
 			exclusive: true,
 			only:      []string{"contention", "clients16"},
 			open:      openRelockNoGrant,
@@ -84,7 +84,7 @@ func peers() []peer {
 		},
 		{
 			name:      "relock/wake-one/no-grant",
-			settings:  "before grant on release: relock/wake-one with " + noGrantText() + "; scenario 4a only",
+			settings:  noGrantSettings("relock/wake-one's settings") + "; scenario 4a only",
 			exclusive: true,
 			only:      []string{"clients16"},
 			open:      openRelockWakeOneNoGrant,
@@ -213,13 +213,15 @@ func openRelockWakeOneNoGrant(addr string, w *wire) (impl, error) {
 	return relockImpl{c}, nil
 }
 
-// noGrantText says how the no-grant implementations turn grant on release
-// off, or that this build cannot.
-func noGrantText() string {
+// noGrantSettings are the settings of a no-grant implementation: base
+// without grant on release, or base alone when this build has no grant on
+// release to turn off.
+func noGrantSettings(base string) string {
 	if grantSwitchable() {
-		return "rlock.WithoutGrantOnRelease() (a release publishes; the woken waiter acquires with a round trip of its own)"
+		return "before grant on release: " + base + " with rlock.WithoutGrantOnRelease() " +
+			"(a release publishes; the woken waiter acquires with a round trip of its own)"
 	}
-	return "nothing more: grant on release is not in this build, so it is the same as its grant row"
+	return "before grant on release: " + base + " (this build has no grant on release to turn off: the same as its grant row)"
 }
 
 // *rlock.Lock is a locker as it is.
