@@ -89,12 +89,12 @@ func (r *run) fair(ctx context.Context) *section {
 	for _, suffix := range []string{", 1 client", fmt.Sprintf(", %d clients", clients)} {
 		ng, g := find(rows, "relock fair/no-grant"+suffix), find(rows, "relock fair"+suffix)
 		if ng != nil && g != nil && ng.Handoffs > 0 && g.Handoffs > 0 {
-			got = append(got, fmt.Sprintf("%s: %.2fx faster (%s vs %s)", suffix[2:], ng.HandoffP50us/g.HandoffP50us,
-				fmtDur(usDur(g.HandoffP50us)), fmtDur(usDur(ng.HandoffP50us))))
+			got = append(got, fmt.Sprintf("%s: %s with, %s without (%.2fx)", suffix[2:],
+				fmtDur(usDur(g.HandoffP50us)), fmtDur(usDur(ng.HandoffP50us)), ng.HandoffP50us/g.HandoffP50us))
 		}
 	}
 	if len(got) > 0 {
-		r.goal("fair lock: hand-off p50 with grant on release vs without", "(reported)", strings.Join(got, "; "), true)
+		r.goal("fair lock: hand-off p50 with grant on release vs without (without/with)", "(reported)", strings.Join(got, "; "), true)
 	}
 	return s
 }
