@@ -14,6 +14,7 @@
 #   ./bench.sh -scenarios contention -cpuprofile /tmp/cpu.out
 #   ./bench.sh -scenarios clients16,waiters100 -peers relock,minimal
 #   ./bench.sh -redraw results/latest.json  # charts and page only, no run
+#   ./bench.sh -before results/2026-11-26.json  # charts draw that run's relock rows beside
 #   ./bench.sh -h                      # every flag
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -32,21 +32,44 @@ type chart struct {
 // chartFont is the font of every text in the charts.
 var chartFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
 
+// earlierRun is an earlier results file (-before) whose figures the charts
+// draw beside rep's.
+type earlierRun struct {
+	rep    *report
+	source string // its name as the charts cite it
+}
+
+// label is how the charts name the rows of the earlier run.
+func (e *earlierRun) label() string { return "run " + e.rep.Started.UTC().Format("2006-01-02") }
+
+// rows are the earlier run's rows of section id (nil if it has none).
+func (e *earlierRun) rows(id string) ([]*lockRow, error) {
+	if e == nil {
+		return nil, nil
+	}
+	s := findSection(e.rep, id)
+	if s == nil || s.Skipped != "" {
+		return nil, nil
+	}
+	return decodeResults[[]*lockRow](s)
+}
+
 // writeCharts draws the charts of rep into dir and returns them in the
 // order of the sections. source is the results file's name as the charts
-// cite it.
-func writeCharts(rep *report, source, dir string) ([]chart, error) {
+// cite it. The charts of the contended sections draw relock's figures of
+// earlier (nil for none) beside rep's.
+func writeCharts(rep *report, earlier *earlierRun, source, dir string) ([]chart, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	plot.DefaultFont = chartFont
 	foot := footer(rep, source)
 	var charts []chart
-	add := func(c chart, title string, panels ...*plot.Plot) error {
+	add := func(c chart, title string, extra []string, legend *plot.Legend, panels ...*plot.Plot) error {
 		if len(panels) == 0 {
 			return nil
 		}
-		if err := saveChart(filepath.Join(dir, c.File), title, foot, panels); err != nil {
+		if err := saveChart(filepath.Join(dir, c.File), title, append(slices.Clip(foot), extra...), panels, legend); err != nil {
 			return fmt.Errorf("chart %s: %w", c.File, err)
 		}
 		charts = append(charts, c)
@@ -63,22 +86,36 @@ func writeCharts(rep *report, source, dir string) ([]chart, error) {
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": lock+unlock per second, and its latency"}, s.Title,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": lock+unlock per second, and its latency"}, s.Title, nil, nil,
 				loopPanels(rows)...)
-		case "contention", "clients16", "waiters100":
+		case "contention", "clients16", "waiters100", "fair":
 			rows, derr := decodeResults[[]*lockRow](s)
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": acquisitions per second, and hand-off latency"}, s.Title,
-				contendedPanels(rows)...)
+			old, derr := earlier.rows(s.ID)
+			if derr != nil {
+				return nil, fmt.Errorf("-before: %w", derr)
+			}
+			rows, pairs, olds := beforeAfter(rows, old, earlier)
+			alt := s.Title + ": acquisitions per second, and hand-off latency"
+			var extra []string
+			if pairs > 0 {
+				alt += `, before grant on release ("no-grant", "before") and with it ("after")`
+			}
+			if olds > 0 {
+				alt += fmt.Sprintf(", and relock's figures of the %s", earlier.label())
+				extra = append(extra, fmt.Sprintf(`rows "(%s)": the same implementation in %s, run of %s (another run: the load of the machine may differ)`,
+					earlier.label(), earlier.source, chartTime(earlier.rep.Started)))
+			}
+			err = add(chart{s.ID, s.ID + ".svg", alt}, s.Title, extra, nil, contendedPanels(rows)...)
 		case "redlock":
 			res, derr := decodeResults[*redlockResult](s)
 			if derr != nil {
 				return nil, derr
 			}
 			if res != nil {
-				err = add(chart{s.ID, s.ID + ".svg", s.Title + ": latency, client CPU and allocations per lock+unlock"}, s.Title,
+				err = add(chart{s.ID, s.ID + ".svg", s.Title + ": latency, client CPU and allocations per lock+unlock"}, s.Title, nil, nil,
 					redlockPanels(res.Rows)...)
 			}
 		case "rwlock":
@@ -86,27 +123,27 @@ func writeCharts(rep *report, source, dir string) ([]chart, error) {
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": operations per second, and acquisition latency"}, s.Title,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": operations per second, and acquisition latency"}, s.Title, nil, nil,
 				rwPanels(rows)...)
 		case "permits":
 			rows, derr := decodeResults[[]*syncRow](s)
 			if derr != nil {
 				return nil, derr
 			}
-			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": hand-offs per second, and hand-off latency"}, s.Title,
+			err = add(chart{s.ID, s.ID + ".svg", s.Title + ": hand-offs per second, and hand-off latency"}, s.Title, nil, nil,
 				permitsPanels(rows)...)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	panels, err := scalingPanels(rep)
+	panels, legend, err := scalingPanels(rep)
 	if err != nil {
 		return nil, err
 	}
 	if err := add(chart{"scaling", "scaling.svg",
 		"How each implementation fares as its contenders move from one client to 16 and 100 separate clients"},
-		"One key, from one client to separate clients (scenarios 3, 4a, 4b)", panels...); err != nil {
+		"One key, from one client to separate clients (scenarios 3, 4a, 4b)", nil, legend, panels...); err != nil {
 		return nil, err
 	}
 	return charts, nil
@@ -179,6 +216,67 @@ func loopPanels(rows []*lockRow) []*plot.Plot {
 		pluck(rows, func(r *lockRow) float64 { return r.P50us }), pluck(rows, func(r *lockRow) float64 { return r.P99us }))
 }
 
+// The "before" of an implementation is its no-grant row: its name with
+// "/no-grant" after the implementation ("relock/no-grant" for "relock",
+// "relock fair/no-grant, 1 client" for "relock fair, 1 client").
+const noGrantSuffix = "/no-grant"
+
+// isNoGrant reports whether impl is a "before" row.
+func isNoGrant(impl string) bool { return strings.Contains(impl, noGrantSuffix) }
+
+// noGrantOf is the name of impl's "before" row.
+func noGrantOf(impl string) string {
+	if i := strings.Index(impl, ", "); i >= 0 {
+		return impl[:i] + noGrantSuffix + impl[i:]
+	}
+	return impl + noGrantSuffix
+}
+
+// beforeAfter orders rows for a chart: each row that has a no-grant row
+// beside it comes right after it, the two labelled "(before)" and
+// "(after)"; and before them, the same implementation's row of the
+// earlier run (old, of the same section), labelled with that run, for
+// relock and relock/wake-one. It returns the rows, how many before/after
+// pairs it found and how many rows of the earlier run it put in.
+func beforeAfter(rows, old []*lockRow, earlier *earlierRun) (out []*lockRow, pairs, olds int) {
+	named := map[string]*lockRow{}
+	for _, r := range rows {
+		if r != nil && !r.Reference {
+			named[r.Impl] = r
+		}
+	}
+	labelled := func(r *lockRow, label string) *lockRow {
+		c := *r
+		c.Impl = label
+		return &c
+	}
+	for _, r := range rows {
+		if r == nil {
+			continue
+		}
+		if r.Reference {
+			out = append(out, r)
+			continue
+		}
+		if isNoGrant(r.Impl) && named[strings.Replace(r.Impl, noGrantSuffix, "", 1)] != nil {
+			continue // drawn just before its "after" row
+		}
+		if r.Impl == "relock" || r.Impl == "relock/wake-one" {
+			if o := find(old, r.Impl); o != nil && o.Ops > 0 {
+				out = append(out, labelled(o, fmt.Sprintf("%s (%s)", r.Impl, earlier.label())))
+				olds++
+			}
+		}
+		if ng := named[noGrantOf(r.Impl)]; ng != nil {
+			out = append(out, labelled(ng, ng.Impl+" (before)"), labelled(r, r.Impl+" (after)"))
+			pairs++
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, pairs, olds
+}
+
 func contendedPanels(rows []*lockRow) []*plot.Plot {
 	measured, names := kept(rows, lockName, func(r *lockRow) bool { return r != nil && r.Ops > 0 })
 	// The hand-off panel has the limit's reference row too.
@@ -225,8 +323,8 @@ func permitsPanels(rows []*syncRow) []*plot.Plot {
 
 // scalingPanels draw, for each implementation in scenarios 3, 4a and 4b,
 // its acquisitions per second and its hand-off p50 against the number of
-// clients its contenders were spread over.
-func scalingPanels(rep *report) ([]*plot.Plot, error) {
+// clients its contenders were spread over; the legend goes beside them.
+func scalingPanels(rep *report) ([]*plot.Plot, *plot.Legend, error) {
 	type point struct {
 		clients   float64
 		rate, p50 float64
@@ -241,7 +339,7 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 		}
 		rows, err := decodeResults[[]*lockRow](s)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, r := range rows {
 			if r == nil || r.Reference || r.Ops == 0 || r.Clients == 0 {
@@ -258,7 +356,19 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 		}
 	}
 	if len(order) == 0 {
-		return nil, nil
+		return nil, nil, nil
+	}
+	// Each no-grant ("before") line next to its implementation's.
+	for _, impl := range slices.Clone(order) {
+		if !isNoGrant(impl) {
+			continue
+		}
+		grant := strings.Replace(impl, noGrantSuffix, "", 1)
+		if j := slices.Index(order, grant); j >= 0 {
+			order = slices.Delete(order, slices.Index(order, impl), slices.Index(order, impl)+1)
+			j = slices.Index(order, grant)
+			order = slices.Insert(order, j+1, impl)
+		}
 	}
 	rate := newPlot("acquisitions per second (log scale)")
 	p50 := newPlot("hand-off p50 (log scale; lower is better)")
@@ -267,10 +377,10 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.ConstantTicks(xs)
 		p.Y.Scale = plot.LogScale{}
-		p.Legend.Top = true
-		p.Legend.Left = true
-		p.Legend.TextStyle.Font.Size = 8
 	}
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font = font.From(chartFont, 8)
 	rate.Y.Tick.Marker = labelledLog{fmtRateLabel}
 	p50.Y.Tick.Marker = labelledLog{fmtUsLabel}
 	for _, impl := range order {
@@ -293,20 +403,21 @@ func scalingPanels(rep *report) ([]*plot.Plot, error) {
 			}
 			l, s, err := plotter.NewLinePoints(c.xys)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			l.Color, s.Color = implColor(impl), implColor(impl)
 			l.Width = vg.Points(1.5)
+			l.Dashes = implDashes(impl)
 			s.Shape = draw.CircleGlyph{}
 			s.Radius = vg.Points(2.5)
 			c.p.Add(l, s)
 		}
-		rate.Legend.Add(impl, legendLine(impl))
+		legend.Add(impl, legendLine(impl))
 	}
 	for _, p := range []*plot.Plot{rate, p50} {
 		pad(p)
 	}
-	return []*plot.Plot{rate, p50}, nil
+	return []*plot.Plot{rate, p50}, &legend, nil
 }
 
 // clientsLabel names a point of the scaling chart's x axis.
@@ -509,8 +620,29 @@ func fmtUsLabel(v float64) string {
 
 // implColor is the color of an implementation in every chart: relock's
 // variants blues, minimal dark grey, the limit light grey, each peer a
-// color of its own (a colorblind-safe palette).
+// color of its own (a colorblind-safe palette). A no-grant ("before") row
+// has its implementation's color muted; a row of an earlier run, more so.
 func implColor(impl string) color.Color {
+	c := baseColor(impl)
+	switch {
+	case strings.Contains(impl, "(run "):
+		return muted(c, 0.8)
+	case isNoGrant(impl):
+		return muted(c, 0.55)
+	}
+	return c
+}
+
+// muted is c mixed by f with the grey of its own lightness.
+func muted(c color.Color, f float64) color.Color {
+	r, g, b, _ := c.RGBA()
+	rf, gf, bf := float64(r>>8), float64(g>>8), float64(b>>8)
+	grey := 0.299*rf + 0.587*gf + 0.114*bf
+	mix := func(v float64) uint8 { return uint8(v*(1-f) + grey*f + 0.5) }
+	return color.NRGBA{mix(rf), mix(gf), mix(bf), 0xff}
+}
+
+func baseColor(impl string) color.Color {
 	name := strings.ToLower(impl)
 	switch {
 	case strings.HasPrefix(name, "limit"):
@@ -544,12 +676,21 @@ func paler(c color.Color) color.Color {
 
 // legendLine is the thumbnail of an implementation in a legend.
 func legendLine(impl string) plot.Thumbnailer {
-	return &plotter.Line{LineStyle: draw.LineStyle{Color: implColor(impl), Width: vg.Points(2)}}
+	return &plotter.Line{LineStyle: draw.LineStyle{Color: implColor(impl), Width: vg.Points(2), Dashes: implDashes(impl)}}
+}
+
+// implDashes are the dashes of an implementation's line: the no-grant
+// ("before") lines are dashed.
+func implDashes(impl string) []vg.Length {
+	if isNoGrant(impl) {
+		return []vg.Length{vg.Points(4), vg.Points(2)}
+	}
+	return nil
 }
 
 // saveChart draws panels side by side under title, with foot below, and
-// writes the SVG to path.
-func saveChart(path, title string, foot []string, panels []*plot.Plot) error {
+// legend (nil for none) on their right, and writes the SVG to path.
+func saveChart(path, title string, foot []string, panels []*plot.Plot, legend *plot.Legend) error {
 	const panelW = 330
 	w := vg.Points(float64(panelW * len(panels)))
 	// Tall enough for the rows of the bar panels; line charts take 300pt.
@@ -565,10 +706,20 @@ func saveChart(path, title string, foot []string, panels []*plot.Plot) error {
 	if len(panels) == 1 {
 		w = vg.Points(520)
 	}
+	var legendW vg.Length
+	if legend != nil {
+		r := legend.Rectangle(draw.Canvas{})
+		legendW = r.Max.X - r.Min.X + vg.Points(16)
+		w += legendW
+	}
 	c := vgsvg.New(w, h)
 	dc := draw.New(c)
 	titleSty := draw.TextStyle{Color: color.Black, Font: font.From(chartFont, 12), XAlign: draw.XCenter, YAlign: draw.YTop,
 		Handler: plot.DefaultTextHandler}
+	// A title wider than the chart is set smaller.
+	for r := titleSty.Rectangle(title); titleSty.Font.Size > 8 && r.Max.X-r.Min.X > w-vg.Points(12); r = titleSty.Rectangle(title) {
+		titleSty.Font.Size--
+	}
 	footSty := titleSty
 	footSty.Font = font.From(chartFont, 7)
 	footSty.Color = color.Gray{0x55}
@@ -577,7 +728,10 @@ func saveChart(path, title string, foot []string, panels []*plot.Plot) error {
 	for i, line := range foot {
 		dc.FillText(footSty, vg.Point{X: w / 2, Y: vg.Points(4 + 9*float64(len(foot)-1-i))}, line)
 	}
-	body := draw.Crop(dc, 0, 0, vg.Points(9*float64(len(foot))+8), -vg.Points(24))
+	body := draw.Crop(dc, 0, -legendW, vg.Points(9*float64(len(foot))+8), -vg.Points(24))
+	if legend != nil {
+		legend.Draw(draw.Crop(dc, w-legendW+vg.Points(4), 0, 0, -vg.Points(48)))
+	}
 	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(14), PadLeft: vg.Points(6), PadRight: vg.Points(10),
 		PadTop: vg.Points(2), PadBottom: vg.Points(2)}
 	grid := plot.Align([][]*plot.Plot{panels}, tiles, body)

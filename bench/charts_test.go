@@ -27,7 +27,7 @@ func fakeReport() *report {
 		}
 		return rows
 	}
-	contended := func(clients int) []*lockRow {
+	contended := func(clients int, libs ...string) []*lockRow {
 		rows := []*lockRow{{Impl: "limit", Goroutines: 1, Clients: 1, HandoffP50us: 127, HandoffP99us: 206, Reference: true}}
 		for i, l := range libs {
 			rows = append(rows, &lockRow{Impl: l, Goroutines: 16, Clients: clients, Ops: 500, OpsPerSec: 700 - 50*float64(i),
@@ -60,9 +60,12 @@ func fakeReport() *report {
 		Sections: []*section{
 			{ID: "uncontended", Title: "1. Uncontended", Notes: []string{"one op = Lock+Unlock"}, Results: loop(1)},
 			{ID: "throughput", Title: "2. Throughput", Results: loop(64)},
-			{ID: "contention", Title: "3. Contention", Results: contended(1)},
-			{ID: "clients16", Title: "4a. 16 clients", Results: contended(16)},
-			{ID: "waiters100", Title: "4b. 100 clients", Results: contended(100)},
+			{ID: "contention", Title: "3. Contention", Results: contended(1, append([]string{"relock/no-grant"}, libs...)...)},
+			{ID: "clients16", Title: "4a. 16 clients", Results: contended(16,
+				append([]string{"relock/no-grant", "relock/wake-one/no-grant"}, libs...)...)},
+			{ID: "waiters100", Title: "4b. 100 clients", Results: contended(100, libs...)},
+			{ID: "fair", Title: "4c. Fair lock", Results: contended(16, "relock fair/no-grant, 1 client", "relock fair, 1 client",
+				"relock fair/no-grant, 16 clients", "relock fair, 16 clients")},
 			{ID: "waiters", Title: "5a. 1,000 waiters", Results: &waitersResult{Waiters: 1000, AllWaiting: true, SubscribedChannels: 1}},
 			{ID: "watchdog", Title: "5c. watchdog", Results: &watchdogResult{Locks: 10, AcquireSeconds: 1, RenewalsPerSec: 600, PipelinesPerSec: 2}},
 			{ID: "redlock", Title: "5d. RedLock", Results: redlock},
@@ -88,14 +91,14 @@ func TestCharts(t *testing.T) {
 	for name, r := range map[string]*report{"in memory": rep, "read back": read} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			charts, err := writeCharts(r, "bench/results/test.json", filepath.Join(dir, "bench"))
+			charts, err := writeCharts(r, nil, "bench/results/test.json", filepath.Join(dir, "bench"))
 			require.NoError(t, err)
 			var files []string
 			for _, c := range charts {
 				files = append(files, c.File)
 			}
 			assert.ElementsMatch(t, []string{"uncontended.svg", "throughput.svg", "contention.svg", "clients16.svg",
-				"waiters100.svg", "scaling.svg", "redlock.svg", "rwlock.svg", "permits.svg"}, files)
+				"waiters100.svg", "fair.svg", "scaling.svg", "redlock.svg", "rwlock.svg", "permits.svg"}, files)
 
 			for _, c := range charts {
 				b, err := os.ReadFile(filepath.Join(dir, "bench", c.File))
@@ -111,7 +114,7 @@ func TestCharts(t *testing.T) {
 			}
 
 			page := filepath.Join(dir, "benchmarks.md")
-			require.NoError(t, writeDocs(page, r, "bench/results/test.json", "bench", charts))
+			require.NoError(t, writeDocs(page, r, nil, "bench/results/test.json", "bench", charts))
 			b, err := os.ReadFile(page)
 			require.NoError(t, err)
 			md := string(b)
@@ -121,6 +124,7 @@ func TestCharts(t *testing.T) {
 				assert.Contains(t, md, "](bench/"+c.File+")")
 			}
 			for _, want := range []string{"| relock RedLock x5 | 2,300 |", "| relock semaphore | 3,739 |",
+				"| relock fair, 16 clients | 550 |", "measured before and",
 				"| subscribed channels (PUBSUB CHANNELS) | 1 | 1 |", `defaults \| watchdog 30s`, "Skipped: not run"} {
 				assert.Contains(t, md, want)
 			}
@@ -209,4 +213,112 @@ func TestDecodeResults(t *testing.T) {
 	got, err = decodeResults[[]*lockRow](&back)
 	require.NoError(t, err)
 	assert.Equal(t, rows, got)
+}
+
+// TestBeforeAfter: each implementation's no-grant row is drawn just before
+// it, the two labelled, and the earlier run's row of relock and
+// relock/wake-one before them.
+func TestBeforeAfter(t *testing.T) {
+	rows := []*lockRow{
+		{Impl: "limit", Reference: true, HandoffP50us: 100},
+		{Impl: "relock", Ops: 1}, {Impl: "relock/no-grant", Ops: 1},
+		{Impl: "relock/wake-one/no-grant", Ops: 1}, {Impl: "relock/wake-one", Ops: 1},
+		{Impl: "minimal", Ops: 1}, {Impl: "lonely/no-grant", Ops: 1},
+		{Impl: "relock fair/no-grant, 16 clients", Ops: 1}, {Impl: "relock fair, 16 clients", Ops: 1},
+	}
+	old := []*lockRow{{Impl: "relock", Ops: 1, HandoffP50us: 245}, {Impl: "relock/wake-one", Ops: 1}, {Impl: "minimal", Ops: 1}}
+	earlier := &earlierRun{rep: &report{Started: time.Date(2026, 11, 26, 7, 50, 0, 0, time.UTC)}}
+	out, pairs, olds := beforeAfter(rows, old, earlier)
+	var names []string
+	for _, r := range out {
+		names = append(names, r.Impl)
+	}
+	assert.Equal(t, []string{"limit",
+		"relock (run 2026-11-26)", "relock/no-grant (before)", "relock (after)",
+		"relock/wake-one (run 2026-11-26)", "relock/wake-one/no-grant (before)", "relock/wake-one (after)",
+		"minimal", "lonely/no-grant",
+		"relock fair/no-grant, 16 clients (before)", "relock fair, 16 clients (after)"}, names)
+	assert.Equal(t, 3, pairs)
+	assert.Equal(t, 2, olds)
+	assert.Equal(t, 245.0, out[1].HandoffP50us, "the earlier run's figures")
+	assert.Equal(t, "relock", rows[1].Impl, "the rows themselves are left as they are")
+
+	out, pairs, olds = beforeAfter(rows[:2], nil, nil)
+	assert.Equal(t, rows[:2], out)
+	assert.Zero(t, pairs+olds)
+}
+
+// TestChartsBefore: with an earlier results file, the contended charts
+// draw its relock rows and name it, the page says so, and a results file
+// that names it (-before at run time) draws it again on -redraw.
+func TestChartsBefore(t *testing.T) {
+	dir := t.TempDir()
+	old := fakeReport()
+	old.Started = time.Date(2026, 11, 24, 7, 50, 0, 0, time.UTC)
+	oldPath := filepath.Join(dir, "old.json")
+	require.NoError(t, writeJSON(oldPath, old))
+	rep := fakeReport()
+	rep.Config.Before = oldPath
+	path := filepath.Join(dir, "new.json")
+	require.NoError(t, writeJSON(path, rep))
+
+	charts, page := filepath.Join(dir, "charts"), filepath.Join(dir, "benchmarks.md")
+	require.NoError(t, drawResults(path, beforeFlag{}, charts, page))
+	b, err := os.ReadFile(filepath.Join(charts, "clients16.svg"))
+	require.NoError(t, err)
+	svg := string(b)
+	for _, want := range []string{">relock (run 2026-11-24)", ">relock/wake-one (run 2026-11-24)", ">relock/no-grant (before)",
+		">relock (after)", ">relock/wake-one/no-grant (before)", "old.json"} {
+		assert.Contains(t, svg, want)
+	}
+	b, err = os.ReadFile(filepath.Join(charts, "uncontended.svg"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "run 2026-11-24", "only the contended charts draw the earlier run")
+	b, err = os.ReadFile(page)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "old.json")
+
+	// -before "" on -redraw draws none.
+	require.NoError(t, drawResults(path, beforeFlag{set: true}, charts, ""))
+	b, err = os.ReadFile(filepath.Join(charts, "clients16.svg"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "run 2026-11-24")
+	assert.Contains(t, string(b), ">relock/no-grant (before)")
+}
+
+// TestGrantGoals: the goals of issue 35 from the rows of scenarios 3 and
+// 4a, and from an earlier run's.
+func TestGrantGoals(t *testing.T) {
+	r := &run{report: &report{}, verbose: io.Discard}
+	r.grantGoals(16, time.Millisecond,
+		&lockRow{Impl: "relock", Ops: 10, Handoffs: 10, HandoffP50us: 120, OpsPerSec: 870},
+		&lockRow{Impl: "minimal", Ops: 10, Handoffs: 10, HandoffP50us: 236},
+		&lockRow{Impl: "relock/no-grant", Ops: 10, Handoffs: 10, HandoffP50us: 245, OpsPerSec: 683})
+	require.Len(t, r.report.Goals, 2)
+	assert.True(t, r.report.Goals[0].Met, "%+v", r.report.Goals[0])
+	assert.Contains(t, r.report.Goals[0].Got, "0.51x")
+	assert.True(t, r.report.Goals[1].Met, "%+v", r.report.Goals[1])
+	assert.Contains(t, r.report.Goals[1].Got, "0.87x (870/s; relock/no-grant: 0.68x, 683/s)")
+
+	r = &run{report: &report{}, verbose: io.Discard, cfg: config{Before: "results/old.json"}}
+	old := fakeReport()
+	oldRows, err := decodeResults[[]*lockRow](findSection(old, "clients16"))
+	require.NoError(t, err)
+	find(oldRows, "relock/wake-one").HandoffP50us = 440
+	r.before = old
+	rows := []*lockRow{
+		{Impl: "relock/no-grant", Handoffs: 10, HandoffP50us: 494},
+		{Impl: "relock", Handoffs: 10, HandoffP50us: 480},
+		{Impl: "relock/wake-one/no-grant", Handoffs: 10, HandoffP50us: 338},
+		{Impl: "relock/wake-one", Handoffs: 10, HandoffP50us: 300},
+	}
+	r.clientsGrantGoals(16, rows)
+	require.Len(t, r.report.Goals, 2)
+	g := r.report.Goals[0]
+	assert.True(t, g.Met, "%+v", g)
+	assert.Equal(t, "1.65x (relock/wake-one 300µs vs relock/no-grant 494µs; relock/wake-one/no-grant 338µs)", g.Got)
+	g = r.report.Goals[1]
+	assert.Contains(t, g.Name, "relock/wake-one of the 2026-11-25 run (-before results/old.json)")
+	assert.False(t, g.Met, "%+v", g)
+	assert.Equal(t, "1.47x (relock/wake-one 300µs vs relock/wake-one of the 2026-11-25 run 440µs)", g.Got)
 }

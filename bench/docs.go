@@ -10,8 +10,9 @@ import (
 
 // writeDocs writes the benchmarks page: every section's notes, its table
 // and its chart, all from rep, the results file named source. chartsDir
-// is where the charts are, as the page links them.
-func writeDocs(path string, rep *report, source, chartsDir string, charts []chart) error {
+// is where the charts are, as the page links them. earlier (nil for none)
+// is the earlier run whose figures the charts draw beside rep's.
+func writeDocs(path string, rep *report, earlier *earlierRun, source, chartsDir string, charts []chart) error {
 	var b bytes.Buffer
 	m, c := rep.Machine, rep.Config
 	fmt.Fprintf(&b, "# Benchmarks\n\n")
@@ -39,6 +40,19 @@ in the machine's load falls on all of them alike: compare the implementations wi
 run; absolute figures on a shared machine vary from run to run.
 
 `)
+	if hasNoGrant(rep) {
+		fmt.Fprint(&b, `Grant on release (a release writes the next waiter's hold itself) is measured before and
+after in the same run: the "no-grant" implementations are relock without it
+(`+"`rlock.WithoutGrantOnRelease()`"+`), in the same interleaved rounds as relock with it; the charts
+of scenarios 3, 4a and 4c draw each "before" row just above its "after" row.
+`)
+		if earlier != nil {
+			fmt.Fprintf(&b, "Those charts also draw relock's and relock/wake-one's rows of an earlier run, `%s` "+
+				"(the run of %s), labelled \"(%s)\": figures of another run, whose machine load may have differed.\n",
+				earlier.source, chartTime(earlier.rep.Started), earlier.label())
+		}
+		fmt.Fprintln(&b)
+	}
 	if len(rep.Peers) > 0 {
 		fmt.Fprint(&b, "## Implementations\n\n| name | settings |\n| --- | --- |\n")
 		for _, p := range rep.Peers {
@@ -155,4 +169,24 @@ func cellAll(ss []string) []string {
 func cell(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.ReplaceAll(s, "\n", " ")
+}
+
+// hasNoGrant reports whether rep has a no-grant ("before") row in a
+// contended section.
+func hasNoGrant(rep *report) bool {
+	for _, s := range rep.Sections {
+		switch s.ID {
+		case "contention", "clients16", "waiters100", "fair":
+			rows, err := decodeResults[[]*lockRow](s)
+			if err != nil {
+				continue
+			}
+			for _, r := range rows {
+				if r != nil && isNoGrant(r.Impl) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -4,11 +4,16 @@
 // script's round trips), against redis-server processes it starts itself. It prints a
 // table per scenario on stdout and writes every figure to a JSON file.
 //
-//	go run . [-quick] [-duration 5s] [-scenarios a,b] [-peers a,b] [-json path] [-cpuprofile path]
+//	go run . [-quick] [-duration 5s] [-scenarios a,b] [-peers a,b] [-json path] [-cpuprofile path] [-before path]
 //	go run . -redraw results/latest.json   # charts and docs page only, from a results file
 //
 // After a run it draws the charts of the results into ../docs/bench and
 // writes ../docs/benchmarks.md (see -charts and -docs).
+//
+// Grant on release is measured before and after in the same run: the
+// "no-grant" implementations are relock without it (noGrant, in
+// grantopt.go), interleaved with relock in scenarios 3, 4a and 4c; -before
+// draws an earlier results file's relock rows beside them too.
 package main
 
 import (
@@ -42,6 +47,7 @@ var scenarios = []scenario{
 	{"contention", "M goroutines on one key", (*run).contention},
 	{"clients16", "16 separate clients on one key", (*run).clients16},
 	{"waiters100", "100 clients' waiters on one key, hand-offs", (*run).waiters100},
+	{"fair", "relock: a fair lock, 16 goroutines of one client, then 16 clients", (*run).fair},
 	{"waiters", "relock: 1,000 waiters on one lock", (*run).waitersOneLock},
 	{"waiters10k", "relock: 10,000 waiters on 10,000 locks", (*run).waitersManyLocks},
 	{"watchdog", "relock: 100,000 locks held on the watchdog", (*run).watchdog},
@@ -69,6 +75,9 @@ type config struct {
 	WatchdogTimeout time.Duration `json:"watchdog_timeout_ns"`
 	RedLockServers  int           `json:"redlock_servers"`
 	SharedServer    bool          `json:"shared_server"`
+	// Before is the earlier results file of -before (as the flag gave
+	// it, relative to bench/): the charts draw its figures beside these.
+	Before string `json:"before,omitempty"`
 }
 
 // report is what the JSON file holds.
@@ -120,6 +129,9 @@ type run struct {
 	// memprofile is where to write a heap profile at the measured point
 	// of the scale runs.
 	memprofile string
+	// before is the results file of -before, if given: the goals of
+	// scenario 4a are held to it too.
+	before *report
 }
 
 func (r *run) goal(name, target, got string, met bool) {
@@ -161,13 +173,23 @@ func mainErr() error {
 		chartsDir  = flag.String("charts", filepath.Join("..", "docs", "bench"), "draw the SVG charts of the results written to -json into this directory (\"\" for none)")
 		docsPath   = flag.String("docs", filepath.Join("..", "docs", "benchmarks.md"), "write the benchmarks page (tables and charts) of the results written to -json to this file (\"\" for none)")
 		redraw     = flag.String("redraw", "", "run nothing: redraw the charts (-charts) and the page (-docs) from this results file (bench.sh runs the program in bench/: paths are relative to it)")
+		beforePath = flag.String("before", "", "an earlier results file (e.g. results/2026-11-26.json): the charts of scenarios 3, 4a and 4c draw its relock and relock/wake-one figures beside this run's, and scenario 4a's hand-off goal is held to its relock/wake-one too; "+
+			"the results file names it, and -redraw draws it again unless -before is given (\"\" for none)")
 	)
 	flag.Parse()
-	if *redraw != "" {
-		return drawResults(*redraw, *chartsDir, *docsPath)
-	}
 	set := make(map[string]bool)
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *redraw != "" {
+		before := beforeFlag{path: *beforePath, set: set["before"]}
+		return drawResults(*redraw, before, *chartsDir, *docsPath)
+	}
+	var before *report
+	if *beforePath != "" {
+		var err error
+		if before, err = readJSON(*beforePath); err != nil {
+			return fmt.Errorf("-before: %w", err)
+		}
+	}
 	if *quick {
 		if !set["duration"] {
 			*duration = 800 * time.Millisecond
@@ -214,7 +236,7 @@ func mainErr() error {
 	if *memprofile != "" {
 		runtime.MemProfileRate = 1
 	}
-	r := &run{verbose: os.Stderr, memprofile: *memprofile}
+	r := &run{verbose: os.Stderr, memprofile: *memprofile, before: before}
 	for _, p := range peers() {
 		if slices.Contains(peerSel, p.name) {
 			r.peers = append(r.peers, p)
@@ -224,7 +246,7 @@ func mainErr() error {
 		Quick: *quick, Duration: *duration, Rounds: *rounds, Scenarios: sel, Peers: peerSel,
 		Goroutines: *goroutines, Contenders: *contenders, Hold: *hold, Clients: *clients, WaiterClients: *waitClient, ClientsDuration: *clientsDur, Waiters: *waiters,
 		ManyLocks: *manyLocks, Held: *held, HeldFor: *heldFor,
-		WatchdogTimeout: 3 * time.Second, RedLockServers: 5, SharedServer: *shared,
+		WatchdogTimeout: 3 * time.Second, RedLockServers: 5, SharedServer: *shared, Before: *beforePath,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -278,16 +300,24 @@ func mainErr() error {
 			return err
 		}
 		r.logf("results written to %s", *jsonPath)
-		if err := drawResults(*jsonPath, *chartsDir, *docsPath); err != nil {
+		if err := drawResults(*jsonPath, beforeFlag{path: *beforePath, set: true}, *chartsDir, *docsPath); err != nil {
 			return err
 		}
 	}
 	return ctx.Err()
 }
 
+// beforeFlag is the -before flag as drawResults takes it: unless set, the
+// earlier results file that the results file names is drawn.
+type beforeFlag struct {
+	path string
+	set  bool
+}
+
 // drawResults draws the charts of the results file path into chartsDir
-// and writes the benchmarks page to docsPath (either "" for none).
-func drawResults(path, chartsDir, docsPath string) error {
+// and writes the benchmarks page to docsPath (either "" for none). The
+// charts draw the figures of an earlier results file beside (before).
+func drawResults(path string, before beforeFlag, chartsDir, docsPath string) error {
 	if chartsDir == "" && docsPath == "" {
 		return nil
 	}
@@ -295,10 +325,22 @@ func drawResults(path, chartsDir, docsPath string) error {
 	if err != nil {
 		return err
 	}
+	if !before.set {
+		before.path = rep.Config.Before
+	}
+	rep.Config.Before = before.path
+	var earlier *earlierRun
+	if before.path != "" {
+		old, err := readJSON(before.path)
+		if err != nil {
+			return fmt.Errorf("-before: %w", err)
+		}
+		earlier = &earlierRun{rep: old, source: repoPath(before.path)}
+	}
 	source := repoPath(path)
 	var charts []chart
 	if chartsDir != "" {
-		if charts, err = writeCharts(rep, source, chartsDir); err != nil {
+		if charts, err = writeCharts(rep, earlier, source, chartsDir); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "bench: %d charts drawn in %s\n", len(charts), chartsDir)
@@ -310,7 +352,7 @@ func drawResults(path, chartsDir, docsPath string) error {
 				dir = rel
 			}
 		}
-		if err := writeDocs(docsPath, rep, source, dir, charts); err != nil {
+		if err := writeDocs(docsPath, rep, earlier, source, dir, charts); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s written from %s\n", docsPath, source)

@@ -40,6 +40,9 @@ type peer struct {
 	exclusive bool
 	// multi is set on the RedLock rows, which use several servers.
 	multi bool
+	// only, when set, is the scenarios the implementation runs in (the
+	// no-grant implementations run where a hand-off is measured).
+	only []string
 	// open connects one client instance to addr; w counts what its
 	// connections carry.
 	open func(addr string, w *wire) (impl, error)
@@ -67,10 +70,24 @@ func peers() []peer {
 			open:      openLimitGoredis,
 		},
 		{
+			name:      "relock/no-grant",
+			settings:  noGrantSettings("relock defaults") + "; scenarios 3 and 4a only (4c: relock fair/no-grant)",
+			exclusive: true,
+			only:      []string{"contention", "clients16"},
+			open:      openRelockNoGrant,
+		},
+		{
 			name:      "relock",
 			settings:  "rlock.NewClient defaults (one pipelined connection + one pub/sub connection, watchdog 30s); Lock(ctx)/Unlock(ctx), anonymous owner",
 			exclusive: true,
 			open:      openRelock,
+		},
+		{
+			name:      "relock/wake-one/no-grant",
+			settings:  noGrantSettings("relock/wake-one's settings") + "; scenario 4a only",
+			exclusive: true,
+			only:      []string{"clients16"},
+			open:      openRelockWakeOneNoGrant,
 		},
 		{
 			name:      "relock/wake-one",
@@ -178,6 +195,33 @@ func openRelockWakeOne(addr string, w *wire) (impl, error) {
 		return nil, err
 	}
 	return relockImpl{c}, nil
+}
+
+func openRelockNoGrant(addr string, w *wire) (impl, error) {
+	c, err := rlock.NewClient(w.rueidisOption(addr), noGrant()...)
+	if err != nil {
+		return nil, err
+	}
+	return relockImpl{c}, nil
+}
+
+func openRelockWakeOneNoGrant(addr string, w *wire) (impl, error) {
+	c, err := rlock.NewClient(w.rueidisOption(addr), append([]rlock.Option{rlock.WithWakeOne()}, noGrant()...)...)
+	if err != nil {
+		return nil, err
+	}
+	return relockImpl{c}, nil
+}
+
+// noGrantSettings are the settings of a no-grant implementation: base
+// without grant on release, or base alone when this build has no grant on
+// release to turn off.
+func noGrantSettings(base string) string {
+	if grantSwitchable() {
+		return "before grant on release: " + base + " with rlock.WithoutGrantOnRelease() " +
+			"(a release publishes; the woken waiter acquires with a round trip of its own)"
+	}
+	return "before grant on release: " + base + " (this build has no grant on release to turn off: the same as its grant row)"
 }
 
 // *rlock.Lock is a locker as it is.

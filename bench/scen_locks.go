@@ -608,7 +608,7 @@ func (r *run) throughput(ctx context.Context) *section {
 // loopRows measures lock+unlock loops of every selected implementation,
 // interleaved, and fills in the ratio to the limit.
 func (r *run) loopRows(ctx context.Context, goroutines int, scenario string) []*lockRow {
-	benches := r.interleave(ctx, r.peers,
+	benches := r.interleave(ctx, r.scenarioPeers(scenario),
 		func(p peer) *bench { return openBench(ctx, r.benchServers(), p, goroutines, 1, scenario, "") },
 		func(b *bench, d time.Duration) { b.loopRound(ctx, d) })
 	var rows []*lockRow
@@ -775,16 +775,31 @@ func contendedTable(rows []*lockRow) [][]string {
 	return out
 }
 
-// exclusivePeers are the selected implementations that lock something.
-func (r *run) exclusivePeers() []peer {
+// exclusivePeers are the selected implementations that lock something
+// and run in scenario.
+func (r *run) exclusivePeers(scenario string) []peer {
 	var ps []peer
-	for _, p := range r.peers {
+	for _, p := range r.scenarioPeers(scenario) {
 		if p.exclusive {
 			ps = append(ps, p)
 		}
 	}
 	return ps
 }
+
+// scenarioPeers are the selected implementations that run in scenario.
+func (r *run) scenarioPeers(scenario string) []peer {
+	var ps []peer
+	for _, p := range r.peers {
+		if p.runsIn(scenario) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// runsIn reports whether p runs in scenario.
+func (p peer) runsIn(scenario string) bool { return p.only == nil || slices.Contains(p.only, scenario) }
 
 // violationGoal records that no implementation let two holders in at once.
 func (r *run) violationGoal(name string, rows []*lockRow) {
@@ -809,7 +824,7 @@ func (r *run) contention(ctx context.Context) *section {
 		Columns: contendedColumns,
 	}
 	r.ensureLimit1(ctx, "contention")
-	rows := r.contendedRows(ctx, r.exclusivePeers(), n, 1, hold, d, "contention")
+	rows := r.contendedRows(ctx, r.exclusivePeers("contention"), n, 1, hold, d, "contention")
 	s.Results = rows
 	s.Rows = contendedTable(rows)
 	s.Notes = append(s.Notes,
@@ -817,6 +832,7 @@ func (r *run) contention(ctx context.Context) *section {
 		"hand-off latency: from just before the holder's Unlock call to the next holder's Lock returning",
 		"limit row: two no-op script round trips in a row (an unlock's, then the next holder's acquire), from scenario 1; p50 vs limit: lower is better",
 		"each round has an unmeasured lead-in of a fifth of it (at most 100ms); the counters cover the measured part, per acquisition (acq) in it")
+	s.Notes = append(s.Notes, noGrantNotes()...)
 	s.Notes = append(s.Notes, countNotes...)
 
 	rl, rs := find(rows, "relock"), find(rows, "redsync")
@@ -831,6 +847,7 @@ func (r *run) contention(ctx context.Context) *section {
 			r.goal("contended hand-off p50 vs redsync", ">= 20x better",
 				fmt.Sprintf("%.0fx (%s vs %s)", ratio, fmtDur(p50), fmtDur(usDur(rs.HandoffP50us))), ratio >= 20)
 		}
+		r.grantGoals(n, hold, rl, find(rows, "minimal"), find(rows, "relock/no-grant"))
 	}
 	r.violationGoal("mutual-exclusion violations", rows)
 	return s
@@ -856,3 +873,37 @@ func errText(row *lockRow) string {
 }
 
 func usDur(us float64) time.Duration { return time.Duration(us * float64(time.Microsecond)) }
+
+// grantGoals records the goals of grant on release (issue 35) for one
+// Client's n goroutines holding the lock for hold: relock's hand-off p50
+// at most 0.6x minimal's, and its acquisitions per second at least 0.85x
+// the most that holds of hold allow. noGrant, when measured, is cited
+// beside: the same Client without grant on release.
+func (r *run) grantGoals(n int, hold time.Duration, rl, minimal, noGrant *lockRow) {
+	before := func(f func(*lockRow) string) string {
+		if noGrant == nil || noGrant.Ops == 0 {
+			return ""
+		}
+		return "; relock/no-grant: " + f(noGrant)
+	}
+	if minimal != nil && minimal.Handoffs > 0 && rl.Handoffs > 0 {
+		ratio := rl.HandoffP50us / minimal.HandoffP50us
+		r.goal(fmt.Sprintf("one client's %d goroutines: hand-off p50 vs minimal", n), "<= 0.60x minimal",
+			fmt.Sprintf("%.2fx (%s vs %s%s)", ratio, fmtDur(usDur(rl.HandoffP50us)), fmtDur(usDur(minimal.HandoffP50us)),
+				before(func(row *lockRow) string {
+					return fmt.Sprintf("%.2fx, %s", row.HandoffP50us/minimal.HandoffP50us, fmtDur(usDur(row.HandoffP50us)))
+				})),
+			ratio <= 0.6)
+	}
+	if hold > 0 && rl.Ops > 0 {
+		most := float64(time.Second) / float64(hold)
+		ratio := rl.OpsPerSec / most
+		r.goal(fmt.Sprintf("one client's %d goroutines, %v holds: acquisitions per second", n, hold),
+			fmt.Sprintf(">= 0.85x the %s/s that the holds allow", fmtRate(most)),
+			fmt.Sprintf("%.2fx (%s/s%s)", ratio, fmtRate(rl.OpsPerSec),
+				before(func(row *lockRow) string {
+					return fmt.Sprintf("%.2fx, %s/s", row.OpsPerSec/most, fmtRate(row.OpsPerSec))
+				})),
+			ratio >= 0.85)
+	}
+}

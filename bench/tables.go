@@ -19,7 +19,7 @@ func sectionTable(s *section) (columns []string, rows [][]string, err error) {
 	case "uncontended", "throughput":
 		res, err := decodeResults[[]*lockRow](s)
 		return loopColumns, loopTable(res), err
-	case "contention", "clients16", "waiters100":
+	case "contention", "clients16", "waiters100", "fair":
 		res, err := decodeResults[[]*lockRow](s)
 		return contendedColumns, contendedTable(res), err
 	case "redlock":
@@ -137,8 +137,8 @@ func manyLocksTable(res *manyLocksResult) [][]string {
 		{"memory per waiter, heap+stack", fmtBytes(res.PerWaiterBytes), ""},
 		{"memory per waiter, heap only", fmtBytes(res.PerWaiterHeapBytes), ""},
 		{"idle goroutine baseline, heap+stack (heap)", fmtBytes(res.IdleGoroutineBytes) + " (" + fmtBytes(res.IdleGoroutineHeap) + ")", ""},
-		{"library's share per waiter (difference), heap+stack", fmtBytes(res.LibraryPerWaiter), "< 2 KiB"},
-		{"library's share per waiter (difference), heap only", fmtBytes(res.LibraryHeapPerWait), ""},
+		{"library's share per waiter (difference), heap+stack", fmtBytes(res.LibraryPerWaiter), ""},
+		{"library's share per waiter (difference), heap only", fmtBytes(res.LibraryHeapPerWait), "< 1 KiB"},
 		{"subscribed channels", fmtInt(int64(res.SubscribedChannels)), fmtInt(int64(res.Waiters))},
 		{"the Client's connections (subscribed)", fmt.Sprintf("%d (%d)", res.ClientConnections, res.SubscribedConns), "1 subscription connection"},
 		{"cancel every wait", fmt.Sprintf("%.2fs", res.CancelSeconds), ""},
