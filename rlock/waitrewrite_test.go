@@ -1,11 +1,16 @@
 package rlock_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -122,4 +127,58 @@ func TestDeadlockRecordsWrittenAgain(t *testing.T) {
 	for _, c := range clients {
 		awaitNoRecords(t, raw, c)
 	}
+}
+
+// hdelOrder is a client that notes an HDEL of a wait record hash sent
+// before rewritten is set.
+type hdelOrder struct {
+	rueidis.Client
+	rewritten atomic.Bool
+	early     atomic.Bool
+}
+
+func (h *hdelOrder) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands()
+	if len(args) > 1 && strings.EqualFold(args[0], "HDEL") && strings.Contains(args[1], waitrec.Base) &&
+		!h.rewritten.Load() {
+		h.early.Store(true)
+	}
+	return h.Client.Do(ctx, cmd)
+}
+
+// TestWaitRecordRewriteDoesNotOutliveTheWait: the records' rewrite is on
+// its way when the wait gives up: the record's delete is sent after the
+// rewrite's reply, so that the rewrite cannot bring back a wait that has
+// ended (its owner would read as waiting to the deadlock detector).
+func TestWaitRecordRewriteDoesNotOutliveTheWait(t *testing.T) {
+	raw := relocktest.Raw(t)
+	f := relocktest.NewFaulty(raw)
+	order := &hdelOrder{Client: f}
+	c, err := rlock.New(order, rlock.WithWatchdogTimeout(600*time.Millisecond), rlock.WithDeadlockDetection(0))
+	require.NoError(t, err)
+	defer c.Close()
+	holder := relocktest.Client(t)
+	h := rlock.WithOwner(t.Context(), "h")
+	name := relocktest.Name(t)
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once // EVALSHA, and EVAL if the script was not loaded
+	f.Inject(&relocktest.Rule{SHA1s: []string{lua.WaitRewrite.SHA1}, N: 1, Run: true, Keep: true,
+		Before: func([]string) {
+			once.Do(func() { close(entered) })
+			<-gate
+		},
+		After: func([]string) { order.rewritten.Store(true) },
+	})
+	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "w"))
+	defer cancel()
+	got := lockAsync(c.GetLock(name), ctx)
+	awaitRecords(t, raw, c, name, 1)
+	require.NoError(t, raw.Do(t.Context(), raw.B().Del().Key(waitrec.Key("", c.ID())).Build()).Error())
+	relocktest.Receive(t, entered, 5*time.Second, "the rewrite")
+	cancel()
+	require.ErrorIs(t, relocktest.Receive(t, got, 5*time.Second, "the wait to end"), context.Canceled)
+	close(gate)
+	awaitNoRecords(t, raw, c)
+	assert.False(t, order.early.Load(), "the delete was sent before the rewrite's reply")
 }

@@ -92,8 +92,8 @@ type waitRecord struct {
 // beginDelete marks r as being deleted, so that no rewrite carries it
 // from now on, and waits (until ctx ends) for the reply of a rewrite in
 // flight that carries it: a delete sent after that reply reaches Redis
-// after the rewrite.
-func (r *waitRecord) beginDelete(ctx context.Context) {
+// after the rewrite. It returns ctx's error when ctx ended first.
+func (r *waitRecord) beginDelete(ctx context.Context) error {
 	r.mu.Lock()
 	r.deleting = true
 	ch := r.rewrite
@@ -102,8 +102,10 @@ func (r *waitRecord) beginDelete(ctx context.Context) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
+	return nil
 }
 
 // recordOwner is the waiter as a lock's hash names a holder.
@@ -236,7 +238,9 @@ func (w *Wait) unrecord(done bool) {
 // deleteRecordOnce sends r's delete once, on ctx, and forgets r when it
 // succeeded.
 func (c *Core) deleteRecordOnce(ctx context.Context, r *waitRecord) error {
-	r.beginDelete(ctx)
+	if err := r.beginDelete(ctx); err != nil {
+		return err
+	}
 	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
 	if err == nil {
 		c.waits.mu.Lock()
