@@ -78,6 +78,7 @@ func TestDeadlockOverlappingReaders(t *testing.T) {
 	}
 	require.Equal(t, 1, victims, "one wait ends: %v", errs)
 	require.ErrorIs(t, errs["w"], rlock.ErrDeadlock, "the wait the cycles share")
+	require.Contains(t, errs["w"].Error(), "which every cycle through these owners shares", "the error says why this wait")
 	require.NoError(t, errs["r1"])
 	require.NoError(t, errs["r2"])
 }
