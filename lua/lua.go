@@ -213,6 +213,8 @@ var (
 	waitRecord string
 	//go:embed wait_expire.lua
 	waitExpire string
+	//go:embed wait_rewrite.lua
+	waitRewrite string
 )
 
 var (
@@ -364,6 +366,11 @@ var (
 	// resend: the field is the call's own.
 	WaitRecord = script(waitRecord, true)
 	// WaitExpire renews the expiry of a Client's wait record hash and
-	// deletes the records the Client no longer has. Safe to resend.
+	// deletes the records the Client no longer has; it replies 2 when a
+	// record of a running wait is missing. Safe to resend.
 	WaitExpire = script(waitExpire, true)
+	// WaitRewrite writes again the records of a Client's running waits
+	// that its hash lost (an outage longer than its expiry). Safe to
+	// resend: the fields are the Client's own.
+	WaitRewrite = script(waitRewrite, true)
 )

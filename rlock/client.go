@@ -172,16 +172,20 @@ func WithKeyPrefix(prefix string) Option {
 // deadlock (a cycle of owners through it: A holds L1 and waits for L2, B
 // holds L2 and waits for L1; of any length, across Clients, processes and
 // lock kinds), and how often it looks again while it waits. Of a cycle,
-// exactly one wait ends, the one that began last: its call returns an
-// error matching ErrDeadlock and ErrNotAcquired that names the cycle, and
+// exactly one wait ends, the one that began last (where cycles overlap,
+// as through several readers of a read-write lock, the one wait they all
+// share): its call returns an error matching ErrDeadlock and
+// ErrNotAcquired that names the cycle, and
 // the others go on once its caller releases what it holds. Owners count as
 // threads of control, as a database's transactions: a cycle through an
 // owner that two goroutines share is reported although the other
 // goroutine might have released. A call with no owner in its context is
-// an owner of its own (Do's fn gets Do's owner in its context), and a
-// Client reads other Clients' records under its own key prefix: cycles
-// through such calls, or across Clients with different prefixes, are not
-// seen. Each look reads the locks' holders and
+// an owner of its own (Do's fn gets Do's owner in its context), an owner
+// is one Client's (the same owner string in two Clients is two owners),
+// and a Client reads other Clients' records under its own key prefix:
+// cycles through such calls, through a thread that holds through one
+// Client and waits through another, or across Clients with different
+// prefixes that name each other's keys in full, are not seen. Each look reads the locks' holders and
 // the waits' records one key at a time (at most 64 keys), so a wait that
 // lasts costs a few reads each after. The package documentation
 // (Waits and deadlocks) says more.

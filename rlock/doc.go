@@ -192,15 +192,18 @@
 // owners that hold the name it waits for (the fields of a plain, fenced,
 // fair or spin lock's hash, both sides of a read-write lock), what each of
 // them waits for (its Client's records with that owner), their holders,
-// and so on, until the walk comes back to its own owner; across Clients,
-// processes and lock kinds, of any length, reading each key on its own
-// (names may be in different Cluster slots), at most 64 keys a look (a
-// cycle of up to 30 owners on as many Clients; a longer one is not seen). It
-// looks again every delay while it waits (cycles form after a wait
-// began). Exactly one wait of a cycle ends: the one whose record is the
-// youngest (the latest since; ties by owner, then by record), which every
-// member of the cycle names alike from the records it reads; only that
-// wait ends itself, and only after it read the cycle's edges again (each
+// and so on: every owner its wait leads to, of which those that lead back
+// to its own owner hold every cycle through it (its strongly connected
+// set); across Clients, processes and lock kinds, of any length, reading
+// each key on its own (names may be in different Cluster slots), at most
+// 64 keys a look (a cycle of up to 30 owners on as many Clients; a larger
+// graph is not judged). It looks again every delay while it waits (cycles
+// form after a wait began). Exactly one wait of a set ends: the one whose
+// record is the youngest (the latest since; ties by owner, then by
+// record) of those whose end leaves no cycle in the set (where cycles
+// overlap, as through several readers of a read-write lock, the wait they
+// all share), else the youngest, which every member names alike from the
+// records it reads; only that wait ends itself, and only after it read the cycle's edges again (each
 // record still there and unchanged, each holder still holding), so that
 // a chain that is only long, or that changed while it was read, ends
 // nothing. Its call returns an error matching ErrDeadlock and
@@ -217,8 +220,12 @@
 // goroutines that take locks on their own owners of their own. An owner
 // that holds a read-write lock's read side and waits for its write side
 // waits for itself (a cycle of one): it ends after the delay. A semaphore,
-// rate limiter or latch has no holders with owners: a chain through one
-// ends there, and a cycle through one is not seen. A hold on a fixed
+// counting semaphore, rate limiter or latch is in no cycle: its waiter
+// waits for any one permit (any holder's release, or a lease's end), for
+// anyone's count-down, or for time, not for an owner; a chain through one
+// ends there, and a cycle through one is not seen. A Client's wait record
+// hash lost while its waits run (expired during an outage longer than the
+// watchdog timeout, or deleted) is written again at its next tick. A hold on a fixed
 // lease counts while it lasts. A Client with detection off (0) still
 // records its waits, but never ends one, even one its cycle chose: turn
 // detection off in every Client that shares locks, or in none.

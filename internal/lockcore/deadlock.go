@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
@@ -20,10 +23,13 @@ import (
 // for, the owners that hold it (the hash fields of the lock kinds: plain,
 // fenced, fair and spin locks, both sides of a read-write lock), then what
 // each of them waits for (the records with that owner in its Client's wait
-// record hash), their holders, and so on, until the walk comes back to
-// the call's owner. Each name and each record hash is read on its own
-// (they may be in different Cluster slots), once per look, and a look
-// reads at most maxDetectReads keys: a longer chain ends nothing.
+// record hash), their holders, and so on: every owner its wait leads to.
+// The owners of that graph that lead back to the call's owner are its
+// strongly connected set: every cycle through the call's owner is in it.
+// Each name and each record hash is read on its own (they may be in
+// different Cluster slots), once per look, and a look reads at most
+// maxDetectReads keys: a larger graph, or a read that failed, ends
+// nothing.
 //
 // Owners are threads of control, as a database's transactions are: an
 // owner that waits is taken to hold what it holds until its wait ends.
@@ -40,10 +46,17 @@ import (
 // name read-held by others is one whose grant came, its delete on its
 // way).
 //
-// Exactly one wait of a cycle ends, the victim: the wait with the
-// youngest record (the greatest since; ties by owner, then by record hash
-// and field). Every member of the cycle reads the same records, so each
-// names the same victim, and only the victim ends itself. Before it ends,
+// Exactly one wait of a strongly connected set ends, the victim: of the
+// waits with an edge inside the set, the youngest (the greatest since;
+// ties by owner, then by record hash and field) whose end leaves no cycle
+// in the set, else the youngest. On a plain ring that is its youngest
+// wait; where cycles overlap (several readers of a read-write lock, each
+// waiting for what its writer-to-be holds), it is the wait they all share,
+// so that one end breaks them all, where ending the youngest of each
+// cycle would end one wait per cycle. Every member of the set reaches the
+// same owners, reads the same records and holders, and so names the same
+// victim, and only the victim ends itself (a set with no wait that all its
+// cycles share ends its youngest, and the next look ends the next). Before it ends,
 // the victim reads the cycle's edges again (each record is still there,
 // unchanged, and each holder still holds): a chain that changed while it
 // was read ends nothing. The victim's call returns an error matching
@@ -83,23 +96,49 @@ type detector struct {
 	c       *Core
 	ctx     context.Context
 	reads   int
+	full    bool // a read was needed beyond maxDetectReads, or failed
 	holders map[string][]holding
 	records map[string][]recordAt // by Client ID
 }
 
-// over reports whether the look read as much as it may.
-func (d *detector) over() bool { return d.reads >= maxDetectReads || d.ctx.Err() != nil }
+// over reports whether the look needed more reads than it may make, or
+// its context ended.
+func (d *detector) over() bool { return d.full || d.ctx.Err() != nil }
+
+// read counts one read, and reports false (over from then on) when the
+// look has made as many as it may.
+func (d *detector) read() bool {
+	if d.reads >= maxDetectReads {
+		d.full = true
+		return false
+	}
+	d.reads++
+	return true
+}
+
+// unread notes a read's error: a reply that did not come (not an error
+// reply of the server) makes the look end nothing, as the members of a
+// cycle must read the same graph to name the same victim.
+func (d *detector) unread(err error) {
+	if _, ok := rueidis.IsRedisErr(err); !ok {
+		d.full = true
+	}
+}
 
 // holdersOf returns the holders of name, each owner once.
 func (d *detector) holdersOf(name string) []holding {
 	if hs, ok := d.holders[name]; ok {
 		return hs
 	}
-	d.reads++
+	if !d.read() {
+		return nil
+	}
 	m, err := d.c.RDB.Do(d.ctx, d.c.RDB.B().Hgetall().Key(name).Build()).AsStrMap()
 	if err != nil {
-		// Not a hash (a semaphore's count, a latch), or unreadable: no
-		// holders known.
+		// Not a hash (a semaphore's count, a latch: an error reply): no
+		// holders known. A read that failed (no reply) leaves the graph
+		// unknown: the look ends nothing.
+		d.unread(err)
 		m = nil
 	}
 	hs := parseHolders(m)
@@ -147,10 +186,13 @@ func (d *detector) waitsOf(owner string) []recordAt {
 	id, _ := layout.SplitField(owner)
 	recs, ok := d.records[id]
 	if !ok {
-		d.reads++
+		if !d.read() {
+			return nil
+		}
 		key := waitrec.Key(d.c.prefix, id)
 		m, err := d.c.RDB.Do(d.ctx, d.c.RDB.B().Hgetall().Key(key).Build()).AsStrMap()
 		if err != nil {
+			d.unread(err)
 			m = nil
 		}
 		fields := make([]string, 0, len(m))
@@ -174,74 +216,213 @@ func (d *detector) waitsOf(owner string) []recordAt {
 	return out
 }
 
-// find returns a cycle through self's wait, its first edge self's, or
-// nil.
-func (d *detector) find(self recordAt) []CycleEdge {
-	visited := map[string]bool{self.rec.Owner: true}
-	var path []CycleEdge
-	var walk func(r recordAt) bool
-	walk = func(r recordAt) bool {
-		for _, h := range d.holdersOf(r.rec.Name) {
-			if h.read && r.rec.Kind == observe.KindRead {
-				// A read hold keeps no reader out (a read wait waits for a
-				// writer, whose own read holds name its write hold here):
-				// the wait has ended with a grant, and its record outlives
-				// it by a moment.
-				continue
-			}
-			e := CycleEdge{Wait: r, Holder: h.owner, HolderField: h.field}
-			switch {
-			case h.owner == self.rec.Owner:
-				if len(path) == 0 && !(h.read && r.rec.Kind == observe.KindWrite) {
-					// self holds what it waits for: a re-entry, or a
-					// grant not seen yet; only an upgrade waits for
-					// itself.
-					continue
+// waitEdge is one edge of the wait-for graph: a wait (its record) for a
+// name, and one holder of that name.
+type waitEdge struct {
+	wait   recordAt
+	holder holding
+}
+
+// rid names a record in the graph: its hash and field.
+func (r recordAt) rid() string { return r.key + "\x00" + r.field }
+
+// edgesOf returns the edges of the wait r: to each holder of the name it
+// waits for, except a read hold under a read wait (a reader keeps no
+// reader out: the wait has ended with a grant, and its record outlives it
+// by a moment) and r's own owner (a re-entry, a grant not seen yet, or a
+// record that outlives its wait), unless r's owner reads the name and r
+// waits for its write side (an upgrade, which waits for itself).
+func (d *detector) edgesOf(r recordAt) []waitEdge {
+	var out []waitEdge
+	for _, h := range d.holdersOf(r.rec.Name) {
+		if h.read && r.rec.Kind == observe.KindRead {
+			continue
+		}
+		if h.owner == r.rec.Owner && !(h.read && r.rec.Kind == observe.KindWrite) {
+			continue
+		}
+		out = append(out, waitEdge{wait: r, holder: h})
+	}
+	return out
+}
+
+// explore reads the wait-for graph reachable from self's owner: for each
+// owner, the edges of its waits (self's own wait among its owner's,
+// whether or not the read found its record). It returns nil when the
+// graph is larger than a look may read, or the look's context ended.
+func (d *detector) explore(self recordAt) map[string][]waitEdge {
+	graph := map[string][]waitEdge{self.rec.Owner: nil}
+	queue := []string{self.rec.Owner}
+	for len(queue) > 0 {
+		o := queue[0]
+		queue = queue[1:]
+		waits := d.waitsOf(o)
+		if o == self.rec.Owner && !slices.ContainsFunc(waits, func(r recordAt) bool { return r.rid() == self.rid() }) {
+			waits = append(waits, self)
+		}
+		for _, r := range waits {
+			for _, e := range d.edgesOf(r) {
+				graph[o] = append(graph[o], e)
+				if _, ok := graph[e.holder.owner]; !ok {
+					graph[e.holder.owner] = nil
+					queue = append(queue, e.holder.owner)
 				}
-				path = append(path, e)
-				return true
-			case h.owner == r.rec.Owner, visited[h.owner]:
-				// A waiter that holds what it waits for (its record
-				// outlives its wait by a moment), or an owner walked
-				// already.
-				continue
-			}
-			visited[h.owner] = true
-			path = append(path, e)
-			for _, next := range d.waitsOf(h.owner) {
-				if d.over() {
-					return false
-				}
-				if walk(next) {
-					return true
-				}
-			}
-			path = path[:len(path)-1]
-			if d.over() {
-				return false
 			}
 		}
-		return false
 	}
-	if walk(self) {
-		return path
+	if d.over() {
+		return nil
+	}
+	return graph
+}
+
+// component is the strongly connected set of owners of graph that holds
+// owner: every owner of graph is reached from owner, so those that reach
+// it back.
+func component(graph map[string][]waitEdge, owner string) map[string]bool {
+	back := map[string][]string{}
+	for o, es := range graph {
+		for _, e := range es {
+			back[e.holder.owner] = append(back[e.holder.owner], o)
+		}
+	}
+	scc := map[string]bool{owner: true}
+	stack := []string{owner}
+	for len(stack) > 0 {
+		o := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, p := range back[o] {
+			if !scc[p] {
+				scc[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	return scc
+}
+
+// acyclic reports whether the edges of graph between the owners of scc,
+// without those of the wait whose rid is without, make no cycle.
+func acyclic(graph map[string][]waitEdge, scc map[string]bool, without string) bool {
+	const (
+		walking = 1
+		done    = 2
+	)
+	state := map[string]int{}
+	var visit func(o string) bool
+	visit = func(o string) bool {
+		state[o] = walking
+		for _, e := range graph[o] {
+			if !scc[e.holder.owner] || e.wait.rid() == without {
+				continue
+			}
+			switch state[e.holder.owner] {
+			case walking:
+				return false
+			case 0:
+				if !visit(e.holder.owner) {
+					return false
+				}
+			}
+		}
+		state[o] = done
+		return true
+	}
+	for o := range scc {
+		if state[o] == 0 && !visit(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// victimOf is the wait that ends the cycles of the strongly connected set
+// of owners scc: of the waits with an edge inside it, the youngest whose
+// end leaves no cycle in it (where cycles overlap, as through several
+// readers of a name, a wait that they all share), else the youngest. Every
+// member of the set reads the same graph of it (all of them reach the
+// same owners), so each names the same victim.
+func victimOf(graph map[string][]waitEdge, scc map[string]bool) (recordAt, bool) {
+	var waits []recordAt
+	seen := map[string]bool{}
+	for o := range scc {
+		for _, e := range graph[o] {
+			if scc[e.holder.owner] && !seen[e.wait.rid()] {
+				seen[e.wait.rid()] = true
+				waits = append(waits, e.wait)
+			}
+		}
+	}
+	if len(waits) == 0 {
+		return recordAt{}, false
+	}
+	sort.Slice(waits, func(i, j int) bool { return younger(waits[i], waits[j]) })
+	for _, w := range waits {
+		if acyclic(graph, scc, w.rid()) {
+			return w, true
+		}
+	}
+	return waits[0], true
+}
+
+// cycleThrough returns a cycle of graph inside scc whose first edge is
+// the wait self's: from a holder of what it waits for, the shortest path
+// back to its owner.
+func cycleThrough(graph map[string][]waitEdge, scc map[string]bool, self recordAt) []CycleEdge {
+	for _, first := range graph[self.rec.Owner] {
+		if first.wait.rid() != self.rid() || !scc[first.holder.owner] {
+			continue
+		}
+		from := map[string]waitEdge{}
+		seen := map[string]bool{first.holder.owner: true}
+		queue := []string{first.holder.owner}
+		for len(queue) > 0 && !seen[self.rec.Owner] {
+			o := queue[0]
+			queue = queue[1:]
+			for _, e := range graph[o] {
+				if scc[e.holder.owner] && !seen[e.holder.owner] {
+					seen[e.holder.owner] = true
+					from[e.holder.owner] = e
+					queue = append(queue, e.holder.owner)
+				}
+			}
+		}
+		if !seen[self.rec.Owner] {
+			continue
+		}
+		var back []CycleEdge
+		for o := self.rec.Owner; o != first.holder.owner; {
+			e := from[o]
+			back = append(back, CycleEdge{Wait: e.wait, Holder: e.holder.owner, HolderField: e.holder.field})
+			o = e.wait.rec.Owner
+		}
+		cycle := []CycleEdge{{Wait: self, Holder: first.holder.owner, HolderField: first.holder.field}}
+		for i := len(back) - 1; i >= 0; i-- {
+			cycle = append(cycle, back[i])
+		}
+		return cycle
 	}
 	return nil
 }
 
-// victim is the index of the edge whose wait the cycle ends: the
-// youngest record (the greatest since), ties by owner, then by record
-// hash and field.
-func victim(cycle []CycleEdge) int {
-	v := 0
-	for i := 1; i < len(cycle); i++ {
-		if younger(cycle[i].Wait, cycle[v].Wait) {
-			v = i
-		}
+// find returns a cycle through self's wait, its first edge self's, when
+// self's wait is the victim of its strongly connected set of owners (see
+// victimOf), and nil otherwise.
+func (d *detector) find(self recordAt) []CycleEdge {
+	graph := d.explore(self)
+	if graph == nil {
+		return nil
 	}
-	return v
+	scc := component(graph, self.rec.Owner)
+	v, ok := victimOf(graph, scc)
+	if !ok || v.rid() != self.rid() {
+		return nil
+	}
+	return cycleThrough(graph, scc, self)
 }
 
+// younger orders waits youngest first: the greatest since, ties by owner,
+// then by record hash and field.
 func younger(a, b recordAt) bool {
 	switch {
 	case a.rec.Since != b.rec.Since:
@@ -313,7 +494,7 @@ func (w *Wait) detect() error {
 func (c *Core) lookFor(ctx context.Context, self recordAt, between func()) []CycleEdge {
 	d := &detector{c: c, ctx: ctx, holders: map[string][]holding{}, records: map[string][]recordAt{}}
 	cycle := d.find(self)
-	if cycle == nil || victim(cycle) != 0 {
+	if cycle == nil {
 		return nil
 	}
 	if between != nil {
@@ -341,7 +522,18 @@ func (e *deadlockError) Error() string {
 		}
 		fmt.Fprintf(&b, " waits for %s %q held by %s", edge.Wait.rec.Kind, edge.Wait.rec.Name, describeOwner(edge.Holder))
 	}
-	b.WriteString("; this wait, the youngest of the cycle, ends")
+	youngest := true
+	for _, edge := range e.cycle[1:] {
+		if younger(edge.Wait, e.cycle[0].Wait) {
+			youngest = false
+		}
+	}
+	if youngest {
+		b.WriteString("; this wait, the youngest of the cycle, ends")
+	} else {
+		// Cycles overlap in this wait (see victimOf).
+		b.WriteString("; this wait, which every cycle through these owners shares, ends")
+	}
 	return b.String()
 }
 

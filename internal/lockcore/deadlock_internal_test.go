@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"testing"
 	"time"
 
@@ -141,6 +142,63 @@ func genModel(rng *rand.Rand, prefix string, shared bool) *dlModel {
 	return m
 }
 
+// genReaders makes a model of cycles that overlap through the readers of
+// a read-write name: a writer holds one or two names and waits for the
+// name's write side; each of two to four readers of it waits for one of
+// the writer's names (a cycle through the writer), or for a name no one
+// holds, or not at all; the waits' ages are random.
+func genReaders(rng *rand.Rand, prefix string) *dlModel {
+	m := &dlModel{holders: map[string][]dlHold{}, rw: map[string]bool{}}
+	k := 1 + rng.IntN(3)
+	clients := make([]string, k)
+	for i := range clients {
+		clients[i] = uuid.NewString()
+	}
+	newName := func() string {
+		name := fmt.Sprintf("%sn%d", prefix, len(m.names))
+		m.names = append(m.names, name)
+		return name
+	}
+	rw := newName()
+	m.rw[rw] = true
+	nr := 2 + rng.IntN(3)
+	for i := range nr + 1 {
+		c := clients[rng.IntN(k)]
+		m.owners = append(m.owners, &dlOwner{client: c, field: layout.Field(c, fmt.Sprintf("o%d", i))})
+	}
+	w := nr // the writer is the last owner
+	var held []string
+	for range 1 + rng.IntN(2) {
+		name := newName()
+		m.holders[name] = []dlHold{{owner: w}}
+		held = append(held, name)
+	}
+	for i := range nr {
+		m.holders[rw] = append(m.holders[rw], dlHold{owner: i, read: true})
+	}
+	free := newName()
+	seq := map[string]int{}
+	wait := func(i int, name, kind string) {
+		o := m.owners[i]
+		seq[o.client]++
+		ww := &dlWait{name: name, kind: kind, field: fmt.Sprint(seq[o.client]), since: 1000 + rng.Int64N(4),
+			key: waitrec.Key("", o.client)}
+		ww.value = waitrec.Record{Owner: o.field, Name: name, Kind: kind, Since: ww.since}.Encode()
+		o.wait = ww
+	}
+	wait(w, rw, "write")
+	for i := range nr {
+		switch rng.IntN(6) {
+		case 0:
+			wait(i, free, "lock")
+		case 1:
+		default:
+			wait(i, held[rng.IntN(len(held))], "lock")
+		}
+	}
+	return m
+}
+
 // next is the owner that owner i waits for, or -1: the holder of the name
 // it waits for (every name has one holder in the model), itself only for
 // an upgrade.
@@ -234,6 +292,93 @@ func (m *dlModel) victimOf(cyc []int) int {
 		}
 	}
 	return v
+}
+
+// sccOf is the strongly connected set of owners through i: those it
+// reaches that reach it back (i itself only when it waits for itself).
+func (m *dlModel) sccOf(i int) map[int]bool {
+	reach := func(from int) map[int]bool {
+		seen := map[int]bool{}
+		stack := m.succ(from)
+		for len(stack) > 0 {
+			j := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if !seen[j] {
+				seen[j] = true
+				stack = append(stack, m.succ(j)...)
+			}
+		}
+		return seen
+	}
+	scc := map[int]bool{}
+	for j := range reach(i) {
+		if reach(j)[i] {
+			scc[j] = true
+		}
+	}
+	return scc
+}
+
+// older orders the waits of owners a and b as the detector does: the
+// greatest since first, then owner, record hash and field.
+func (m *dlModel) younger(a, b int) bool {
+	x, y := m.owners[a], m.owners[b]
+	switch {
+	case x.wait.since != y.wait.since:
+		return x.wait.since > y.wait.since
+	case x.field != y.field:
+		return x.field > y.field
+	case x.wait.key != y.wait.key:
+		return x.wait.key > y.wait.key
+	}
+	return x.wait.field > y.wait.field
+}
+
+// sccVictim is the model's victim of a strongly connected set of owners
+// with a cycle: of its waits, the youngest whose end leaves no cycle in
+// the set, else the youngest; and whether it is not the youngest.
+func (m *dlModel) sccVictim(scc map[int]bool) (int, bool) {
+	var waits []int
+	for i := range scc {
+		waits = append(waits, i)
+	}
+	sort.Slice(waits, func(a, b int) bool { return m.younger(waits[a], waits[b]) })
+	for _, v := range waits {
+		// Without v's wait, does a cycle remain among the others?
+		cyclic := false
+		for _, j := range waits {
+			if j == v {
+				continue
+			}
+			seen := map[int]bool{}
+			var stack []int
+			for _, k := range m.succ(j) {
+				if scc[k] && k != v {
+					stack = append(stack, k)
+				}
+			}
+			for len(stack) > 0 && !cyclic {
+				k := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				if k == j {
+					cyclic = true
+				}
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				for _, x := range m.succ(k) {
+					if scc[x] && x != v {
+						stack = append(stack, x)
+					}
+				}
+			}
+		}
+		if !cyclic {
+			return v, v != waits[0]
+		}
+	}
+	return waits[0], false
 }
 
 func (m *dlModel) write(t *testing.T, rdb rueidis.Client) {
@@ -348,11 +493,17 @@ func TestDeadlockModel(t *testing.T) {
 		}
 		m.clear(rdb)
 	}
-	// Graphs that branch (several readers of a name): a wait that ends is
-	// on a cycle, and a look that changed ends nothing.
-	var branched int
-	for round := range 200 {
-		m := genModel(rng, fmt.Sprintf("dlmodel:%d:shared:%d:", seed, round), true)
+	// Graphs that branch (several readers of a name): exactly one wait of
+	// each strongly connected set of owners ends, the model's victim (where
+	// cycles overlap, a wait they share), and it names a cycle.
+	var branched, shared int
+	for round := range 300 {
+		var m *dlModel
+		if round%3 == 2 {
+			m = genReaders(rng, fmt.Sprintf("dlmodel:%d:readers:%d:", seed, round))
+		} else {
+			m = genModel(rng, fmt.Sprintf("dlmodel:%d:shared:%d:", seed, round), true)
+		}
 		m.write(t, rdb)
 		for i, o := range m.owners {
 			if o.wait == nil {
@@ -364,6 +515,18 @@ func TestDeadlockModel(t *testing.T) {
 			if cycle != nil && !m.onCycle(i) {
 				t.Fatalf("shared round %d, owner %d (%s waits for %s): ended, on no cycle; found %+v",
 					round, i, o.field, o.wait.name, cycle)
+			}
+			want := false
+			if m.onCycle(i) {
+				v, notYoungest := m.sccVictim(m.sccOf(i))
+				want = v == i
+				if want && notYoungest {
+					shared++
+				}
+			}
+			if (cycle != nil) != want {
+				t.Fatalf("shared round %d, owner %d (%s waits for %s): ended %v, want %v; its set %v",
+					round, i, o.field, o.wait.name, cycle != nil, want, m.sccOf(i))
 			}
 			if cycle != nil {
 				branched++
@@ -384,10 +547,10 @@ func TestDeadlockModel(t *testing.T) {
 		}
 		m.clear(rdb)
 	}
-	t.Logf("%d cycles, %d ended, %d changed while read, %d waits on chains that are no cycle; branched graphs: %d ended",
-		cycles, ended, broken, tails, branched)
-	if cycles < 50 || broken < 20 || tails < 50 {
-		t.Fatalf("too few cases: %d cycles, %d changed, %d tails", cycles, broken, tails)
+	t.Logf("%d cycles, %d ended, %d changed while read, %d waits on chains that are no cycle; branched graphs: %d ended, %d of them not the youngest of their set",
+		cycles, ended, broken, tails, branched, shared)
+	if cycles < 50 || broken < 20 || tails < 50 || shared < 15 {
+		t.Fatalf("too few cases: %d cycles, %d changed, %d tails, %d overlapping", cycles, broken, tails, shared)
 	}
 }
 

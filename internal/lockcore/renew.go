@@ -19,9 +19,10 @@ type Call struct {
 }
 
 // Renewable is what the values given to Core.Watchdog.Add are: each says
-// how to renew itself for lease. Its call must reply 1 when it renewed,
-// and 0 when what it renews is gone (the lease is then lost); it must be
-// safe to send twice.
+// how to renew itself for lease. Its call must reply 0 when what it
+// renews is gone (the lease is then lost), and another number (1) when it
+// renewed; it must be safe to send twice. One that also has a method
+// Replied(n int64) is told each reply (see waitLease).
 type Renewable interface {
 	RenewCall(lease time.Duration) Call
 }
@@ -94,8 +95,17 @@ func (c *Core) renewRedis(ctx context.Context, leases []*watchdog.Lease) []error
 		case n == 0:
 			errs[i] = watchdog.ErrNotHeld
 		}
+		if r, ok := leases[i].Value().(replied); ok && err == nil {
+			r.Replied(n)
+		}
 	}
 	return errs
+}
+
+// replied is a Renewable that is told its call's reply (the wait record
+// hash's, which says when records are missing).
+type replied interface {
+	Replied(n int64)
 }
 
 // renewLoading makes calls through ExecMulti, which loads each script

@@ -37,6 +37,18 @@ import (
 // deletes the records whose delete failed. A Client that dies leaves
 // records that expire with its hash.
 //
+// A hash that expired while its Client lives (an outage longer than the
+// watchdog timeout: no tick renewed it), or that was deleted, is written
+// again: the tick's call says when a record of a running wait is missing,
+// and the Client then sends the records of its running waits again, as
+// they were first written, in one script (lua/wait_rewrite.lua; see
+// rewriteRecords). A tick lost for a whole watchdog timeout takes the hash
+// off the watchdog; it is put back at once while the Client has records
+// (see lostWaitLease), so that the first tick after the outage finds the
+// records gone. A record's delete is sent after the reply of a rewrite in
+// flight that carries it, and no rewrite carries a record whose delete
+// was sent, so that a rewrite never brings back a wait that has ended.
+//
 // A record's write or delete that fails does not fail the wait: the
 // record is then missing (an operator and the deadlock detector do not
 // see the wait) or, while its delete is sent again (see deleteRecord),
@@ -52,6 +64,8 @@ type waitBook struct {
 	seq   uint64                 // the last field given
 	live  map[string]*waitRecord // records written or being written, by field
 	dirty bool                   // a delete failed: the next tick cleans up
+	// rewriting: a rewrite of the records is in flight (rewriteRecords).
+	rewriting bool
 	// leased: the hash is on the watchdog (or being put there), from the
 	// Client's first record until Close, or until the watchdog lost it.
 	leased bool
@@ -67,6 +81,31 @@ type waitRecord struct {
 	written chan struct{} // closed when the write was answered
 	ok      bool          // the write succeeded (rec.Since set)
 	ended   bool          // the wait ended before the write was answered
+	// deleting: the record's delete is being sent; no rewrite carries it
+	// from then on.
+	deleting bool
+	// rewrite, when not nil, is closed when the rewrite in flight that
+	// carries the record is answered: its delete waits for it.
+	rewrite chan struct{}
+}
+
+// beginDelete marks r as being deleted, so that no rewrite carries it
+// from now on, and waits (until ctx ends) for the reply of a rewrite in
+// flight that carries it: a delete sent after that reply reaches Redis
+// after the rewrite. It returns ctx's error when ctx ended first.
+func (r *waitRecord) beginDelete(ctx context.Context) error {
+	r.mu.Lock()
+	r.deleting = true
+	ch := r.rewrite
+	r.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // recordOwner is the waiter as a lock's hash names a holder.
@@ -199,6 +238,9 @@ func (w *Wait) unrecord(done bool) {
 // deleteRecordOnce sends r's delete once, on ctx, and forgets r when it
 // succeeded.
 func (c *Core) deleteRecordOnce(ctx context.Context, r *waitRecord) error {
+	if err := r.beginDelete(ctx); err != nil {
+		return err
+	}
 	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
 	if err == nil {
 		c.waits.mu.Lock()
@@ -216,6 +258,7 @@ func (c *Core) deleteRecordOnce(ctx context.Context, r *waitRecord) error {
 func (c *Core) deleteRecord(r *waitRecord) {
 	var err error
 	var retry *time.Timer
+	r.beginDelete(c.root)
 	for give := time.Now().Add(c.WatchdogTimeout); ; {
 		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
 		err = c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
@@ -252,8 +295,9 @@ const deleteTimeout = 250 * time.Millisecond
 // hash.
 type waitLease struct{ c *Core }
 
-// RenewCall renews the hash's expiry and deletes the records that are no
-// longer live; with no live record and nothing to clean up it is empty
+// RenewCall renews the hash's expiry, deletes the records that are no
+// longer live, and asks whether the written ones are still there (see
+// Replied); with no live record and nothing to clean up it is empty
 // (nothing is sent).
 func (l waitLease) RenewCall(lease time.Duration) Call {
 	b := &l.c.waits
@@ -263,12 +307,88 @@ func (l waitLease) RenewCall(lease time.Duration) Call {
 		return Call{}
 	}
 	b.dirty = false
-	args := make([]string, 0, 2+len(b.live))
-	args = append(args, strconv.FormatInt(Millis(lease), 10), strconv.FormatUint(b.seq, 10))
-	for f := range b.live {
-		args = append(args, f)
+	written := make([]string, 0, len(b.live))
+	var others []string
+	for f, r := range b.live {
+		r.mu.Lock()
+		ok := r.ok && !r.deleting
+		r.mu.Unlock()
+		if ok {
+			written = append(written, f)
+		} else {
+			others = append(others, f)
+		}
 	}
+	args := make([]string, 0, 3+len(b.live))
+	args = append(args, strconv.FormatInt(Millis(lease), 10), strconv.FormatUint(b.seq, 10),
+		strconv.Itoa(len(written)))
+	args = append(args, written...)
+	args = append(args, others...)
 	return Call{Script: lua.WaitExpire, Keys: []string{b.key}, Args: args}
+}
+
+// Replied is told the tick's reply: 2 when a record of a running wait was
+// missing from the hash, which the Client then writes again.
+func (l waitLease) Replied(n int64) {
+	if n == 2 {
+		l.c.rewriteRecords()
+	}
+}
+
+// rewriteRecords writes again, on a goroutine of its own (one at a time),
+// the records of the Client's running waits whose write was answered, as
+// they were written (lua/wait_rewrite.lua): the hash lost them (it expired
+// during an outage longer than the watchdog timeout, or was deleted), and
+// their waits would otherwise be missing from the wait-for graph until
+// they end. A record whose delete was sent is not carried, and the delete
+// of one carried waits for the rewrite's reply (see beginDelete).
+func (c *Core) rewriteRecords() {
+	b := &c.waits
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		c.mu.Unlock()
+		return
+	}
+	b.mu.Lock()
+	if b.rewriting {
+		b.mu.Unlock()
+		c.mu.Unlock()
+		return
+	}
+	b.rewriting = true
+	var carried []*waitRecord
+	args := []string{strconv.FormatInt(Millis(c.WatchdogTimeout), 10)}
+	for _, r := range b.live {
+		r.mu.Lock()
+		if r.ok && !r.deleting && r.rewrite == nil {
+			r.rewrite = make(chan struct{})
+			carried = append(carried, r)
+			args = append(args, r.field, r.rec.Encode())
+		}
+		r.mu.Unlock()
+	}
+	b.mu.Unlock()
+	c.background.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.background.Done()
+		if len(carried) > 0 {
+			ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+			// A rewrite that fails is sent again by the next tick, which
+			// finds the records still missing.
+			_ = lua.WaitRewrite.Exec(ctx, c.RDB, []string{b.key}, args).Error()
+			cancel()
+		}
+		for _, r := range carried {
+			r.mu.Lock()
+			close(r.rewrite)
+			r.rewrite = nil
+			r.mu.Unlock()
+		}
+		b.mu.Lock()
+		b.rewriting = false
+		b.mu.Unlock()
+	}()
 }
 
 // addWaitLease puts the wait record hash on the watchdog, at the Client's
@@ -276,17 +396,29 @@ func (l waitLease) RenewCall(lease time.Duration) Call {
 // Close, each tick sending nothing while the Client has no record.
 func (c *Core) addWaitLease() {
 	if _, err := c.Watchdog.Add(c.WatchdogTimeout, waitLease{c}, c.lostWaitLease); err != nil {
-		c.lostWaitLease(err) // closed
+		// Closed: the next record (there is none after Close) would put
+		// it there again.
+		c.waits.mu.Lock()
+		c.waits.leased = false
+		c.waits.mu.Unlock()
 	}
 }
 
 // lostWaitLease is called when no renewal of the record hash succeeded
-// for a whole watchdog timeout (or it could not be put on the
-// watchdog): the next record puts it there again.
+// for a whole watchdog timeout (an outage: the hash has expired, or is
+// about to). While the Client has records (waits that run on through the
+// outage), the hash is put back on the watchdog at once, so that the
+// first tick that reaches Redis again finds their records gone and has
+// them written again; else the next record puts it there.
 func (c *Core) lostWaitLease(error) {
-	c.waits.mu.Lock()
-	c.waits.leased = false
-	c.waits.mu.Unlock()
+	b := &c.waits
+	b.mu.Lock()
+	again := len(b.live) > 0 || b.dirty
+	b.leased = again
+	b.mu.Unlock()
+	if again {
+		c.addWaitLease()
+	}
 }
 
 // closeWaits deletes, at Close, the records left in the hash: every wait
