@@ -20,11 +20,19 @@ import (
 // still wait for the other's read until it ended). Exactly one wait ends,
 // w's, which all the cycles share; r1 and r2 then get P.
 func TestDeadlockOverlappingReaders(t *testing.T) {
-	const after = time.Second // every wait begins before the first look
+	// The first look is a reader's, a second after the readers' waits
+	// begin back to back, so that both of them wait when it is made: w's
+	// Client looks later, when the readers' Clients have had their look
+	// (any member of the set names the same victim).
+	const after = time.Second
 	raw := relocktest.Raw(t)
 	cs := make([]*rlock.Client, 3)
 	for i := range cs {
-		cs[i] = relocktest.Client(t, rlock.WithDeadlockDetection(after))
+		delay := after
+		if i == 2 {
+			delay = 5 * after
+		}
+		cs[i] = relocktest.Client(t, rlock.WithDeadlockDetection(delay))
 	}
 	rw, p := relocktest.Name(t), relocktest.Name(t)
 	own := func(o string) context.Context { return rlock.WithOwner(t.Context(), o) }
