@@ -124,7 +124,14 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 
 // granted ends a sleep when another goroutine of the owner is granted a
 // level: the call then re-enters at once.
-func (a *acquisition) granted() <-chan struct{} { return a.h.grantedChan() }
+// An anonymous owner is the call's alone: no other goroutine can be
+// granted a level of it, and the call waits on no channel for that.
+func (a *acquisition) granted() <-chan struct{} {
+	if a.anonKey != "" {
+		return nil
+	}
+	return a.h.grantedChan()
+}
 
 // mutable reports whether the call's Client may let an unlock message on
 // the lock's channel pass (wake-one, see wake.go): a waiter that did not

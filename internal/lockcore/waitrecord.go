@@ -118,7 +118,7 @@ func (w *Wait) record() {
 	}
 	w.rec = r
 	if c.waits.after > 0 {
-		w.detectT = time.NewTimer(c.waits.after)
+		w.detectAt = time.Now().Add(c.waits.after)
 	}
 	go func() {
 		defer c.background.Done()
