@@ -52,6 +52,11 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	defer m.core.leave(a.h)
 	a.w = Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: a.h.key.owner,
 		Lease: lease, Acquire: true}
+	if m.suffix == "" {
+		// The waiter in its wait record is the hold's field: the record
+		// shares its string.
+		a.w.Field = a.h.field
+	}
 	leaseArg := m.core.watchdogArg
 	if a.renew {
 		a.lease = m.core.WatchdogTimeout

@@ -122,10 +122,10 @@ type Wait struct {
 	unscript func() bool     // stops script's end after Call's (context.AfterFunc's stop)
 	cancel   func()          // ends script
 	sub      waiter
-	woken    bool  // a wake-up was taken and no attempt has used it yet
-	failing  bool  // the last attempt failed transiently
-	lastErr  error // the last transient failure
-	obs      acquireObs
+	woken    bool        // a wake-up was taken and no attempt has used it yet
+	failing  bool        // the last attempt failed transiently
+	lastErr  error       // the last transient failure
+	obs      *acquireObs // with an observer or a logger only
 	rec      *waitRecord // the call's wait record, once it waits
 	// timer ends the sleeps: at the bound an attempt returned, or at
 	// detectAt, the next look for a deadlock (zero: none), whichever

@@ -63,10 +63,24 @@ type waitRecord struct {
 	rec   waitrec.Record // Since 0 until the write's reply
 	start time.Time      // when the write was sent (local clock)
 
-	mu      sync.Mutex
-	written chan struct{} // closed when the write was answered
-	ok      bool          // the write succeeded (rec.Since set)
-	ended   bool          // the wait ended before the write was answered
+	mu       sync.Mutex
+	answered bool          // the write was answered
+	written  chan struct{} // closed once answered; made by the first to wait for it
+	ok       bool          // the write succeeded (rec.Since set)
+	ended    bool          // the wait ended before the write was answered
+}
+
+// writtenChan returns a channel closed once r's write was answered.
+func (r *waitRecord) writtenChan() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written == nil {
+		r.written = make(chan struct{})
+		if r.answered {
+			close(r.written)
+		}
+	}
+	return r.written
 }
 
 // recordOwner is the waiter as a lock's hash names a holder.
@@ -101,7 +115,7 @@ func (w *Wait) record() {
 	c.background.Add(1)
 	c.mu.Unlock()
 	r := &waitRecord{rec: waitrec.Record{Owner: w.recordOwner(), Name: w.Lock.Name, Kind: w.Lock.Kind},
-		start: time.Now(), written: make(chan struct{})}
+		start: time.Now()}
 	if r.rec.Kind == "" {
 		r.rec.Kind = "lock"
 	}
@@ -138,7 +152,10 @@ func (c *Core) writeRecord(r *waitRecord) {
 		r.ok, r.rec.Since = true, since
 	}
 	ended := r.ended
-	close(r.written)
+	r.answered = true
+	if r.written != nil {
+		close(r.written)
+	}
 	r.mu.Unlock()
 	if ended {
 		c.deleteRecord(r)
@@ -166,7 +183,7 @@ func (w *Wait) unrecord(done bool) {
 		ctx, cancel := context.WithTimeout(c.root, deleteTimeout)
 		defer cancel()
 		select {
-		case <-r.written:
+		case <-r.writtenChan():
 			if c.deleteRecordOnce(ctx, r) == nil {
 				return
 			}
@@ -174,9 +191,7 @@ func (w *Wait) unrecord(done bool) {
 		}
 	}
 	r.mu.Lock()
-	select {
-	case <-r.written:
-	default:
+	if !r.answered {
 		r.ended = true
 		r.mu.Unlock()
 		return
