@@ -21,12 +21,19 @@
 -- the script twice has the effect of sending it once.
 -- Refused, with nothing changed (see refuse.lua): while the name's other
 -- form is in use, and when the name holds a read-write lock's hash, a
--- rate limiter's or a fair lock's queue.
-local refused = lock_refusal(KEYS[1], KEYS[2], KEYS[3])
+-- rate limiter's or a fair lock's queue. A free name whose other form
+-- and queue are not there either is refused nothing: one EXISTS of both
+-- says so, and the refusals' reads of a hash that is not there are
+-- skipped (the path of every uncontended acquisition).
+local free = redis.call('exists', KEYS[1]) == 0
+local refused = nil
+if not free or redis.call('exists', KEYS[2], KEYS[3]) > 0 then
+  refused = lock_refusal(KEYS[1], KEYS[2], KEYS[3])
+end
 if refused then
   return refused
 end
-if redis.call('exists', KEYS[1]) == 0 then
+if free then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil

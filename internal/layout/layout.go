@@ -201,7 +201,12 @@ func OtherKey(name string) string {
 
 // Derived is the key or channel prefix derives from name: "prefix:{name}",
 // or "prefix:name" when name has a '{'. Either way it shares name's slot.
-func Derived(prefix, name string) string { return prefix + ":" + Tagged(name) }
+func Derived(prefix, name string) string {
+	if strings.Contains(name, "{") {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}" // one allocation: it is made on every acquisition
+}
 
 // Suffixed is the key name derives with suffix: "{name}:suffix", or
 // "name:suffix" when name has a '{'. Either way it shares name's slot.

@@ -52,6 +52,11 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	defer m.core.leave(a.h)
 	a.w = Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: a.h.key.owner,
 		Lease: lease, Acquire: true}
+	if m.suffix == "" {
+		// The waiter in its wait record is the hold's field: the record
+		// shares its string.
+		a.w.Field = a.h.field
+	}
 	leaseArg := m.core.watchdogArg
 	if a.renew {
 		a.lease = m.core.WatchdogTimeout
@@ -124,7 +129,14 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 
 // granted ends a sleep when another goroutine of the owner is granted a
 // level: the call then re-enters at once.
-func (a *acquisition) granted() <-chan struct{} { return a.h.grantedChan() }
+// An anonymous owner is the call's alone: no other goroutine can be
+// granted a level of it, and the call waits on no channel for that.
+func (a *acquisition) granted() <-chan struct{} {
+	if a.anonKey != "" {
+		return nil
+	}
+	return a.h.grantedChan()
+}
 
 // mutable reports whether the call's Client may let an unlock message on
 // the lock's channel pass (wake-one, see wake.go): a waiter that did not

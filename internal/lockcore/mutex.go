@@ -24,14 +24,24 @@ type Mutex struct {
 	// shared is set for a role that several owners hold at once.
 	shared  bool
 	channel string // layout.Channel(name)
-	wakers  string // layout.Wakers(name)
+	wakers  string // layout.Wakers(name) with wake-one on, else "" (unused)
 	nameErr error  // CheckName(name), checked once
 }
 
 // NewMutex returns a handle on the lock name of kind k.
 func NewMutex(c *Core, name string, k Kind) *Mutex {
 	return &Mutex{core: c, name: name, kind: k, anonKey: name, channel: layout.Channel(name),
-		wakers: layout.Wakers(name), nameErr: CheckName(name)}
+		wakers: c.wakersKey(name), nameErr: CheckName(name)}
+}
+
+// wakersKey is the wake registry of the lock name with wake-one on, and
+// "" without: only wake-one reads it (see wake.go), and a handle then
+// keeps no string for it.
+func (c *Core) wakersKey(name string) string {
+	if !c.wakeOne {
+		return ""
+	}
+	return layout.Wakers(name)
 }
 
 // Role is one of several locks kept under one name (a read-write lock's
@@ -54,7 +64,7 @@ type Role struct {
 // each role has its own anonymous holds and its own hash fields.
 func NewMutexRole(c *Core, name string, role Role, k Kind) *Mutex {
 	return &Mutex{core: c, name: name, kind: k, anonKey: name + "\x00" + role.Name, suffix: role.FieldSuffix,
-		shared: role.Shared, channel: layout.Channel(name), wakers: layout.Wakers(name), nameErr: CheckName(name)}
+		shared: role.Shared, channel: layout.Channel(name), wakers: c.wakersKey(name), nameErr: CheckName(name)}
 }
 
 // Field is the hash field of owner's hold of the lock.

@@ -82,7 +82,7 @@ type acquireObs struct {
 // gives w the context the observer returns. Core.Wait calls it before it
 // derives its contexts from w.Ctx.
 func (ob *observer) waitStart(w *Wait) {
-	w.obs.start = time.Now()
+	w.obs = &acquireObs{start: time.Now()}
 	if ob.o == nil || !w.Acquire {
 		return
 	}
@@ -122,7 +122,7 @@ func (w *Wait) waiting() {
 
 // waited is called when the call ends: a waiter stops counting as one.
 func (w *Wait) waited() {
-	if !w.obs.waitSince.IsZero() {
+	if w.obs != nil && !w.obs.waitSince.IsZero() {
 		w.core.obs.o.WaitEnd(w.Ctx, observe.Wait{Lock: w.Lock, Owner: w.Owner,
 			Waited: time.Since(w.obs.waitSince)})
 		w.obs.waitSince = time.Time{}
@@ -150,7 +150,7 @@ func (w *Wait) retrying(err error) {
 // answered is called when an attempt got an answer from Redis: after a run
 // of failures, the recovery is logged at INFO.
 func (w *Wait) answered() {
-	if w.obs.outage.IsZero() {
+	if w.obs == nil || w.obs.outage.IsZero() {
 		return
 	}
 	w.core.obs.log.LogAttrs(w.Ctx, slog.LevelInfo, "relock: Redis answers again; the wait goes on",

@@ -118,15 +118,20 @@ type Wait struct {
 	k        Waiter
 	until    context.Context // Ctx, or, when the wait is limited, one that ends with it (cause errWaitOver)
 	tried    bool            // an attempt was made
-	script   context.Context // see ScriptContext; nil until asked for
-	unscript func()          // ends script
+	script   context.Context // see ScriptContext; nil until asked for in an attempt
+	unscript func() bool     // stops script's end after Call's (context.AfterFunc's stop)
+	cancel   func()          // ends script
 	sub      waiter
-	woken    bool  // a wake-up was taken and no attempt has used it yet
-	failing  bool  // the last attempt failed transiently
-	lastErr  error // the last transient failure
-	obs      acquireObs
+	woken    bool        // a wake-up was taken and no attempt has used it yet
+	failing  bool        // the last attempt failed transiently
+	lastErr  error       // the last transient failure
+	obs      *acquireObs // with an observer or a logger only
 	rec      *waitRecord // the call's wait record, once it waits
-	detectT  *time.Timer // the next look for a deadlock
+	// timer ends the sleeps: at the bound an attempt returned, or at
+	// detectAt, the next look for a deadlock (zero: none), whichever
+	// comes first. One timer serves both: a waiting call keeps one.
+	timer    *time.Timer
+	detectAt time.Time
 }
 
 // Waiting reports whether the call waits (its limit is not 0): a queue
@@ -162,9 +167,7 @@ func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
 		defer cancel()
 	}
 	done, err := w.run()
-	if w.unscript != nil {
-		w.unscript()
-	}
+	w.endScript()
 	if c.obs != nil {
 		c.obs.waitEnd(w, done, err)
 	}
@@ -172,10 +175,9 @@ func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
 }
 
 func (w *Wait) run() (bool, error) {
-	var retry *time.Timer // made on the first sleep: most calls never sleep
 	defer func() {
-		if retry != nil {
-			retry.Stop()
+		if w.timer != nil {
+			w.timer.Stop()
 		}
 	}()
 	// A Waiter without a channel (a spin lock's) never subscribes: it
@@ -188,6 +190,7 @@ func (w *Wait) run() (bool, error) {
 	}
 	for {
 		o, err := w.k.Attempt(w)
+		w.endScript()
 		w.tried = true
 		switch {
 		case err == nil:
@@ -233,14 +236,9 @@ func (w *Wait) run() (bool, error) {
 				o.Retry = RetryBackoff
 			}
 		}
-		var retryC <-chan time.Time
+		var retryAt time.Time // zero: no bound
 		if o.Retry > 0 {
-			if retry == nil {
-				retry = time.NewTimer(o.Retry)
-			} else {
-				retry.Reset(o.Retry)
-			}
-			retryC = retry.C
+			retryAt = time.Now().Add(o.Retry)
 		}
 		var wake, granted <-chan struct{}
 		if w.sub != nil {
@@ -249,12 +247,9 @@ func (w *Wait) run() (bool, error) {
 		if g, ok := w.k.(granter); ok {
 			granted = g.granted()
 		}
-		var detectC <-chan time.Time
-		if w.detectT != nil {
-			detectC = w.detectT.C
-		}
 	sleep:
 		for {
+			timerC := w.arm(retryAt)
 			select {
 			case <-wake:
 				if w.OnMessage && w.sub.Heard() {
@@ -262,15 +257,19 @@ func (w *Wait) run() (bool, error) {
 				}
 				w.woken = true
 			case <-granted:
-			case <-retryC:
-			case <-detectC:
-				// The wait lasted the detection delay: look for a cycle
-				// through it, and again a delay later.
-				if err := w.detect(); err != nil {
-					return w.finish(false, false, err)
+			case <-timerC:
+				now := time.Now()
+				if !w.detectAt.IsZero() && !now.Before(w.detectAt) {
+					// The wait lasted the detection delay: look for a
+					// cycle through it, and again a delay later.
+					if err := w.detect(); err != nil {
+						return w.finish(false, false, err)
+					}
+					w.detectAt = time.Now().Add(w.core.waits.after)
 				}
-				w.detectT.Reset(w.core.waits.after)
-				continue sleep
+				if retryAt.IsZero() || now.Before(retryAt) {
+					continue sleep
+				}
 			case <-w.until.Done():
 				if w.Ctx.Err() == nil {
 					return w.limit()
@@ -281,10 +280,34 @@ func (w *Wait) run() (bool, error) {
 			}
 			break
 		}
-		if retry != nil {
-			retry.Stop()
+		if w.timer != nil {
+			w.timer.Stop()
 		}
 	}
+}
+
+// arm sets the call's timer to the earlier of retryAt and the next look
+// for a deadlock (a zero time is none), and returns its channel; nil when
+// there is neither. The timer is made on the first sleep that needs it:
+// most calls never sleep.
+func (w *Wait) arm(retryAt time.Time) <-chan time.Time {
+	at := retryAt
+	if !w.detectAt.IsZero() && (at.IsZero() || w.detectAt.Before(at)) {
+		at = w.detectAt
+	}
+	if at.IsZero() {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		return nil
+	}
+	d := time.Until(at)
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	return w.timer.C
 }
 
 // finish is the one way out of run: the kind ends the call (End), and the
@@ -296,10 +319,7 @@ func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
 		w.sub.Leave(w.woken || passOn)
 		w.sub = nil
 	}
-	if w.detectT != nil {
-		w.detectT.Stop()
-		w.detectT = nil
-	}
+	w.detectAt = time.Time{}
 	w.unrecord(done)
 	w.waited()
 	return done, err
@@ -330,6 +350,9 @@ const scriptGrace = 100 * time.Millisecond
 // NewClient makes), and for a call whose context cannot end, the call's
 // own context serves: commands reach the server in the order they were
 // sent.
+//
+// The context is made for one attempt: the wait loop ends it when the
+// attempt returns (a call that sleeps between attempts keeps none).
 func (w *Wait) ScriptContext() context.Context {
 	switch {
 	case w.script != nil:
@@ -337,10 +360,21 @@ func (w *Wait) ScriptContext() context.Context {
 		w.script = w.Call
 	default:
 		ctx, cancel := context.WithCancel(context.WithoutCancel(w.Call))
-		stop := context.AfterFunc(w.Call, func() { time.AfterFunc(scriptGrace, cancel) })
-		w.script, w.unscript = ctx, func() { stop(); cancel() }
+		w.unscript = context.AfterFunc(w.Call, func() { time.AfterFunc(scriptGrace, cancel) })
+		w.script, w.cancel = ctx, cancel
 	}
 	return w.script
+}
+
+// endScript ends the context ScriptContext made for an attempt, once the
+// attempt returned.
+func (w *Wait) endScript() {
+	if w.cancel != nil {
+		w.unscript()
+		w.cancel()
+		w.unscript, w.cancel = nil, nil
+	}
+	w.script = nil
 }
 
 // Over is asked before an attempt is sent: it returns nil while the call

@@ -77,16 +77,30 @@ type waitRecord struct {
 	rec   waitrec.Record // Since 0 until the write's reply
 	start time.Time      // when the write was sent (local clock)
 
-	mu      sync.Mutex
-	written chan struct{} // closed when the write was answered
-	ok      bool          // the write succeeded (rec.Since set)
-	ended   bool          // the wait ended before the write was answered
+	mu       sync.Mutex
+	answered bool          // the write was answered
+	written  chan struct{} // closed once answered; made by the first to wait for it
+	ok       bool          // the write succeeded (rec.Since set)
+	ended    bool          // the wait ended before the write was answered
 	// deleting: the record's delete is being sent; no rewrite carries it
 	// from then on.
 	deleting bool
 	// rewrite, when not nil, is closed when the rewrite in flight that
 	// carries the record is answered: its delete waits for it.
 	rewrite chan struct{}
+}
+
+// writtenChan returns a channel closed once r's write was answered.
+func (r *waitRecord) writtenChan() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written == nil {
+		r.written = make(chan struct{})
+		if r.answered {
+			close(r.written)
+		}
+	}
+	return r.written
 }
 
 // beginDelete marks r as being deleted, so that no rewrite carries it
@@ -140,7 +154,7 @@ func (w *Wait) record() {
 	c.background.Add(1)
 	c.mu.Unlock()
 	r := &waitRecord{rec: waitrec.Record{Owner: w.recordOwner(), Name: w.Lock.Name, Kind: w.Lock.Kind},
-		start: time.Now(), written: make(chan struct{})}
+		start: time.Now()}
 	if r.rec.Kind == "" {
 		r.rec.Kind = "lock"
 	}
@@ -157,7 +171,7 @@ func (w *Wait) record() {
 	}
 	w.rec = r
 	if c.waits.after > 0 {
-		w.detectT = time.NewTimer(c.waits.after)
+		w.detectAt = time.Now().Add(c.waits.after)
 	}
 	go func() {
 		defer c.background.Done()
@@ -177,7 +191,10 @@ func (c *Core) writeRecord(r *waitRecord) {
 		r.ok, r.rec.Since = true, since
 	}
 	ended := r.ended
-	close(r.written)
+	r.answered = true
+	if r.written != nil {
+		close(r.written)
+	}
 	r.mu.Unlock()
 	if ended {
 		c.deleteRecord(r)
@@ -205,7 +222,7 @@ func (w *Wait) unrecord(done bool) {
 		ctx, cancel := context.WithTimeout(c.root, deleteTimeout)
 		defer cancel()
 		select {
-		case <-r.written:
+		case <-r.writtenChan():
 			if c.deleteRecordOnce(ctx, r) == nil {
 				return
 			}
@@ -213,9 +230,7 @@ func (w *Wait) unrecord(done bool) {
 		}
 	}
 	r.mu.Lock()
-	select {
-	case <-r.written:
-	default:
+	if !r.answered {
 		r.ended = true
 		r.mu.Unlock()
 		return
