@@ -137,6 +137,9 @@ type Core struct {
 	subscribeHook func(ctx context.Context, channel string) (waiter, error)
 	listenHook    func(channel string, fn func()) (waiter, error)
 	renewHook     func(ctx context.Context, leases []*watchdog.Lease) []error
+	// landHook, when set (by tests), is called by a waiter that waits for
+	// the release that claimed its grant offer to answer.
+	landHook func()
 
 	// watchdogArg is WatchdogTimeout in whole ms, as the scripts take it.
 	watchdogArg string

@@ -242,6 +242,9 @@ func (a *acquisition) landGrant(w *Wait, keep bool) (got bool, err error) {
 		return false, nil
 	}
 	c.mu.Unlock()
+	if c.landHook != nil {
+		c.landHook()
+	}
 	<-o.done
 	if o.unknown {
 		a.unknown = true
@@ -284,6 +287,7 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 		a.giveBack(w.Ctx, 0)
 		return false, notAcquired(err)
 	}
+	_, gen = a.h.state() // the grant began hold gen+1
 	a.h.confirmGrant(gen, grantWindowFor(a.lease))
 	a.token = o.token
 	return true, nil
