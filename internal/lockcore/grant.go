@@ -44,8 +44,8 @@ import (
 //     lease within the window (see confirmGrantLocked). A waiter whose
 //     context ended, or whose Client closed, while the grant was on its
 //     way gives the hold back (a release, which wakes the next waiter); a
-//     waiter whose wait limit ran out meanwhile gives it back too. A
-//     waiter never returns "not acquired" holding the lock, and a granted
+//     waiter whose wait limit ran out meanwhile takes it (as an attempt
+//     sent before the limit). A waiter never returns "not acquired" holding the lock, and a granted
 //     hold nobody takes is given back or, if its Client died, ends with
 //     the window.
 //
