@@ -80,6 +80,33 @@ func BenchmarkContendedHandoff(b *testing.B) {
 	})
 }
 
+// BenchmarkGrantHandoff is BenchmarkContendedHandoff before and after the
+// grant on release: "publish" with WithoutGrantOnRelease (a release, a
+// message and the woken waiter's acquisition per hand-off), "grant" with
+// the default (the release writes the next waiter's hold).
+func BenchmarkGrantHandoff(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts []rlock.Option
+	}{{"publish", []rlock.Option{rlock.WithoutGrantOnRelease()}}, {"grant", nil}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := relocktest.Client(b, tc.opts...)
+			name := relocktest.Name(b)
+			b.ReportAllocs()
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				l := c.GetLock(name)
+				ctx := b.Context()
+				for pb.Next() {
+					if !assert.NoError(b, l.Lock(ctx)) || !assert.NoError(b, l.Unlock(ctx)) {
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkDo is the uncontended Do: a hold watched for a force-unlock
 // (HoldContext), which costs the lock channel's subscription while the
 // hold lasts (shared with its waiters; here there are none), and one
