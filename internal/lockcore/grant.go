@@ -160,6 +160,17 @@ const (
 // grantWindowFor is the confirmation window of a hold with lease lease.
 func grantWindowFor(lease time.Duration) time.Duration { return min(grantWindow, lease) }
 
+// grantWindowArg is the window of a hold with lease lease, as the script
+// takes it.
+func grantWindowArg(lease time.Duration) string {
+	if w := grantWindowFor(lease); w != grantWindow {
+		return strconv.FormatInt(Millis(w), 10)
+	}
+	return grantWindowMs
+}
+
+var grantWindowMs = strconv.FormatInt(Millis(grantWindow), 10)
+
 // offerGrant offers the sleeping call to the Client's releases of the
 // lock, and returns the channel closed when a release it was claimed by
 // resolved it; nil when the call cannot be granted to (grants off, a kind
@@ -177,7 +188,7 @@ func (a *acquisition) offerGrant() <-chan struct{} {
 	if a.h.want > 0 || c.CheckOpen() != nil {
 		return nil
 	}
-	o := &grantOffer{a: a, window: strconv.FormatInt(Millis(grantWindowFor(a.lease)), 10), done: make(chan struct{})}
+	o := &grantOffer{a: a, window: grantWindowArg(a.lease), done: make(chan struct{})}
 	k := grantKey{a.m.name, a.m.kind}
 	if c.offers == nil {
 		c.offers = make(map[grantKey][]*grantOffer)
