@@ -16,6 +16,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/watchdog"
 )
 
@@ -206,8 +207,23 @@ func TestGrantHandsOver(t *testing.T) {
 	if p := pttl(t, raw, name); p <= 0 || p > grantWindow.Milliseconds() {
 		t.Errorf("granted hold's PTTL = %dms, want within the window %v", p, grantWindow)
 	}
+	// b's wait record (the only wait of the Client) ends with its wait.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := raw.Do(context.Background(), raw.B().Hlen().Key(c.waits.key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's wait record is still there after the grant")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	// The Client confirms it: the watchdog's lease, within the window.
-	deadline := time.Now().Add(grantWindow)
+	deadline = time.Now().Add(grantWindow)
 	for pttl(t, raw, name) <= grantWindow.Milliseconds() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the grant was not confirmed within the window %v", grantWindow)
@@ -557,4 +573,65 @@ func TestGrantSameOwnerAndAnonymous(t *testing.T) {
 	if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64(); n != 0 {
 		t.Error("the lock is still held")
 	}
+}
+
+// grantObs records the acquisitions and waits an observer is told of.
+type grantObs struct {
+	observe.Base
+	mu       sync.Mutex
+	acquires []observe.Acquire
+	waits    []observe.Wait
+}
+
+func (o *grantObs) AcquireEnd(_ context.Context, a observe.Acquire) {
+	o.mu.Lock()
+	o.acquires = append(o.acquires, a)
+	o.mu.Unlock()
+}
+
+func (o *grantObs) WaitEnd(_ context.Context, w observe.Wait) {
+	o.mu.Lock()
+	o.waits = append(o.waits, w)
+	o.mu.Unlock()
+}
+
+// TestGrantObserved: a waiter that takes a grant is observed as an
+// acquisition that waited.
+func TestGrantObserved(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	obs := &grantObs{}
+	c := grantCore(t, raw, Config{Observer: obs})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, got, "grant"); !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	var b *observe.Acquire
+	for i := range obs.acquires {
+		if obs.acquires[i].Owner == "b" {
+			b = &obs.acquires[i]
+		}
+	}
+	if b == nil || b.Outcome != observe.OutcomeAcquired || b.Err != nil {
+		t.Fatalf("b's acquisition observed as %+v, want acquired", b)
+	}
+	waited := false
+	for _, w := range obs.waits {
+		waited = waited || w.Owner == "b"
+	}
+	if !waited {
+		t.Error("b's wait was not observed")
+	}
+	_ = m.Unlock(WithOwner(t.Context(), "b"))
 }
