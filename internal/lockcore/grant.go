@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -366,9 +367,20 @@ func (m *Mutex) releaseGranting(ctx context.Context, h *hold, r Request, o *gran
 		r.GrantField, r.GrantLeaseArg = "", ""
 		return m.release(ctx, h, r, unknown)
 	}
+	if granted {
+		grantsMade.Add(1)
+	}
 	m.core.resolveGrant(o, granted, false, token, sent, unsynced)
 	return n, nil
 }
+
+// grantsMade counts the releases of the process that granted the lock.
+var grantsMade atomic.Int64
+
+// GrantsMade is the number of releases, by any Client of the process,
+// that granted the lock to a waiter (see grant.go): for the tests that
+// must know that grants happened.
+func GrantsMade() int64 { return grantsMade.Load() }
 
 // confirmGrant makes the Client confirm a granted hold (gen) within its
 // window: the hold's lease in Redis is the window until then. On the
