@@ -31,6 +31,9 @@ type grantRDB struct {
 	mu      sync.Mutex
 	scripts map[string]int
 	after   func(args []string)
+	// lose, if set, is asked after each script ran: true replaces its
+	// reply with a lost one (a connection error).
+	lose func(sha string) bool
 }
 
 func (g *grantRDB) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -58,10 +61,13 @@ func (g *grantRDB) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisR
 	if e, ok := rueidis.IsRedisErr(res.Error()); !ok || !e.IsNoScript() {
 		g.scripts[sha]++
 	}
-	after := g.after
+	after, lose := g.after, g.lose
 	g.mu.Unlock()
 	if after != nil {
 		after(append(words[:0:0], sha))
+	}
+	if lose != nil && lose(sha) {
+		return rueidis.NewErrorResult(errors.New("injected: connection reset by peer"))
 	}
 	return res
 }
@@ -634,4 +640,86 @@ func TestGrantObserved(t *testing.T) {
 		t.Error("b's wait was not observed")
 	}
 	_ = m.Unlock(WithOwner(t.Context(), "b"))
+}
+
+// TestGrantReplyLost: the reply of the release that granted is lost: the
+// waiter's outcome is unknown, and its next attempt takes over the field
+// the release wrote; the release, resent, finds its own field gone and
+// reports success.
+func TestGrantReplyLost(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	var lost atomic.Bool
+	g.mu.Lock()
+	g.lose = func(sha string) bool { return sha == lua.LockUnlock.SHA1 && lost.CompareAndSwap(false, true) }
+	g.mu.Unlock()
+	before := g.count(lua.LockAcquire)
+	if err := m.Unlock(a); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	r := receive(t, got, "b's acquisition")
+	if !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	if !lost.Load() {
+		t.Fatal("no release reply was lost")
+	}
+	if g.count(lua.LockAcquire) == before {
+		t.Error("b made no attempt after a grant whose outcome it could not know")
+	}
+	if v := hget(t, raw, name, m.Field("b")); v != "1" {
+		t.Errorf("b's count = %q, want 1", v)
+	}
+	if err := m.Unlock(WithOwner(t.Context(), "b")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGrantAfterWaitLimit: a grant whose release was on its way when the
+// waiter's wait limit ran out is the call's success, as an attempt sent
+// before the limit is.
+func TestGrantAfterWaitLimit(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), 500*time.Millisecond, 0)
+	waitOffer(t, c, name, 1)
+	landing := make(chan struct{}, 1)
+	c.landHook = func() { landing <- struct{}{} }
+	var once sync.Once
+	g.setAfter(func(args []string) {
+		if args[0] == lua.LockUnlock.SHA1 {
+			// The reply is held until b's wait has run out and b waits
+			// for it.
+			once.Do(func() { <-landing })
+		}
+	})
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, got, "b's call")
+	if !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v, want the grant", r.ok, r.err)
+	}
+	if c.lookupHold(name, "", "b") != 1 {
+		t.Error("the Client does not record b's hold")
+	}
+	if err := m.Unlock(WithOwner(t.Context(), "b")); err != nil {
+		t.Fatal(err)
+	}
 }
