@@ -96,6 +96,7 @@ type acquisition struct {
 	joined  bool        // counted in the Client's registration for wake-ups
 	unknown bool        // an attempt may have won unseen: settled at the end
 	offer   *grantOffer // the call's open or claimed grant offer (see grant.go)
+	offerV  grantOffer  // the value offer points to
 }
 
 // WaitChannel is the kind's wait channel.

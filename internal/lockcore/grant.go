@@ -110,7 +110,8 @@ func grantReply(res rueidis.RedisResult, unsynced error) (int64, bool, int64, er
 	if err != nil {
 		return 0, false, 0, nil, err
 	}
-	if n, err := msg.AsInt64(); err == nil {
+	if msg.IsInt64() {
+		n, _ := msg.AsInt64()
 		return n, false, 0, nil, nil
 	}
 	vals, err := msg.AsIntSlice()
@@ -189,7 +190,15 @@ func (a *acquisition) offerGrant() <-chan struct{} {
 	if a.h.want > 0 || c.CheckOpen() != nil {
 		return nil
 	}
-	o := &grantOffer{a: a, window: grantWindowArg(a.lease), done: make(chan struct{})}
+	// The call's offers are one value, reused: no release refers to the
+	// last one any more (it was withdrawn, or resolved and its channel
+	// closed), and its channel serves again unless it was closed.
+	o := &a.offerV
+	done := o.done
+	if done == nil || o.state == offerResolved {
+		done = make(chan struct{})
+	}
+	*o = grantOffer{a: a, window: grantWindowArg(a.lease), done: done}
 	k := grantKey{a.m.name, a.m.kind}
 	if c.offers == nil {
 		c.offers = make(map[grantKey][]*grantOffer)
@@ -271,7 +280,7 @@ func (a *acquisition) landGrant(w *Wait, keep bool) (got bool, err error) {
 // takes one its script won, under the owner's call slot; or gives it back
 // when the call does not keep it.
 func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error) {
-	_ = a.h.acquire(context.WithoutCancel(w.Ctx)) // no end: the grant must be settled
+	_ = a.h.acquire(context.Background()) // no end: the grant must be settled
 	defer a.h.release()
 	from, gen := a.h.state()
 	if from > 0 {
@@ -337,8 +346,9 @@ func (c *Core) resolveGrant(o *grantOffer, granted, unknown bool, token int64, s
 	c.mu.Lock()
 	o.state = offerResolved
 	o.granted, o.unknown, o.token, o.sent, o.unsynced = granted, unknown, token, sent, unsynced
+	done := o.done // o is its waiter's again once done is closed
 	c.mu.Unlock()
-	close(o.done)
+	close(done)
 }
 
 // grantSendTimeout bounds the release that carries a grant: its waiter
@@ -398,19 +408,19 @@ func (h *hold) confirmGrant(gen uint64, window time.Duration) {
 	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil || window >= h.lease {
 		return
 	}
-	f := func() { h.confirm(gen) }
+	h.confirmGen = gen
 	if h.confirmT == nil {
-		h.confirmT = time.AfterFunc(window/3, f)
+		h.confirmT = time.AfterFunc(window/3, h.confirm)
 		return
 	}
-	h.confirmT.Stop()
-	h.confirmT = time.AfterFunc(window/3, f)
+	h.confirmT.Reset(window / 3)
 }
 
 // confirm is confirmGrant's timer: see there.
-func (h *hold) confirm(gen uint64) {
+func (h *hold) confirm() {
 	c := h.core
 	c.mu.Lock()
+	gen := h.confirmGen
 	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil {
 		c.mu.Unlock()
 		return

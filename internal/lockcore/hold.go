@@ -153,7 +153,8 @@ type hold struct {
 	granted chan struct{}
 	// confirmT confirms a hold that a release granted, within its
 	// window (see confirmGrant).
-	confirmT *time.Timer
+	confirmT   *time.Timer
+	confirmGen uint64 // the hold confirmT confirms
 
 	// obs is for the Client's observer, if it has one (observe.go).
 	obs *holdObs
