@@ -79,6 +79,12 @@ func peers() []peer {
 			open:      openRelockWakeOne,
 		},
 		{
+			name:      "relock/no-grant",
+			settings:  "rlock.NewClient with rlock.WithoutGrantOnRelease(): every release publishes and the woken waiter acquires (relock before issue 35: the \"before\" of the grant on release, which \"relock\" has)",
+			exclusive: true,
+			open:      openRelockNoGrant,
+		},
+		{
 			name:      "relock/lease",
 			settings:  "the same Client; LockLease(ctx, 30s)/Unlock(ctx): a fixed lease, no watchdog renewal",
 			exclusive: true,
@@ -174,6 +180,14 @@ func openRelock(addr string, w *wire) (impl, error) {
 
 func openRelockWakeOne(addr string, w *wire) (impl, error) {
 	c, err := rlock.NewClient(w.rueidisOption(addr), rlock.WithWakeOne())
+	if err != nil {
+		return nil, err
+	}
+	return relockImpl{c}, nil
+}
+
+func openRelockNoGrant(addr string, w *wire) (impl, error) {
+	c, err := rlock.NewClient(w.rueidisOption(addr), rlock.WithoutGrantOnRelease())
 	if err != nil {
 		return nil, err
 	}
