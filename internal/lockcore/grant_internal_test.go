@@ -723,3 +723,42 @@ func TestGrantAfterWaitLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGrantCrossedWithClose: the waiter's Client closes while the release
+// that grants it is on its way: the waiter returns relock.ErrClosed and
+// the granted hold is given back, not left to its window.
+func TestGrantCrossedWithClose(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	landing := make(chan struct{}, 1)
+	c.landHook = func() { landing <- struct{}{} }
+	closed := make(chan error, 1)
+	var once sync.Once
+	g.setAfter(func(args []string) {
+		if args[0] != lua.LockUnlock.SHA1 {
+			return
+		}
+		once.Do(func() {
+			go func() { closed <- c.Close() }()
+			<-landing
+		})
+	})
+	_ = m.Unlock(a) // the Client closes under it
+	r := receive(t, got, "end of b's call")
+	if r.ok || !errors.Is(r.err, relock.ErrClosed) {
+		t.Fatalf("b: %v %v, want not acquired, closed", r.ok, r.err)
+	}
+	receive(t, closed, "Close")
+	if v := hget(t, raw, name, m.Field("b")); v != "" {
+		t.Errorf("b's Client closed and b still holds in Redis (%q, PTTL %dms)", v, pttl(t, raw, name))
+	}
+}
