@@ -42,13 +42,15 @@ import (
 //     plain release.
 //   - The waiter takes the hold as an acquisition's reply grants one,
 //     under its owner's call slot, and the Client confirms the hold's
-//     lease within the window (see confirmGrantLocked). A waiter whose
-//     context ended, or whose Client closed, while the grant was on its
-//     way gives the hold back (a release, which wakes the next waiter); a
-//     waiter whose wait limit ran out meanwhile takes it (as an attempt
-//     sent before the limit). A waiter never returns "not acquired" holding the lock, and a granted
-//     hold nobody takes is given back or, if its Client died, ends with
-//     the window.
+//     lease within the window (see confirmGrant). A waiter whose context
+//     ended, or whose Client closed, while the grant was on its way gives
+//     the hold back (a release, which wakes the next waiter); a waiter
+//     whose wait limit ran out meanwhile takes it (as an attempt sent
+//     before the limit). A waiter never returns "not acquired" holding
+//     the lock, and a granted hold nobody takes is given back or, if its
+//     Client died, ends with the window.
+//   - Spin lock waiters never subscribe, so a release does not see them:
+//     they race for the lock as before, between the Client's grants.
 //
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
