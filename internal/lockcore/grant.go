@@ -49,8 +49,10 @@ import (
 //     before the limit). A waiter never returns "not acquired" holding
 //     the lock, and a granted hold nobody takes is given back or, if its
 //     Client died, ends with the window.
-//   - Spin lock waiters never subscribe, so a release does not see them:
-//     they race for the lock as before, between the Client's grants.
+//   - A spin lock's waiters (relock's or Redisson's, on the same name)
+//     never subscribe, so a release does not see them: while a Client's
+//     goroutines hand the lock on by grants, such a waiter finds it taken
+//     (a known limit: it gets the lock when the streak ends).
 //
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
