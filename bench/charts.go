@@ -649,6 +649,8 @@ func baseColor(impl string) color.Color {
 		return color.NRGBA{0xa0, 0xa0, 0xa0, 0xff}
 	case strings.HasPrefix(name, "relock/wake-one"):
 		return color.NRGBA{0x56, 0xb4, 0xe9, 0xff}
+	case strings.HasPrefix(name, "relock/no-grant"):
+		return color.NRGBA{0x9e, 0xc5, 0xe8, 0xff}
 	case strings.HasPrefix(name, "relock/lease"):
 		return color.NRGBA{0x00, 0x9e, 0x73, 0xff}
 	case strings.Contains(name, "rwlock") || strings.Contains(name, "semaphore"):

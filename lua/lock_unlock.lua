@@ -10,7 +10,7 @@
 -- ARGV[3] hash field <clientID>:<owner>
 -- ARGV[4] publish command ('publish' or 'spublish')
 -- ARGV[5] the count to leave (>= 0); a count at or under it is kept
--- ARGV[6] missing (wake-one off) or the prefix of the clients' wake
+-- ARGV[6] missing or '' (wake-one off) or the prefix of the clients' wake
 --         channels (relock_wake:{name}:, followed by a client ID)
 -- ARGV[7] with ARGV[6], the PUBSUB subcommand that counts a channel's
 --         subscribers ('numsub' or 'shardnumsub'): a registered client
@@ -20,6 +20,17 @@
 -- ARGV[9] with ARGV[6], the caller's client ID
 -- ARGV[10] with ARGV[6], '1' when the caller has a waiter for the lock
 --         (it may be the one woken), else '0'
+-- KEYS[3] (KEYS[1] again when wake-one is off: ARGV[6..10] are then '')
+--         and KEYS[4] (for a fenced lock: its counter
+--         redisson_lock_token:{name}) with ARGV[11]: a grant on release
+-- ARGV[11] missing or '' (no grant), or the hash field of a waiter of
+--         the caller's client (<clientID>:<owner>) that holds nothing and
+--         takes the lock if this release frees it (see below)
+-- ARGV[12] with ARGV[11], the granted hold's lease in ms: a short
+--         confirmation window, which the waiter's client confirms (renews)
+--         once it handed the hold to the waiter
+-- ARGV[13] with ARGV[11], the PUBSUB subcommand that counts KEYS[2]'s
+--         subscribers ('numsub' or 'shardnumsub')
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. At 0 the field is removed, and when that frees the lock
 -- waiters are told: on KEYS[2], always; with wake-one on and live clients
@@ -37,12 +48,30 @@
 -- count to leave, and left when it is there already (an earlier send of
 -- this request), so a resent request does not release twice (see
 -- count_down.lua); nothing else is written.
+-- A grant on release: when the release frees the lock, ARGV[11] names a
+-- waiter and KEYS[2] has at most one subscriber (the caller's client,
+-- whose waiters listen there: no other client and no Redisson waiter
+-- waits for the lock), the waiter's field is written (HINCRBY 1, PEXPIRE
+-- ARGV[12]) instead of anything being published, and, with KEYS[4], a
+-- token is taken from the counter as an acquisition takes one. The reply
+-- is then {0, token} (token 0 without KEYS[4]): the count left (0) and
+-- the grant. With another subscriber the release publishes as above:
+-- waiters of other clients are never passed over by the caller's own.
 local target = tonumber(ARGV[5])
 if target <= 0 then
   if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then
     return -1
   end
   if redis.call('exists', KEYS[1]) == 0 then
+    if (ARGV[11] or '') ~= '' and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= 1 then
+      local token = 0
+      if KEYS[4] then
+        token = redis.call('incr', KEYS[4])
+      end
+      redis.call('hincrby', KEYS[1], ARGV[11], 1)
+      redis.call('pexpire', KEYS[1], ARGV[12])
+      return {0, token}
+    end
     if (ARGV[6] or '') ~= '' then
       local skip = nil
       if ARGV[10] == '0' then

@@ -141,6 +141,22 @@ func WithWakeOne() Option {
 	return func(c *lockcore.Config) { c.WakeOne = true }
 }
 
+// WithoutGrantOnRelease turns off the grant on release. By default, the
+// last Unlock of a Lock or a FencedLock hands the lock, in the release
+// itself, to a goroutine of the same Client that waits for it, when no
+// other Client and no Redisson client waits for the lock (none is
+// subscribed to its channel): the waiter needs no round trip of its own,
+// and a fenced waiter gets a new token as an acquisition would. The
+// granted hold's lease in Redis is a confirmation window of at most 3s
+// (its own lease when that is shorter) until the Client renews it, a
+// third of the window later: a process that dies in between keeps the
+// lock from others for at most the window. With this option every release
+// publishes and the woken waiter acquires, as Redisson's do. The package
+// documentation (Grant on release) says more.
+func WithoutGrantOnRelease() Option {
+	return func(c *lockcore.Config) { c.NoGrant = true }
+}
+
 // WithKeyPrefix puts prefix before every name the Client is given, as
 // Redisson's NameMapper that prepends a prefix: the Client acts as if each
 // name were prefix+name. Every key and channel of a lock, semaphore,

@@ -256,6 +256,41 @@
 // still listens by counting its wake channel's subscribers, which is
 // right only on the node that serves the channel's slot.
 //
+// # Grant on release
+//
+// When the last Unlock of a Lock or a FencedLock frees it and a goroutine
+// of the same Client waits for it (asleep, its owner holding nothing of
+// the lock), the release hands the lock over in Redis itself: the unlock
+// script deletes the releaser's field and writes the waiter's (count 1,
+// and for a FencedLock a new token from the counter, as an acquisition
+// takes one) instead of publishing, and the Client hands the hold to the
+// waiter in the process. The waiter makes no attempt of its own: the hand-
+// off costs the release's round trip alone. The oldest such waiter of
+// another owner is chosen. It happens only while no other client waits:
+// the script grants only when the lock's channel has no subscriber but
+// the releasing Client (PUBSUB NUMSUB, SHARDNUMSUB with WithShardedPubSub).
+// A waiter of another Client or of Redisson subscribes before its second
+// attempt, and from then on every release publishes as without grants, so
+// a Client's goroutines cannot keep the lock among themselves while
+// another process waits for it. (On Redis Cluster with classic pub/sub,
+// NUMSUB counts one node's subscribers: use WithShardedPubSub there.)
+//
+// A granted hold's lease in Redis is a confirmation window, 3s (or the
+// waiter's own lease when that is shorter), until the Client confirms it a
+// third of the window later: on the watchdog lease by bringing the hold's
+// renewal forward, on a fixed lease by setting the rest of it. A process
+// that dies between the grant and the confirmation keeps the lock from
+// others for at most the window; a hold released before then needs no
+// confirmation. A waiter whose context ends or whose Client closes while
+// its grant is on its way gives the hold back (a release, which wakes the
+// next waiter), and returns as it would have; one whose wait limit runs
+// out meanwhile takes it, as it takes what an attempt sent before the
+// limit won. A waiter that takes it returns nil, as after an acquisition
+// that waited (the observer sees one). When the release's reply is lost, the waiter's
+// next attempt takes over a grant that was made, and a waiter that gives
+// up then removes it. WithoutGrantOnRelease turns it off: every release
+// publishes and the woken waiter acquires, as Redisson's do.
+//
 // # Failures
 //
 // A waiting call (Lock, LockLease, TryLock with wait > 0) rides out a

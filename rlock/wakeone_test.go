@@ -23,7 +23,7 @@ import (
 )
 
 // scriptCalls is the server's count of EVALSHA and EVAL calls.
-func scriptCalls(t *testing.T, raw rueidis.Client) int {
+func scriptCalls(t testing.TB, raw rueidis.Client) int {
 	t.Helper()
 	info, err := raw.Do(t.Context(), raw.B().Info().Section("commandstats").Build()).ToString()
 	require.NoError(t, err)

@@ -96,10 +96,12 @@ type acquisition struct {
 	renew   bool
 	anonKey string // set for an anonymous acquisition
 
-	token   int64 // of the hold, once acquired
-	spins   int   // failed attempts of a Spinner kind so far
-	joined  bool  // counted in the Client's registration for wake-ups
-	unknown bool  // an attempt may have won unseen: settled at the end
+	token   int64       // of the hold, once acquired
+	spins   int         // failed attempts of a Spinner kind so far
+	joined  bool        // counted in the Client's registration for wake-ups
+	unknown bool        // an attempt may have won unseen: settled at the end
+	offer   *grantOffer // the call's open or claimed grant offer (see grant.go)
+	offerV  grantOffer  // the value offer points to
 }
 
 // WaitChannel is the kind's wait channel.

@@ -86,6 +86,8 @@ type Config struct {
 	// says it was given (then detection is off).
 	DeadlockAfter    time.Duration
 	DeadlockAfterSet bool
+	// NoGrant turns off the grant on release (see grant.go).
+	NoGrant bool
 }
 
 // Core is the state one Client shares with every lock it hands out: the
@@ -135,6 +137,9 @@ type Core struct {
 	subscribeHook func(ctx context.Context, channel string) (waiter, error)
 	listenHook    func(channel string, fn func()) (waiter, error)
 	renewHook     func(ctx context.Context, leases []*watchdog.Lease) []error
+	// landHook, when set (by tests), is called by a waiter that waits for
+	// the release that claimed its grant offer to answer.
+	landHook func()
 
 	// watchdogArg is WatchdogTimeout in whole ms, as the scripts take it.
 	watchdogArg string
@@ -142,6 +147,8 @@ type Core struct {
 	// counts a channel's subscribers.
 	wakeOne bool
 	numsub  string
+	// noGrant: see Config.NoGrant.
+	noGrant bool
 
 	// ext keeps what kinds built outside this package keep per Client
 	// (see Extension).
@@ -181,6 +188,9 @@ type Core struct {
 	wakeChans map[string]int
 	// watches are the running watches of locks (see watch.go).
 	watches map[*watch]struct{}
+	// offers are the open grant offers of the Client's sleeping
+	// acquisitions, oldest first (see grant.go).
+	offers map[grantKey][]*grantOffer
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -221,6 +231,7 @@ func NewCore(cfg Config) (*Core, error) {
 		anonShared:      make(map[string][]string),
 		anonLost:        make(map[string]error),
 		wakeOne:         cfg.WakeOne,
+		noGrant:         cfg.NoGrant,
 		numsub:          "numsub",
 		wakers:          make(map[string]*waker),
 		wakeChans:       make(map[string]int),

@@ -151,6 +151,10 @@ type hold struct {
 	// granted is made for waiting calls of the owner, and closed at the
 	// next grant, so that they re-enter at once.
 	granted chan struct{}
+	// confirmT confirms a hold that a release granted, within its
+	// window (see confirmGrant).
+	confirmT   *time.Timer
+	confirmGen uint64 // the hold confirmT confirms
 
 	// obs is for the Client's observer, if it has one (observe.go).
 	obs *holdObs
@@ -783,6 +787,7 @@ func (h *hold) finishLocked() ending {
 	if h.expiry != nil {
 		h.expiry.Stop() // a run in progress finds the hold ended
 	}
+	h.stopConfirmLocked()
 	if h.anonKey != "" {
 		c.dropAnon(h.anonKey, h.key.owner)
 		h.anonKey = ""

@@ -35,6 +35,11 @@ type Request struct {
 	// count the owner was granted plus one for a re-entry, minus one for an
 	// unlock, or just that count to take back a level won unseen.
 	Target int
+	// GrantField and GrantLeaseArg, on a release of a Kind that grants
+	// (see grant.go), name a waiter of the Client that the release gives
+	// the lock to if it frees it, and the granted hold's lease in ms.
+	GrantField    string
+	GrantLeaseArg string
 }
 
 // Attempt is the outcome of one acquire script.

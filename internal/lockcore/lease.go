@@ -104,6 +104,7 @@ func (c *Core) stopExpiriesLocked() {
 		if h.expiry != nil {
 			h.expiry.Stop()
 		}
+		h.stopConfirmLocked()
 	}
 }
 

@@ -102,8 +102,19 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	}
 	r := Request{Core: m.core, Name: m.name, Field: h.field, LeaseMs: Millis(lease), LeaseArg: leaseArg,
 		Chan: m.channel, Wakers: m.wakers, Target: want - 1}
+	var offer *grantOffer
+	if want == 1 {
+		// The last level: a waiter of this Client may take the lock in
+		// the release itself (see grant.go).
+		offer = m.core.claimGrant(m, h)
+	}
 	sent := time.Now()
-	remaining, err := m.release(rctx, h, r, false)
+	var remaining int64
+	if offer != nil {
+		remaining, err = m.releaseGranting(rctx, h, r, offer)
+	} else {
+		remaining, err = m.release(rctx, h, r, false)
+	}
 	if err != nil && rctx == ctx && ctx.Err() != nil {
 		// ctx ended while the release was in flight: finish it.
 		dctx, cancel := detached(ctx)

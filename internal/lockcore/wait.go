@@ -142,6 +142,20 @@ func (w *Wait) Waiting() bool { return w.Limit != 0 }
 // the same owner on another goroutine (a lock's re-entry).
 type granter interface{ granted() <-chan struct{} }
 
+// grantee is implemented by a Waiter that a release of its own Client can
+// hand what it waits for while it sleeps (a lock's acquisition, see
+// grant.go): offerGrant offers the sleeping call (nil: it cannot be
+// granted to), and returns a channel closed when a release that claimed
+// the offer answered; offerEmpty then reports that it granted nothing
+// (the call offers itself again and sleeps on); landGrant ends the offer,
+// waiting for a release that claimed it, and takes the grant (keep) or
+// gives it back.
+type grantee interface {
+	offerGrant() <-chan struct{}
+	offerEmpty() bool
+	landGrant(w *Wait, keep bool) (got bool, err error)
+}
+
 // joiner is implemented by a Waiter that registers its Client for
 // wake-ups just before it subscribes (wake-one).
 type joiner interface{ join(ctx context.Context) }
@@ -247,6 +261,11 @@ func (w *Wait) run() (bool, error) {
 		if g, ok := w.k.(granter); ok {
 			granted = g.granted()
 		}
+		gr, canGrant := w.k.(grantee)
+		var offered <-chan struct{}
+		if canGrant && channel != "" {
+			offered = gr.offerGrant()
+		}
 	sleep:
 		for {
 			timerC := w.arm(retryAt)
@@ -257,6 +276,13 @@ func (w *Wait) run() (bool, error) {
 				}
 				w.woken = true
 			case <-granted:
+			case <-offered:
+				if gr.offerEmpty() {
+					// The release that claimed the call granted
+					// nothing (another Client waits): sleep on.
+					offered = gr.offerGrant()
+					continue sleep
+				}
 			case <-timerC:
 				now := time.Now()
 				if !w.detectAt.IsZero() && !now.Before(w.detectAt) {
@@ -272,6 +298,13 @@ func (w *Wait) run() (bool, error) {
 				}
 			case <-w.until.Done():
 				if w.Ctx.Err() == nil {
+					if canGrant {
+						// A grant on its way is the call's, as an
+						// attempt's is that was sent before the limit.
+						if got, err := gr.landGrant(w, true); got || err != nil {
+							return w.finish(got, false, err)
+						}
+					}
 					return w.limit()
 				}
 				return w.finish(false, false, notAcquired(Join(w.Ctx.Err(), w.lastErr)))
@@ -282,6 +315,11 @@ func (w *Wait) run() (bool, error) {
 		}
 		if w.timer != nil {
 			w.timer.Stop()
+		}
+		if canGrant {
+			if got, err := gr.landGrant(w, true); got || err != nil {
+				return w.finish(got, false, err)
+			}
 		}
 	}
 }
@@ -314,6 +352,10 @@ func (w *Wait) arm(retryAt time.Time) <-chan time.Time {
 // subscription is left, handing on a wake-up the call took and did not
 // use, or one more when passOn is set.
 func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
+	if g, ok := w.k.(grantee); ok {
+		// A grant still on its way to a call that ends is given back.
+		_, _ = g.landGrant(w, false)
+	}
 	w.k.End(w, done)
 	if w.sub != nil {
 		w.sub.Leave(w.woken || passOn)

@@ -1,0 +1,465 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/lua"
+)
+
+// Grant on release (Config.NoGrant turns it off). Without it, the last
+// Unlock of a hold publishes on the lock's channel, a waiter wakes and
+// sends its acquisition: a release, a message and a round trip before
+// the next holder holds. With it, when the same Client has a goroutine
+// waiting for the lock (of the same kind: a reentrant or a fenced lock),
+// the release hands the lock to that waiter in Redis itself, and the
+// Client hands it to the waiter in the process:
+//
+//   - A waiting acquisition that sleeps, and whose owner holds nothing of
+//     the lock, offers itself to the Client's releases of the lock
+//     (grantOffer), oldest first. Its offer ends when it wakes for any
+//     other reason.
+//   - The last Unlock of a hold claims the oldest offer of another owner
+//     and sends the waiter's field with its release (lock_unlock.lua):
+//     when the release frees the lock and the lock's channel has at most
+//     one subscriber (this Client: no other Client and no Redisson
+//     waiter waits for the lock), the script writes the waiter's field
+//     instead of publishing, with a lease of its own, the confirmation
+//     window (see grantWindow). Else it releases and publishes as it
+//     would without the offer.
+//   - The release's reply resolves the claim: granted (with the fenced
+//     lock's new token), nothing granted, or unknown (no reply: the next
+//     attempt of the waiter takes over a field that is there, and a
+//     waiter that gives up settles it, as after any attempt whose reply
+//     was lost). Only the first send carries the grant: a resend is a
+//     plain release.
+//   - The waiter takes the hold as an acquisition's reply grants one,
+//     under its owner's call slot, and the Client confirms the hold's
+//     lease within the window (see confirmGrant). A waiter whose context
+//     ended, or whose Client closed, while the grant was on its way gives
+//     the hold back (a release, which wakes the next waiter); a waiter
+//     whose wait limit ran out meanwhile takes it (as an attempt sent
+//     before the limit). A waiter never returns "not acquired" holding
+//     the lock, and a granted hold nobody takes is given back or, if its
+//     Client died, ends with the window.
+//   - A spin lock's waiters (relock's or Redisson's, on the same name)
+//     never subscribe, so a release does not see them: while a Client's
+//     goroutines hand the lock on by grants, such a waiter finds it taken
+//     (a known limit: it gets the lock when the streak ends).
+//
+// Fairness across Clients: a Client grants only while the lock's channel
+// has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
+// pub/sub). A waiter of another Client or of Redisson subscribes to the
+// channel before its second attempt, so from then on every release of the
+// lock publishes and wakes it as without grants: a Client's goroutines
+// hand the lock among themselves only while nobody else waits. (On Redis
+// Cluster with classic pub/sub, NUMSUB counts only the subscribers of the
+// node that runs the script: use WithShardedPubSub there, as wake-one
+// asks.)
+
+// grantWindow is the longest lease a granted hold has in Redis until its
+// Client confirms it: a Client that dies between the grant and the
+// confirmation keeps the lock from others for at most that long. The
+// window of a hold whose own lease is shorter is that lease.
+const grantWindow = 3 * time.Second
+
+// grantKind is a Kind whose release can grant the lock to a waiter of the
+// Client (the reentrant and the fenced lock).
+type grantKind interface {
+	// ReleaseGrant is Release for r with a waiter's field (r.GrantField,
+	// r.GrantLeaseArg): granted reports that the release wrote it, with
+	// its token for a fenced lock; unsynced that fewer replicas than
+	// required confirmed the release.
+	ReleaseGrant(ctx context.Context, r Request) (left int64, granted bool, token int64, unsynced, err error)
+}
+
+// ReleaseGrant runs lock_unlock.lua with a grant.
+func (Reentrant) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, error, error) {
+	return r.Core.releaseGrant(ctx, r, "")
+}
+
+// ReleaseGrant runs lock_unlock.lua with a grant that takes a token.
+func (Fenced) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, error, error) {
+	return r.Core.releaseGrant(ctx, r, layout.Token(r.Name))
+}
+
+// releaseGrant runs lock_unlock.lua for r with the grant arguments
+// (KEYS[3..4], ARGV[6..13]); token is the fencing counter's key, or "".
+func (c *Core) releaseGrant(ctx context.Context, r Request, token string) (int64, bool, int64, error, error) {
+	keys, args := c.withWake(r, append(make([]string, 0, 4), r.Name, r.Chan),
+		append(make([]string, 0, 13), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
+	if len(keys) == 2 {
+		keys = append(keys, r.Name)
+		args = append(args, "", "", "", "", "")
+	}
+	if token != "" {
+		keys = append(keys, token)
+	}
+	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub)
+	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
+	return grantReply(res, unsynced)
+}
+
+// grantReply reads lock_unlock.lua's reply: the count left, or {0, token}
+// for a grant.
+func grantReply(res rueidis.RedisResult, unsynced error) (int64, bool, int64, error, error) {
+	msg, err := res.ToMessage()
+	if err != nil {
+		return 0, false, 0, nil, err
+	}
+	if msg.IsInt64() {
+		n, _ := msg.AsInt64()
+		return n, false, 0, nil, nil
+	}
+	vals, err := msg.AsIntSlice()
+	if err != nil {
+		return 0, false, 0, nil, err
+	}
+	if len(vals) != 2 || vals[0] != 0 {
+		return 0, false, 0, nil, errUnexpected("unlock with a grant", vals)
+	}
+	return 0, true, vals[1], unsynced, nil
+}
+
+// grantKey names the waiters a release may grant to: those of one lock of
+// one kind.
+type grantKey struct {
+	name string
+	kind Kind
+}
+
+// grantOffer is a sleeping acquisition's offer to take the lock from a
+// release of its Client. Its state is guarded by Core.mu.
+type grantOffer struct {
+	a     *acquisition
+	state offerState
+	// window is the granted hold's lease in Redis, as the script takes it.
+	window string
+	// done is closed when a claimed offer is resolved.
+	done chan struct{}
+	// The resolution: granted (with token, the release sent at sent, and
+	// unsynced when too few replicas confirmed it), or unknown (the
+	// release's reply was lost; the field may have been written).
+	granted  bool
+	unknown  bool
+	token    int64
+	sent     time.Time
+	unsynced error
+}
+
+type offerState uint8
+
+const (
+	offerOpen      offerState = iota // waiting for a release
+	offerClaimed                     // a release carries it
+	offerResolved                    // the release answered, or failed
+	offerWithdrawn                   // the waiter woke before any claim
+)
+
+// grantWindowFor is the confirmation window of a hold with lease lease.
+func grantWindowFor(lease time.Duration) time.Duration { return min(grantWindow, lease) }
+
+// grantWindowArg is the window of a hold with lease lease, as the script
+// takes it.
+func grantWindowArg(lease time.Duration) string {
+	if w := grantWindowFor(lease); w != grantWindow {
+		return strconv.FormatInt(Millis(w), 10)
+	}
+	return grantWindowMs
+}
+
+var grantWindowMs = strconv.FormatInt(Millis(grantWindow), 10)
+
+// offerGrant offers the sleeping call to the Client's releases of the
+// lock, and returns the channel closed when a release it was claimed by
+// resolved it; nil when the call cannot be granted to (grants off, a kind
+// without them, the owner holds levels: its calls re-enter).
+func (a *acquisition) offerGrant() <-chan struct{} {
+	c := a.m.core
+	if c.noGrant || a.offer != nil {
+		return nil
+	}
+	if _, ok := a.m.kind.(grantKind); !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a.h.want > 0 || c.CheckOpen() != nil {
+		return nil
+	}
+	// The call's offers are one value, reused: no release refers to the
+	// last one any more (it was withdrawn, or resolved and its channel
+	// closed), and its channel serves again unless it was closed.
+	o := &a.offerV
+	done := o.done
+	if done == nil || o.state == offerResolved {
+		done = make(chan struct{})
+	}
+	*o = grantOffer{a: a, window: grantWindowArg(a.lease), done: done}
+	k := grantKey{a.m.name, a.m.kind}
+	if c.offers == nil {
+		c.offers = make(map[grantKey][]*grantOffer)
+	}
+	c.offers[k] = append(c.offers[k], o)
+	a.offer = o
+	return o.done
+}
+
+// dropOfferLocked takes o out of the open offers. c.mu is held.
+func (c *Core) dropOfferLocked(o *grantOffer) {
+	k := grantKey{o.a.m.name, o.a.m.kind}
+	list := c.offers[k]
+	for i, p := range list {
+		if p == o {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(c.offers, k)
+	} else {
+		c.offers[k] = list
+	}
+}
+
+// offerEmpty reports, once the offer's channel is closed, whether the
+// release that claimed it granted nothing and certainly wrote nothing:
+// the call then offers itself again and sleeps on.
+func (a *acquisition) offerEmpty() bool {
+	o := a.offer
+	if o == nil {
+		return false
+	}
+	a.m.core.mu.Lock()
+	empty := o.state == offerResolved && !o.granted && !o.unknown
+	a.m.core.mu.Unlock()
+	if empty {
+		a.offer = nil
+	}
+	return empty
+}
+
+// landGrant ends the call's offer: withdrawn if no release claimed it;
+// else it waits for the release that did to resolve it (one send). A
+// grant is taken (keep) or given back; an unknown outcome is settled like
+// an attempt's whose reply was lost. got reports that the call holds the
+// lock; err is the call's error when the grant was given back because the
+// call ends (its context, Close, too few replicas).
+func (a *acquisition) landGrant(w *Wait, keep bool) (got bool, err error) {
+	o := a.offer
+	if o == nil {
+		return false, nil
+	}
+	a.offer = nil
+	c := a.m.core
+	c.mu.Lock()
+	if o.state == offerOpen {
+		o.state = offerWithdrawn
+		c.dropOfferLocked(o)
+		c.mu.Unlock()
+		return false, nil
+	}
+	c.mu.Unlock()
+	if c.landHook != nil {
+		c.landHook()
+	}
+	<-o.done
+	if o.unknown {
+		a.unknown = true
+	}
+	if !o.granted {
+		return false, nil
+	}
+	return a.takeGrant(w, o, keep)
+}
+
+// takeGrant takes the hold a release granted to the call, as an attempt
+// takes one its script won, under the owner's call slot; or gives it back
+// when the call does not keep it.
+func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error) {
+	_ = a.h.acquire(context.Background()) // no end: the grant must be settled
+	defer a.h.release()
+	from, gen := a.h.state()
+	if from > 0 {
+		// Another call of the owner took the granted field over (its
+		// attempt found it there): the hold is that call's, and this
+		// call re-enters with its next attempt.
+		return false, nil
+	}
+	if !keep {
+		a.giveBack(w.Ctx, 0)
+		return false, nil
+	}
+	if over := w.Cancelled(); over != nil {
+		a.giveBack(w.Ctx, 0)
+		return false, over
+	}
+	if o.unsynced != nil {
+		a.giveBack(w.Ctx, 0)
+		return false, notAcquired(fmt.Errorf("%q: %w", a.m.name, o.unsynced))
+	}
+	switch err := a.h.grant(0, gen, a.lease, a.r.LeaseArg, a.renew, a.anonKey, o.sent); {
+	case errors.Is(err, errHoldChanged):
+		return false, nil
+	case err != nil:
+		a.giveBack(w.Ctx, 0)
+		return false, notAcquired(err)
+	}
+	_, gen = a.h.state() // the grant began hold gen+1
+	a.h.confirmGrant(gen, grantWindowFor(a.lease))
+	a.token = o.token
+	return true, nil
+}
+
+// claimGrant claims, for the last Unlock of h on m, the oldest open offer
+// of another owner of the Client that holds nothing of the lock; nil when
+// there is none.
+func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
+	if c.noGrant {
+		return nil
+	}
+	if _, ok := m.kind.(grantKind); !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.offers) == 0 {
+		return nil
+	}
+	k := grantKey{m.name, m.kind}
+	for _, o := range c.offers[k] {
+		if o.a.h != h && o.a.h.want == 0 {
+			o.state = offerClaimed
+			c.dropOfferLocked(o)
+			return o
+		}
+	}
+	return nil
+}
+
+// resolveGrant resolves a claimed offer: granted, or not (unknown: the
+// release may have written the grant).
+func (c *Core) resolveGrant(o *grantOffer, granted, unknown bool, token int64, sent time.Time, unsynced error) {
+	c.mu.Lock()
+	o.state = offerResolved
+	o.granted, o.unknown, o.token, o.sent, o.unsynced = granted, unknown, token, sent, unsynced
+	done := o.done // o is its waiter's again once done is closed
+	c.mu.Unlock()
+	close(done)
+}
+
+// grantSendTimeout bounds the release that carries a grant: its waiter
+// waits for its reply.
+const grantSendTimeout = releaseTimeout
+
+// releaseGranting is release for the last level of h, carrying a grant
+// to the waiter of offer o: the first send carries it, and its outcome
+// resolves o; a resend after a lost reply or a refusal is a plain release.
+func (m *Mutex) releaseGranting(ctx context.Context, h *hold, r Request, o *grantOffer) (int64, error) {
+	g := m.kind.(grantKind)
+	r.GrantField, r.GrantLeaseArg = o.a.h.field, o.window
+	sctx, cancel := context.WithTimeout(ctx, grantSendTimeout)
+	sent := time.Now()
+	n, granted, token, unsynced, err := g.ReleaseGrant(sctx, r)
+	cancel()
+	if err != nil {
+		unknown := outcomeUnknown(err)
+		m.core.resolveGrant(o, false, unknown, 0, sent, nil)
+		if ctx.Err() != nil || m.core.CheckOpen() != nil {
+			return 0, err
+		}
+		if _, isReply := replyOf(err); isReply && (!notRun(err) || isBusy(err)) {
+			return 0, err
+		}
+		r.GrantField, r.GrantLeaseArg = "", ""
+		return m.release(ctx, h, r, unknown)
+	}
+	if granted {
+		grantsMade.Add(1)
+	}
+	m.core.resolveGrant(o, granted, false, token, sent, unsynced)
+	return n, nil
+}
+
+// grantsMade counts the releases of the process that granted the lock.
+var grantsMade atomic.Int64
+
+// GrantsMade is the number of releases, by any Client of the process,
+// that granted the lock to a waiter (see grant.go): for the tests that
+// must know that grants happened.
+func GrantsMade() int64 { return grantsMade.Load() }
+
+// confirmGrant makes the Client confirm a granted hold (gen) within its
+// window: the hold's lease in Redis is the window until then. On the
+// watchdog's lease, the hold's renewal is brought forward a third of the
+// window after the grant (a watchdog lease no longer than the window
+// needs nothing: its first renewal falls due then anyway); on a fixed
+// lease longer than the window, the rest of the lease is set then
+// (lock_renew.lua), and a hold found gone is lost. A hold released, or
+// re-entered, before then needs no confirmation (the re-entry resets the
+// lease): the timer then finds nothing to do, or is stopped.
+func (h *hold) confirmGrant(gen uint64, window time.Duration) {
+	c := h.core
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil || window >= h.lease {
+		return
+	}
+	h.confirmGen = gen
+	if h.confirmT == nil {
+		h.confirmT = time.AfterFunc(window/3, h.confirm)
+		return
+	}
+	h.confirmT.Reset(window / 3)
+}
+
+// confirm is confirmGrant's timer: see there.
+func (h *hold) confirm() {
+	c := h.core
+	c.mu.Lock()
+	gen := h.confirmGen
+	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil {
+		c.mu.Unlock()
+		return
+	}
+	if !h.fixed {
+		r := h.renewal
+		c.mu.Unlock()
+		if r != nil {
+			r.lease.RenewNow()
+		}
+		return
+	}
+	left := time.Until(h.leaseAt.Add(h.lease))
+	if left <= 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.background.Add(1)
+	name, field := h.key.name, h.field
+	c.mu.Unlock()
+	go func() {
+		defer c.background.Done()
+		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+		defer cancel()
+		arg := strconv.FormatInt(max(1, Millis(left)), 10)
+		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name}, []string{arg, field}).AsInt64()
+		if err == nil && n == 0 {
+			h.lose(gen, h.loss(h.goneWhy("confirmation of its grant"), nil))
+		}
+	}()
+}
+
+// stopConfirmLocked stops h's confirmation timer. c.mu is held.
+func (h *hold) stopConfirmLocked() {
+	if h.confirmT != nil {
+		h.confirmT.Stop()
+	}
+}

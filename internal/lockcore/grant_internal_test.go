@@ -1,0 +1,764 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/observe"
+	"github.com/relock-go/relock/watchdog"
+)
+
+// These tests run the grant on release (grant.go) against the package's
+// shared redis-server.
+
+// grantRDB passes every command on to a real server, counting the
+// scripts sent by SHA1, and calls after, if set, with the words of each
+// script once the server ran it and before its caller gets the reply.
+type grantRDB struct {
+	rueidis.Client
+	mu      sync.Mutex
+	scripts map[string]int
+	after   func(args []string)
+	// lose, if set, is asked after each script ran: true replaces its
+	// reply with a lost one (a connection error).
+	lose func(sha string) bool
+}
+
+func (g *grantRDB) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands()
+	var words []string
+	if len(args) > 1 && (args[0] == "EVALSHA" || args[0] == "EVAL") {
+		words = slices.Clone(args) // before sending: rueidis recycles a sent command
+	}
+	res := g.Client.Do(ctx, cmd)
+	if words == nil {
+		return res
+	}
+	sha := words[1]
+	if words[0] == "EVAL" {
+		for _, s := range []*lua.Script{lua.LockAcquire, lua.LockUnlock, lua.FencedAcquire} {
+			if s.Body == words[1] {
+				sha = s.SHA1
+			}
+		}
+	}
+	g.mu.Lock()
+	if g.scripts == nil {
+		g.scripts = make(map[string]int)
+	}
+	if e, ok := rueidis.IsRedisErr(res.Error()); !ok || !e.IsNoScript() {
+		g.scripts[sha]++
+	}
+	after, lose := g.after, g.lose
+	g.mu.Unlock()
+	if after != nil {
+		after(append(words[:0:0], sha))
+	}
+	if lose != nil && lose(sha) {
+		return rueidis.NewErrorResult(errors.New("injected: connection reset by peer"))
+	}
+	return res
+}
+
+func (g *grantRDB) count(s *lua.Script) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.scripts[s.SHA1]
+}
+
+func (g *grantRDB) setAfter(f func(args []string)) {
+	g.mu.Lock()
+	g.after = f
+	g.mu.Unlock()
+}
+
+// grantCore is a Core on rdb (wrapped), replica sync off, closed when t
+// ends.
+func grantCore(t *testing.T, rdb rueidis.Client, cfg Config) *Core {
+	t.Helper()
+	cfg.RDB, cfg.ReplicasSet = rdb, true
+	c, err := NewCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+var grantSeq atomic.Int64
+
+func grantName(t *testing.T, rdb rueidis.Client) string {
+	name := "grant:" + t.Name() + ":" + strconv.FormatInt(grantSeq.Add(1), 10)
+	t.Cleanup(func() {
+		rdb.Do(context.Background(), rdb.B().Del().Key(name, layout.Token(name)).Build())
+	})
+	return name
+}
+
+// waitOffer waits until n acquisitions of c sleep offering themselves to
+// c's releases of name.
+func waitOffer(t *testing.T, c *Core, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		got := 0
+		for k, list := range c.offers {
+			if k.name == name {
+				got += len(list)
+			}
+		}
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d acquisitions offered for %s, want %d", got, name, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type acquired struct {
+	token int64
+	ok    bool
+	err   error
+}
+
+func goAcquire(m *Mutex, ctx context.Context, wait, lease time.Duration) <-chan acquired {
+	out := make(chan acquired, 1)
+	go func() {
+		token, ok, err := m.Acquire(ctx, wait, lease)
+		out <- acquired{token, ok, err}
+	}()
+	return out
+}
+
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10s", what)
+		panic("unreachable")
+	}
+}
+
+func pttl(t *testing.T, rdb rueidis.Client, name string) int64 {
+	t.Helper()
+	n, err := rdb.Do(context.Background(), rdb.B().Pttl().Key(name).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func hget(t *testing.T, rdb rueidis.Client, name, field string) string {
+	t.Helper()
+	v, err := rdb.Do(context.Background(), rdb.B().Hget().Key(name).Field(field).Build()).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestGrantHandsOver: the last Unlock of a hold hands the lock to the
+// Client's sleeping waiter in the release: the waiter makes no attempt
+// after it (two attempts in all: before and after subscribing), holds
+// with the confirmation window as its lease in Redis, and the Client
+// confirms it (the watchdog's lease) within the window.
+func TestGrantHandsOver(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	b := WithOwner(t.Context(), "b")
+	got := goAcquire(m, b, NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	before := g.count(lua.LockAcquire)
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, got, "grant")
+	if !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	if n := g.count(lua.LockAcquire) - before; n != 0 {
+		t.Errorf("b made %d attempts after the release, want 0 (the release granted it)", n)
+	}
+	if v := hget(t, raw, name, m.Field("b")); v != "1" {
+		t.Errorf("b's count in Redis = %q, want 1", v)
+	}
+	if v := hget(t, raw, name, m.Field("a")); v != "" {
+		t.Errorf("a's count in Redis = %q, want none", v)
+	}
+	if p := pttl(t, raw, name); p <= 0 || p > grantWindow.Milliseconds() {
+		t.Errorf("granted hold's PTTL = %dms, want within the window %v", p, grantWindow)
+	}
+	// b's wait record (the only wait of the Client) ends with its wait.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := raw.Do(context.Background(), raw.B().Hlen().Key(c.waits.key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's wait record is still there after the grant")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The Client confirms it: the watchdog's lease, within the window.
+	deadline = time.Now().Add(grantWindow)
+	for pttl(t, raw, name) <= grantWindow.Milliseconds() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the grant was not confirmed within the window %v", grantWindow)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := m.Unlock(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGrantOff: with Config.NoGrant the release publishes and the waiter
+// acquires with an attempt of its own.
+func TestGrantOff(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{NoGrant: true})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	b := WithOwner(t.Context(), "b")
+	got := goAcquire(m, b, NoLimit, 0)
+	for g.count(lua.LockAcquire) < 3 { // a's, b's two
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, got, "acquisition"); !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	if n := g.count(lua.LockAcquire); n != 4 {
+		t.Errorf("%d attempts, want 4 (b's third took the lock)", n)
+	}
+	c.mu.Lock()
+	n := len(c.offers)
+	c.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d offers with grants off", n)
+	}
+	_ = m.Unlock(b)
+}
+
+// TestGrantNotWhileOthersWait: while another client subscribes to the
+// lock's channel (another Client's or Redisson's waiter), a release with
+// a waiter of its own Client grants nothing: it publishes, and the other
+// client's waiter hears it. The bound on a streak of local grants is
+// therefore zero while anyone else waits.
+func TestGrantNotWhileOthersWait(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	c := grantCore(t, raw, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	msgs := make(chan string, 16)
+	other := redistest.Shared(t).Client(t)
+	listening := make(chan struct{})
+	go func() {
+		_ = other.Receive(context.WithoutCancel(t.Context()), other.B().Subscribe().Channel(layout.Channel(name)).Build(),
+			func(msg rueidis.PubSubMessage) { msgs <- msg.Message })
+	}()
+	go func() {
+		for {
+			n, _ := raw.Do(context.Background(), raw.B().PubsubNumsub().Channel(layout.Channel(name)).Build()).AsIntMap()
+			if n[layout.Channel(name)] >= 1 {
+				close(listening)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	receive(t, listening, "subscription of the other client")
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	b := WithOwner(t.Context(), "b")
+	got := goAcquire(m, b, NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if msg := receive(t, msgs, "unlock message for the other client"); msg != layout.UnlockMessage {
+		t.Errorf("message %q, want the unlock message", msg)
+	}
+	if r := receive(t, got, "acquisition"); !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	_ = m.Unlock(b)
+}
+
+// TestGrantFairToOtherClient: a Client whose goroutines take the lock in
+// turn, again and again, does not keep it from another Client's waiter.
+func TestGrantFairToOtherClient(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	c1 := grantCore(t, raw, Config{})
+	c2 := grantCore(t, redistest.Shared(t).Client(t), Config{})
+	name := grantName(t, raw)
+	m1 := NewMutex(c1, name, Reentrant{})
+	m2 := NewMutex(c2, name, Reentrant{})
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := WithOwner(ctx, "w"+strconv.Itoa(i))
+			for ctx.Err() == nil {
+				if _, ok, err := m1.Acquire(o, NoLimit, 0); !ok || err != nil {
+					return
+				}
+				time.Sleep(time.Millisecond)
+				_ = m1.Unlock(o)
+			}
+		}()
+	}
+	waitOffer(t, c1, name, 1) // the goroutines hand the lock on
+	wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	o := WithOwner(wctx, "other")
+	_, ok, err := m2.Acquire(o, NoLimit, 0)
+	stop()
+	wg.Wait()
+	if !ok || err != nil {
+		t.Fatalf("the other Client's waiter did not get the lock within 10s: %v %v", ok, err)
+	}
+	_ = m2.Unlock(WithOwner(t.Context(), "other"))
+}
+
+// TestGrantCrossedWithCancel: the waiter's context ends while the
+// release that grants it is on its way (the script ran, its reply has
+// not come back): the waiter returns not acquired, and the Client gives
+// the granted hold back, so that the lock is free, not held for the
+// window by nobody.
+func TestGrantCrossedWithCancel(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	bctx, cancelB := context.WithCancel(t.Context())
+	defer cancelB()
+	got := goAcquire(m, WithOwner(bctx, "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	landing := make(chan struct{}, 1)
+	c.landHook = func() { landing <- struct{}{} }
+	var once sync.Once
+	g.setAfter(func(args []string) {
+		if args[0] != lua.LockUnlock.SHA1 {
+			return
+		}
+		once.Do(func() {
+			// The grant is written; its reply is held until the waiter,
+			// cancelled, waits for it.
+			if hget(t, raw, name, m.Field("b")) != "1" {
+				t.Error("the release did not grant b")
+			}
+			cancelB()
+			<-landing
+		})
+	})
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, got, "end of b's call")
+	if r.ok || !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, relock.ErrNotAcquired) {
+		t.Fatalf("b: %v %v, want not acquired, cancelled", r.ok, r.err)
+	}
+	if v := hget(t, raw, name, m.Field("b")); v != "" {
+		t.Errorf("b gave up and still holds in Redis (%q, PTTL %dms)", v, pttl(t, raw, name))
+	}
+	if c.lookupHold(name, "", "b") != 0 {
+		t.Error("the Client records a hold of b")
+	}
+}
+
+// TestGrantNeverConfirmed: a Client that took a grant and closes (or
+// dies) before confirming it keeps the lock from others for at most the
+// confirmation window, not the watchdog's lease.
+func TestGrantNeverConfirmed(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	c := grantCore(t, raw, Config{})
+	// Renewals never reach Redis: the grant is never confirmed.
+	c.renewHook = func(_ context.Context, leases []*watchdog.Lease) []error {
+		errs := make([]error, len(leases))
+		for i := range errs {
+			errs[i] = errors.New("renewal cut off")
+		}
+		return errs
+	}
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, got, "grant"); !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	_ = c.Close()
+	if p := pttl(t, raw, name); p <= 0 || p > grantWindow.Milliseconds() {
+		t.Fatalf("granted hold's PTTL = %dms after its Client closed, want within the window %v", p, grantWindow)
+	}
+	other := grantCore(t, raw, Config{})
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(t.Context(), grantWindow+5*time.Second)
+	defer cancel()
+	if _, ok, err := NewMutex(other, name, Reentrant{}).Acquire(WithOwner(wctx, "c"), NoLimit, 0); !ok || err != nil {
+		t.Fatalf("c: %v %v", ok, err)
+	}
+	if took := time.Since(start); took > grantWindow+time.Second {
+		t.Errorf("the lock came free %v after the grant's Client closed, want within the window %v", took, grantWindow)
+	}
+}
+
+// TestGrantFixedLease: a waiter with a fixed lease longer than the window
+// holds with the window until the Client confirms it, then with its
+// lease; one with a lease within the window gets its lease at once.
+func TestGrantFixedLease(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	c := grantCore(t, raw, Config{})
+	for _, lease := range []time.Duration{10 * time.Second, 2 * time.Second} {
+		name := grantName(t, raw)
+		m := NewMutex(c, name, Reentrant{})
+		a := WithOwner(t.Context(), "a")
+		if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+			t.Fatalf("a: %v %v", ok, err)
+		}
+		b := WithOwner(t.Context(), "b")
+		got := goAcquire(m, b, NoLimit, lease)
+		waitOffer(t, c, name, 1)
+		if err := m.Unlock(a); err != nil {
+			t.Fatal(err)
+		}
+		if r := receive(t, got, "grant"); !r.ok || r.err != nil {
+			t.Fatalf("b: %v %v", r.ok, r.err)
+		}
+		window := grantWindowFor(lease)
+		if p := pttl(t, raw, name); p <= 0 || p > window.Milliseconds() {
+			t.Errorf("lease %v: PTTL %dms after the grant, want within %v", lease, p, window)
+		}
+		if lease > window {
+			deadline := time.Now().Add(window)
+			for pttl(t, raw, name) <= window.Milliseconds() {
+				if time.Now().After(deadline) {
+					t.Fatalf("lease %v: not confirmed within the window", lease)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if p := pttl(t, raw, name); p > lease.Milliseconds() {
+				t.Errorf("lease %v: PTTL %dms after confirmation", lease, p)
+			}
+		}
+		if err := m.Unlock(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGrantFencedToken: a granted fenced hold gets a new token, as an
+// acquisition would.
+func TestGrantFencedToken(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Fenced{})
+	a := WithOwner(t.Context(), "a")
+	t1, ok, err := m.Acquire(a, 0, 0)
+	if !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	before := g.count(lua.FencedAcquire)
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, got, "grant")
+	if !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	if g.count(lua.FencedAcquire) != before {
+		t.Error("b attempted after the release: not granted")
+	}
+	counter, err := raw.Do(t.Context(), raw.B().Get().Key(layout.Token(name)).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.token != t1+1 || counter != t1+1 {
+		t.Errorf("granted token %d, counter %d; want %d", r.token, counter, t1+1)
+	}
+	_ = m.Unlock(WithOwner(t.Context(), "b"))
+}
+
+// TestGrantSameOwnerAndAnonymous: two goroutines of one owner wait: the
+// grant goes to one, and the other re-enters; an anonymous waiter is
+// granted too, and its ownerless Unlock releases it.
+func TestGrantSameOwnerAndAnonymous(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	c := grantCore(t, raw, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	x := WithOwner(t.Context(), "x")
+	x1 := goAcquire(m, x, NoLimit, 0)
+	x2 := goAcquire(m, x, NoLimit, 0)
+	waitOffer(t, c, name, 2)
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan acquired{x1, x2} {
+		if r := receive(t, ch, "x's acquisition"); !r.ok || r.err != nil {
+			t.Fatalf("x: %v %v", r.ok, r.err)
+		}
+	}
+	if v := hget(t, raw, name, m.Field("x")); v != "2" {
+		t.Errorf("x's count = %q, want 2", v)
+	}
+	anon := goAcquire(m, t.Context(), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	for range 2 {
+		if err := m.Unlock(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := receive(t, anon, "anonymous acquisition"); !r.ok || r.err != nil {
+		t.Fatalf("anonymous: %v %v", r.ok, r.err)
+	}
+	if err := m.Unlock(t.Context()); err != nil {
+		t.Fatalf("ownerless unlock: %v", err)
+	}
+	if n, _ := raw.Do(t.Context(), raw.B().Exists().Key(name).Build()).AsInt64(); n != 0 {
+		t.Error("the lock is still held")
+	}
+}
+
+// grantObs records the acquisitions and waits an observer is told of.
+type grantObs struct {
+	observe.Base
+	mu       sync.Mutex
+	acquires []observe.Acquire
+	waits    []observe.Wait
+}
+
+func (o *grantObs) AcquireEnd(_ context.Context, a observe.Acquire) {
+	o.mu.Lock()
+	o.acquires = append(o.acquires, a)
+	o.mu.Unlock()
+}
+
+func (o *grantObs) WaitEnd(_ context.Context, w observe.Wait) {
+	o.mu.Lock()
+	o.waits = append(o.waits, w)
+	o.mu.Unlock()
+}
+
+// TestGrantObserved: a waiter that takes a grant is observed as an
+// acquisition that waited.
+func TestGrantObserved(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	obs := &grantObs{}
+	c := grantCore(t, raw, Config{Observer: obs})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, got, "grant"); !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	var b *observe.Acquire
+	for i := range obs.acquires {
+		if obs.acquires[i].Owner == "b" {
+			b = &obs.acquires[i]
+		}
+	}
+	if b == nil || b.Outcome != observe.OutcomeAcquired || b.Err != nil {
+		t.Fatalf("b's acquisition observed as %+v, want acquired", b)
+	}
+	waited := false
+	for _, w := range obs.waits {
+		waited = waited || w.Owner == "b"
+	}
+	if !waited {
+		t.Error("b's wait was not observed")
+	}
+	_ = m.Unlock(WithOwner(t.Context(), "b"))
+}
+
+// TestGrantReplyLost: the reply of the release that granted is lost: the
+// waiter's outcome is unknown, and its next attempt takes over the field
+// the release wrote; the release, resent, finds its own field gone and
+// reports success.
+func TestGrantReplyLost(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	var lost atomic.Bool
+	g.mu.Lock()
+	g.lose = func(sha string) bool { return sha == lua.LockUnlock.SHA1 && lost.CompareAndSwap(false, true) }
+	g.mu.Unlock()
+	before := g.count(lua.LockAcquire)
+	if err := m.Unlock(a); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	r := receive(t, got, "b's acquisition")
+	if !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	if !lost.Load() {
+		t.Fatal("no release reply was lost")
+	}
+	if g.count(lua.LockAcquire) == before {
+		t.Error("b made no attempt after a grant whose outcome it could not know")
+	}
+	if v := hget(t, raw, name, m.Field("b")); v != "1" {
+		t.Errorf("b's count = %q, want 1", v)
+	}
+	if err := m.Unlock(WithOwner(t.Context(), "b")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGrantAfterWaitLimit: a grant whose release was on its way when the
+// waiter's wait limit ran out is the call's success, as an attempt sent
+// before the limit is.
+func TestGrantAfterWaitLimit(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), 500*time.Millisecond, 0)
+	waitOffer(t, c, name, 1)
+	landing := make(chan struct{}, 1)
+	c.landHook = func() { landing <- struct{}{} }
+	var once sync.Once
+	g.setAfter(func(args []string) {
+		if args[0] == lua.LockUnlock.SHA1 {
+			// The reply is held until b's wait has run out and b waits
+			// for it.
+			once.Do(func() { <-landing })
+		}
+	})
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, got, "b's call")
+	if !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v, want the grant", r.ok, r.err)
+	}
+	if c.lookupHold(name, "", "b") != 1 {
+		t.Error("the Client does not record b's hold")
+	}
+	if err := m.Unlock(WithOwner(t.Context(), "b")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGrantCrossedWithClose: the waiter's Client closes while the release
+// that grants it is on its way: the waiter returns relock.ErrClosed and
+// the granted hold is given back, not left to its window.
+func TestGrantCrossedWithClose(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	g := &grantRDB{Client: raw}
+	c := grantCore(t, g, Config{})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	landing := make(chan struct{}, 1)
+	c.landHook = func() { landing <- struct{}{} }
+	closed := make(chan error, 1)
+	var once sync.Once
+	g.setAfter(func(args []string) {
+		if args[0] != lua.LockUnlock.SHA1 {
+			return
+		}
+		once.Do(func() {
+			go func() { closed <- c.Close() }()
+			<-landing
+		})
+	})
+	_ = m.Unlock(a) // the Client closes under it
+	r := receive(t, got, "end of b's call")
+	if r.ok || !errors.Is(r.err, relock.ErrClosed) {
+		t.Fatalf("b: %v %v, want not acquired, closed", r.ok, r.err)
+	}
+	receive(t, closed, "Close")
+	if v := hget(t, raw, name, m.Field("b")); v != "" {
+		t.Errorf("b's Client closed and b still holds in Redis (%q, PTTL %dms)", v, pttl(t, raw, name))
+	}
+}
