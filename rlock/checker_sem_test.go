@@ -992,7 +992,7 @@ func (m *semModel) lost(si, gen int, name, owner string, cause error) {
 	m.losses[owner] = now
 	if p := m.permits[owner]; p != nil {
 		p.lostAt = now
-		if p.doomed == "" && !p.crossed && p.lease == 0 {
+		if p.doomed == "" && !p.crossed && p.lease == 0 && !e.starvedLossLocked(cause, now) {
 			e.count("violations:promise", 1)
 			e.violation("permit %v reported lost with nothing that could have ended it: %v", p, oneLine(cause))
 		}
