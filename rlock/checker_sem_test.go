@@ -140,8 +140,9 @@ type semModel struct {
 type childWaiter struct {
 	who  string
 	full bool // the fill took every permit the semaphore has
-	// freed is when the round began to give a permit back, dead its death.
-	freed, dead time.Time
+	// from is when it started waiting, freed when the round began to give
+	// a permit back, dead its death.
+	from, freed, dead time.Time
 }
 
 func semKind() *chkKind {
@@ -795,13 +796,14 @@ func (m *semModel) deadWaiterRound(how string) {
 	var wg sync.WaitGroup
 	victim := 1
 	if kill {
+		spawned := time.Now()
 		ch = e.spawn(childSpec{Act: "wait"})
 		if ch == nil {
 			m.drain()
 			return
 		}
 		e.mu.Lock()
-		m.childWaiters[ch.id] = &childWaiter{who: ch.who, full: full}
+		m.childWaiters[ch.id] = &childWaiter{who: ch.who, full: full, from: spawned}
 		e.mu.Unlock()
 	} else {
 		a := m.slotActors(victim)[0]
@@ -1196,7 +1198,9 @@ func (m *semModel) childWaiterPermitLocked(id, who string, leaseEnd float64, now
 	}
 	e.logLocked("permit %s is child %s's, taken as it waited (permits of holders the model does not know kept its round from filling the semaphore)", id[:8], w.who)
 	e.count("child-waiter:took", 1)
-	m.spans = append(m.spans, pspan{id: id, from: now, to: w.dead.Add(chkLease + chkSettle), silent: true,
+	// It was held from some time in the child's wait: busy from its start
+	// (for the liveness check of the round's other waiters).
+	m.spans = append(m.spans, pspan{id: id, from: w.from, to: w.dead.Add(chkLease + chkSettle), silent: true,
 		why: fmt.Sprintf("child %s's permit %s, taken as it waited", w.who, id[:8])})
 	return true
 }
