@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/watchdog"
 )
 
 // This file is the checker's engine, shared by the models of every kind:
@@ -218,6 +220,11 @@ type engine struct {
 	// mustRounds is the number of rounds that make every shape and fault
 	// once.
 	mustRounds int
+	// stalls are the stretches of the last 10s in which the test process
+	// itself did not run (see watchStalls); beat is watchStalls' last
+	// wake-up (unix ns).
+	stalls []window
+	beat   atomic.Int64
 }
 
 func newEngine(t *testing.T, k *chkKind, seed uint64) *engine {
@@ -249,7 +256,84 @@ func newEngine(t *testing.T, k *chkKind, seed uint64) *engine {
 		}
 	})
 	e.m = k.model(e)
+	e.watchStalls()
 	return e
+}
+
+// stallGap is the shortest gap between two wake-ups of watchStalls that
+// it records as a stall of the test process.
+const stallGap = 50 * time.Millisecond
+
+// watchStalls starts a goroutine, stopped when the test ends, that wakes
+// every few milliseconds and records each gap of stallGap or more
+// between two wake-ups: a stretch in which the test process did not run
+// (a machine with every core busy, a long garbage collection), and with
+// it the Clients' watchdogs.
+func (e *engine) watchStalls() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(5 * time.Millisecond)
+		defer tk.Stop()
+		last := time.Now()
+		e.beat.Store(last.UnixNano())
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tk.C:
+				now = time.Now() // the tick's time is when it was due
+				if now.Sub(last) >= stallGap {
+					e.mu.Lock()
+					e.stalls = append(e.stalls, window{from: last, to: now, what: "a stall of the test process"})
+					e.beat.Store(now.UnixNano()) // with the stall: stalledLocked counts it once
+					e.mu.Unlock()
+				} else {
+					e.beat.Store(now.UnixNano())
+				}
+				last = now
+			}
+		}
+	}()
+	e.t.Cleanup(func() { close(stop); <-done })
+}
+
+// stalledLocked is how long the test process stalled between from and
+// to, by watchStalls, counting the gap since its last wake-up (a stall
+// it has not woken up from yet, when the Clients' goroutines ran first).
+// e.mu is held.
+func (e *engine) stalledLocked(from, to time.Time) time.Duration {
+	var d time.Duration
+	stalls := e.stalls
+	if beat := time.Unix(0, e.beat.Load()); time.Since(beat) >= stallGap {
+		stalls = append(slices.Clip(stalls), window{from: beat, to: time.Now()})
+	}
+	for _, s := range stalls {
+		if a, b := maxTime(s.from, from), minTime(s.to, to); b.After(a) {
+			d += b.Sub(a)
+		}
+	}
+	return d
+}
+
+// starvedLossLocked reports whether a loss reported at now with cause is
+// one the test process's own stalls explain: its watchdog found the lease
+// ran out with no renewal sent (ErrExpired, with no renewal error: the
+// renewal due was not even started in time), while the process stalled
+// for a renewal interval or more within the lease before. A watchdog
+// that does not run cannot renew: the library's promise is then that the
+// loss is reported, not that the hold is kept. e.mu is held.
+func (e *engine) starvedLossLocked(cause error, now time.Time) bool {
+	if !errors.Is(cause, watchdog.ErrExpired) || strings.Contains(cause.Error(), "last renewal error") {
+		return false
+	}
+	d := e.stalledLocked(now.Add(-chkLease), now)
+	if d < chkLease/3 {
+		return false
+	}
+	e.count("loss:starved", 1)
+	e.logLocked("  the loss comes after the test process stalled for %v within its lease, with no renewal sent: explained", d.Round(time.Millisecond))
+	return true
 }
 
 // newSlot makes the Client of slot i, generation gen.
@@ -1006,6 +1090,7 @@ func (e *engine) forgetPast() {
 	e.more = slices.DeleteFunc(e.more, func(w window) bool { return w.to.Before(horizon) })
 	e.childWins = slices.DeleteFunc(e.childWins, func(w window) bool { return !w.to.IsZero() && w.to.Before(horizon) })
 	e.diedStarting = slices.DeleteFunc(e.diedStarting, func(w window) bool { return w.to.Before(horizon) })
+	e.stalls = slices.DeleteFunc(e.stalls, func(w window) bool { return w.to.Before(horizon) })
 }
 
 // isRedisFailure reports whether err comes from Redis or the connection

@@ -1714,13 +1714,16 @@ func (m *holdsModel) lost(si, gen int, name, owner string, cause error) {
 		return
 	}
 	now := time.Now()
+	// A watchdog that did not run in time because the test process
+	// stalled explains the loss it reports (see starvedLossLocked).
+	starved := e.starvedLossLocked(cause, now)
 	for _, o := range m.owners {
 		if o.slot == si && !o.anonymous && ownerString(o) == owner {
 			// The report does not say which side: it is explained if the
 			// hold of either side may have ended. Checked against its
 			// causes now, and again at the checkpoint (an acquisition that
 			// registers late may learn of a doom only then).
-			explained := false
+			explained := starved
 			var first *hstate
 			for _, sd := range m.sides() {
 				h := &o.s[sd]
@@ -1752,7 +1755,7 @@ func (m *holdsModel) lost(si, gen int, name, owner string, cause error) {
 	}
 	// An owner relock made up (an anonymous hold, Do's): explained if a
 	// hold of one of them may have ended, at the time of the report.
-	explained := false
+	explained := starved
 	for _, o := range m.owners {
 		if o.slot == si && o.anonymous {
 			for _, sd := range m.sides() {

@@ -102,7 +102,11 @@ import (
 // reported loss (Done and HoldContext, Do's error, the lost handler), and
 // so does a permit on the watchdog lease (the lost handler is called with
 // the semaphore's name and the permit ID, and a cause matching
-// ErrLockLost); no loss is reported without a cause; no release says "not
+// ErrLockLost); no loss is reported without a cause (a cause is a fault
+// or event that may end a hold, or a stall of the test process itself as
+// long as a renewal interval within the lease, after which the Client
+// reports that no renewal was even sent in time: a watchdog that does not
+// run cannot renew, and the promise is then the report); no release says "not
 // held" of a hold that was not lost. A hold on a fixed lease ends at its
 // lease's end, with no call of its owner: the contexts taken when it was
 // acquired (a Hold's Context, HoldContext) end by then and 300ms more.

@@ -816,10 +816,27 @@ func TestDeadlockDetectionOff(t *testing.T) {
 		{c: relocktest.Client(t, rlock.WithDeadlockDetection(0)), owner: "a", hold: n1, wait: n2},
 		{c: relocktest.Client(t, rlock.WithDeadlockDetection(0)), owner: "b", hold: n2, wait: n1},
 	}
-	// Longer than the default delay (1s) and a look.
-	errs := runCycle(t, members, 1500*time.Millisecond)
-	for owner, err := range errs {
-		require.ErrorIs(t, err, context.DeadlineExceeded, owner)
-		require.NotErrorIs(t, err, rlock.ErrDeadlock, owner)
+	// Longer than the default delay (1s) and a look. The holds are kept
+	// until every wait has ended: a member that let its hold go when its
+	// own wait ended would grant the other's wait, still running (flake
+	// hunt of issue 32: "a" got its lock when "b", whose wait began first,
+	// gave up and released).
+	for _, m := range members {
+		require.NoError(t, m.c.GetLock(m.hold).Lock(rlock.WithOwner(t.Context(), m.owner)))
+	}
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), m.owner), 1500*time.Millisecond)
+			defer cancel()
+			errs[i] = m.c.GetLock(m.wait).Lock(ctx)
+		})
+	}
+	wg.Wait()
+	for i, m := range members {
+		require.ErrorIs(t, errs[i], context.DeadlineExceeded, m.owner)
+		require.NotErrorIs(t, errs[i], rlock.ErrDeadlock, m.owner)
+		require.NoError(t, m.c.GetLock(m.hold).Unlock(rlock.WithOwner(t.Context(), m.owner)), m.owner)
 	}
 }

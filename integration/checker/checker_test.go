@@ -70,6 +70,14 @@ func TestLinearizable(t *testing.T) {
 		{"loss that began after the takeover", []checker.Operation{
 			op("a", acq, 0, 10, ok), op("b", acq, 20, 30, ok), op("a", lost, 35, 40, ok),
 		}, porcupine.Illegal},
+		{"a grant whose lease ran out before its reply came", []checker.Operation{
+			// a's acquisition ran, then the server stalled with its reply
+			// for longer than the lease; b's, sent before, ran after the
+			// stall and found it expired. a's loss dates from its call
+			// (testprog records it so).
+			op("a", acq, 0, 100, ok), op("b", acq, 1, 99, ok), op("a", lost, 0, 110, ok),
+			op("a", rel, 111, 112, checker.NotHeld), op("b", rel, 105, 106, ok),
+		}, porcupine.Ok},
 		{"loss noticed before the key expired", []checker.Operation{
 			op("a", acq, 0, 10, ok), op("a", lost, 10, 20, ok), op("a", rel, 21, 22, ok),
 		}, porcupine.Ok},

@@ -94,7 +94,7 @@ func (r *FencingReport) checkTokens(ops []Operation) {
 	// a hold of it was lost: a re-entry then may have taken a new hold.
 	lostDuring := func(owner string, from, to int64) bool {
 		for _, l := range ops {
-			if l.Kind == Lost && l.Owner == owner && l.Call > from && l.Return != Pending && l.Return <= to {
+			if l.Kind == Lost && l.Owner == owner && l.Call >= from && l.Return != Pending && l.Return <= to {
 				return true
 			}
 		}

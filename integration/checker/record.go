@@ -14,8 +14,9 @@
 //     operations are linearizable against an owner-aware reentrant mutex
 //     (Model), checked with porcupine. Loss of a hold (a lease that ran
 //     out, a process killed) is an operation too: it may free the lock at
-//     any point between the start of the hold and the moment the loss was
-//     noticed.
+//     any point between the call of the hold's acquisition (a lease may
+//     run out before the grant's reply arrives) and the moment the loss
+//     was noticed.
 //
 // Processes write Records, one JSON object a line, with wall-clock times
 // (all processes run on one machine, so their clocks agree); Pair turns

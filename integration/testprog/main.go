@@ -191,7 +191,10 @@ func (p *prog) tokenRound(ctx context.Context, reenter bool) {
 		p.backoff(ctx)
 		return
 	}
-	start := now()
+	// The hold may have begun as soon as the acquisition was sent, and its
+	// lease may have run out before the reply came (a server stalled with
+	// the reply in its buffer): a loss may date from the call on.
+	start := c.Call
 	done := p.lock.Done(ctx)
 	var endedAt atomic.Int64
 	watching := make(chan struct{})
@@ -283,14 +286,15 @@ func (p *prog) doRound(ctx context.Context, stall bool) {
 		return
 	}
 	lost := false
+	// A loss may date from the acquisition's call (see tokenRound).
 	if at := lostAt.Load(); at != 0 {
-		p.lost(start, at, lostErr.Load().(error))
+		p.lost(c.Call, at, lostErr.Load().(error))
 		lost = true
 	}
 	res := releaseResult(err)
 	switch {
 	case res == checker.NotHeld && !lost:
-		p.lost(start, end, err)
+		p.lost(c.Call, end, err)
 	case errors.Is(err, rlock.ErrLockLost):
 		res = checker.Unknown // Do's Unlock result is not reported
 	}

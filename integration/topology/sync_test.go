@@ -3,6 +3,7 @@ package topology_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 	"github.com/relock-go/relock/semaphore"
+	"github.com/relock-go/relock/watchdog"
 )
 
 // TestClusterSync runs the read-write lock, the semaphore and the
@@ -25,11 +27,20 @@ import (
 // with a hash tag of its own, under classic and sharded pub/sub: every key
 // of one object shares a slot, every script runs on its node, and every
 // wake-up arrives.
+//
+// The renewals are watched on a Client with a 300ms watchdog timeout (a
+// renewal every 100ms, so that several are seen at once): a process that
+// does not run for 200ms (a machine with every core busy) cannot renew
+// that lease, and the library's promise is then the loss's report, with
+// no error from Redis (a renewal sent to the wrong node would have one).
+// The wake-ups are judged on holds of Clients with the default watchdog
+// timeout, which such a stall does not end: a hold that lasts while a
+// waiter subscribes is not what a short lease tests.
 func TestClusterSync(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	raw := newRaw(t, cl.ClientOption())
 	for _, sharded := range []bool{false, true} {
-		opts := []rlock.Option{rlock.WithWatchdogTimeout(300 * time.Millisecond)}
+		var opts []rlock.Option
 		mode := "classic pub/sub"
 		if sharded {
 			opts = append(opts, rlock.WithShardedPubSub())
@@ -41,6 +52,19 @@ func TestClusterSync(t *testing.T) {
 			}
 			c1 := newClient(t, cl.ClientOption(), opts...)
 			c2 := newClient(t, cl.ClientOption(), opts...)
+			lost := make(chan error, 16)
+			short := newClient(t, cl.ClientOption(), append(slices.Clone(opts), rlock.WithWatchdogTimeout(syncLease),
+				rlock.WithLostHandler(func(_, _ string, cause error) {
+					select {
+					case lost <- cause:
+					default:
+					}
+				}))...)
+			rn := renewals{c: short, lost: lost, seen: new(int)}
+			defer func() {
+				// Not every renewal may be late: some are seen, on some node.
+				assert.Positive(t, *rn.seen, "renewals seen")
+			}()
 			t.Run("WriteLock", func(t *testing.T) {
 				k := kind{"WriteLock", func(c *rlock.Client, name string) locker { return c.GetReadWriteLock(name).WriteLock() },
 					func(name, _ string) string { return rwlock.Channel(name) }}
@@ -50,12 +74,12 @@ func TestClusterSync(t *testing.T) {
 			})
 			t.Run("ReadWriteLock", func(t *testing.T) {
 				for _, name := range namesOnEveryNode(t, cl, "cl:"+mode+":rw") {
-					readersAndWriter(t, cl.Nodes, raw, c1, c2, name)
+					readersAndWriter(t, cl.Nodes, raw, rn, c1, c2, name)
 				}
 			})
 			t.Run("Semaphore", func(t *testing.T) {
 				for _, name := range namesOnEveryNode(t, cl, "cl:"+mode+":sem") {
-					permitHandoff(t, cl.Nodes, raw, c1, c2, name)
+					permitHandoff(t, cl.Nodes, raw, rn, c1, c2, name)
 				}
 			})
 			t.Run("CountDownLatch", func(t *testing.T) {
@@ -82,25 +106,71 @@ func pttlOf(raw rueidis.Client, key string) int64 {
 	return n
 }
 
-// readersAndWriter: readers of two Clients share the lock, renewed by the
-// watchdog (their lease keys outlive several leases); a writer waits for
-// both and gets in when the last leaves; its release wakes a waiting
-// reader.
-func readersAndWriter(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, c1, c2 *rlock.Client, name string) {
+// syncLease is the watchdog timeout of the Client whose renewals
+// TestClusterSync watches.
+const syncLease = 300 * time.Millisecond
+
+// renewals is the Client whose renewals TestClusterSync watches, and the
+// causes of the losses it reported.
+type renewals struct {
+	c    *rlock.Client
+	lost chan error
+	seen *int // renewals seen
+}
+
+// starved reports whether the Client reported a loss, which must be one
+// of a starved process: no renewal succeeded in time, and none had an
+// error from Redis (the last one sent, if any, had no reply before the
+// lease ran out).
+func (r renewals) starved(t *testing.T, what string) bool {
+	t.Helper()
+	select {
+	case cause := <-r.lost:
+		require.ErrorIs(t, cause, watchdog.ErrExpired, "%s: lost", what)
+		if _, last, ok := strings.Cut(cause.Error(), "last renewal error: "); ok {
+			require.Contains(t, last, context.DeadlineExceeded.Error(), "%s: lost after a renewal error", what)
+		}
+		t.Logf("%s: lost, its renewals late (a starved process): %v", what, cause)
+		return true
+	default:
+		return false
+	}
+}
+
+// readersAndWriter: a read hold is renewed by the watchdog (its lease key
+// outlives several leases); readers of two Clients share the lock; a
+// writer waits for both and gets in when the last leaves; its release
+// wakes a waiting reader.
+func readersAndWriter(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, rn renewals, c1, c2 *rlock.Client, name string) {
 	t.Helper()
 	ctx := t.Context()
 	a, b, w := rlock.WithOwner(ctx, "a"), rlock.WithOwner(ctx, "b"), rlock.WithOwner(ctx, "w")
+	rs := rn.c.GetReadWriteLock(name).ReadLock()
+	s := rlock.WithOwner(ctx, "s")
+	require.NoError(t, rs.Lock(s), "%s: read to renew", name)
+	leaseKey := rwlock.LeaseKey(name, layout.Field(rn.c.ID(), "s"), 1)
+	lost := false
+	for i := 0; i < 3 && !lost; i++ { // renewals: the lease key's PTTL runs down and comes back
+		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": lease running down ", i), func() bool {
+			n := pttlOf(raw, leaseKey)
+			lost = rn.starved(t, name)
+			return lost || n >= 0 && n < syncLease.Milliseconds()*4/5
+		})
+		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": renewal ", i), func() bool {
+			lost = lost || rn.starved(t, name)
+			return lost || pttlOf(raw, leaseKey) > syncLease.Milliseconds()*13/15
+		})
+		if !lost {
+			*rn.seen++
+		}
+	}
+	if err := rs.Unlock(s); err != nil {
+		lost = lost || rn.starved(t, name)
+		require.True(t, lost, "%s: unlock of the read renewed: %v", name, err)
+	}
 	r1, r2 := c1.GetReadWriteLock(name).ReadLock(), c2.GetReadWriteLock(name).ReadLock()
 	require.NoError(t, r1.Lock(a), "%s: read", name)
 	require.NoError(t, r2.Lock(b), "%s: second read", name)
-	leaseKey := rwlock.LeaseKey(name, layout.Field(c1.ID(), "a"), 1)
-	for i := range 3 { // renewals: the lease key's PTTL runs down and comes back
-		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": lease running down ", i), func() bool {
-			n := pttlOf(raw, leaseKey)
-			return n >= 0 && n < 240
-		})
-		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": renewal ", i), func() bool { return pttlOf(raw, leaseKey) > 260 })
-	}
 	writer := c2.GetReadWriteLock(name).WriteLock()
 	got := make(chan error, 1)
 	go func() { got <- writer.Lock(w) }()
@@ -119,15 +189,16 @@ func readersAndWriter(t *testing.T, nodes []*redistest.Server, raw rueidis.Clien
 }
 
 // permitHandoff: a permit renewed by the watchdog outlives several leases;
-// its release hands it to another Client's waiter at once.
-func permitHandoff(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, c1, c2 *rlock.Client, name string) {
+// a permit's release hands it to another Client's waiter at once.
+func permitHandoff(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, rn renewals, c1, c2 *rlock.Client, name string) {
 	t.Helper()
 	ctx := t.Context()
 	s1, s2 := c1.GetSemaphore(name), c2.GetSemaphore(name)
 	ok, err := s1.TrySetPermits(ctx, 1)
 	require.NoError(t, err, "%s: TrySetPermits", name)
 	require.True(t, ok, "%s: TrySetPermits", name)
-	id, err := s1.Acquire(ctx, 0)
+	ss := rn.c.GetSemaphore(name)
+	id, err := ss.Acquire(ctx, 0)
 	require.NoError(t, err, "%s: Acquire", name)
 	leases := semaphore.KeysOf(name).Leases
 	// score is the end of the one permit's lease, or -1 when it cannot be
@@ -144,15 +215,26 @@ func permitHandoff(t *testing.T, nodes []*redistest.Server, raw rueidis.Client, 
 	}
 	last := score()
 	require.Positive(t, last, "%s: the permit's lease", name)
-	for i := range 3 {
+	lost := false
+	for i := 0; i < 3 && !lost; i++ {
 		relocktest.Eventually(t, 10*time.Second, fmt.Sprint(name, ": permit renewal ", i), func() bool {
+			if lost = rn.starved(t, name); lost {
+				return true
+			}
 			if s := score(); s > last {
 				last = s
+				*rn.seen++
 				return true
 			}
 			return false
 		})
 	}
+	if err := ss.Release(ctx, id); err != nil {
+		lost = lost || rn.starved(t, name)
+		require.True(t, lost, "%s: release of the permit renewed: %v", name, err)
+	}
+	id, err = s1.Acquire(ctx, 0)
+	require.NoError(t, err, "%s: Acquire", name)
 	got := make(chan error, 1)
 	go func() {
 		id2, err := s2.Acquire(ctx, 10*time.Second)
