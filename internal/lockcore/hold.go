@@ -425,7 +425,7 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 			c.anonShared[anonKey] = append(c.anonShared[anonKey], h.key.owner)
 		} else {
 			var stale bool
-			replaced, replacedGen, stale = c.replacedAnonLocked(h, anonKey, sent)
+			replaced, replacedGen, stale = c.replacedAnonLocked(h, anonKey, sent, !renew)
 			switch {
 			case stale:
 				// The Client's anonymous hold was granted after this one
@@ -489,8 +489,13 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 // the second granted then, whose reply the Client took in first. The
 // attempt that granted it was sent after the one that granted h (sent):
 // stale then reports that h is the hold that ended, and the Client's
-// anonymous hold stays.
-func (c *Core) replacedAnonLocked(h *hold, anonKey string, sent time.Time) (p *hold, gen uint64, stale bool) {
+// anonymous hold stays. Only a hold on a fixed lease (fixed) can be the
+// stale one: a watched hold's lease does not run out between its grant
+// and its reply, so when both were granted the other ended first. The
+// send times are taken before the attempts reach the connection, and a
+// goroutine held up in between sends later than it says: the times are
+// compared only where a lease that ran out can explain the order.
+func (c *Core) replacedAnonLocked(h *hold, anonKey string, sent time.Time, fixed bool) (p *hold, gen uint64, stale bool) {
 	owner := c.anon[anonKey]
 	if owner == "" || owner == h.key.owner {
 		return nil, 0, false
@@ -499,7 +504,7 @@ func (c *Core) replacedAnonLocked(h *hold, anonKey string, sent time.Time) (p *h
 	if p == nil || p.want == 0 {
 		return nil, 0, false
 	}
-	if p.grantSent.After(sent) {
+	if fixed && p.grantSent.After(sent) {
 		return nil, 0, true
 	}
 	if p.users > 0 {
