@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/redissontest"
 	"github.com/relock-go/relock/internal/relocktest"
