@@ -142,6 +142,10 @@ type grantOffer struct {
 	state offerState
 	// window is the granted hold's lease in Redis, as the script takes it.
 	window string
+	// gen is the waiter's hold number when a release claimed the offer:
+	// a grant is the waiter's only while no hold of its owner has begun
+	// since (see takeGrant).
+	gen uint64
 	// done is closed when a claimed offer is resolved.
 	done chan struct{}
 	// The resolution: granted (with token, the release sent at sent, and
@@ -287,10 +291,12 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 	_ = a.h.acquire(context.Background()) // no end: the grant must be settled
 	defer a.h.release()
 	from, gen := a.h.state()
-	if from > 0 {
+	if from > 0 || gen != o.gen {
 		// Another call of the owner took the granted field over (its
 		// attempt found it there): the hold is that call's, and this
-		// call re-enters with its next attempt.
+		// call re-enters with its next attempt; or that hold has begun
+		// and ended already (the field is gone, the lock may be
+		// another's), and the grant is spent: this call attempts anew.
 		return false, nil
 	}
 	if !keep {
@@ -337,6 +343,7 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 	for _, o := range c.offers[k] {
 		if o.a.h != h && o.a.h.want == 0 {
 			o.state = offerClaimed
+			o.gen = o.a.h.gen
 			c.dropOfferLocked(o)
 			return o
 		}
