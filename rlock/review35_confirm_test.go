@@ -82,7 +82,9 @@ func TestReview35FixedLeaseConfirmFails(t *testing.T) {
 	// The confirmation, due a second after the grant, gets no reply.
 	rule := f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockRenew.SHA1}, N: 1, Reply: relocktest.LostReply()})
 	relocktest.Eventually(t, 3*time.Second, "the confirmation to be sent", func() bool { return rule.Hits() > 0 })
-	wctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+	// (The context outlives the wait: with the confirmation retried, x
+	// does not get the lock, and its call must end by its wait limit.)
+	wctx, cancel := context.WithTimeout(t.Context(), 12*time.Second)
 	defer cancel()
 	ok, err := other.GetLock(name).TryLock(rlock.WithOwner(wctx, "x"), 6*time.Second, 0)
 	require.NoError(t, err)
@@ -92,6 +94,11 @@ func TestReview35FixedLeaseConfirmFails(t *testing.T) {
 	}
 	require.False(t, ok && hold.Err() == nil && lost.n() == 0,
 		"another Client took the lock %v after the grant, within b's 10s lease, while b's hold stands and no loss was reported", took)
+	// The confirmation that got no answer is tried again within the
+	// window: the second try sets the lease, and b keeps the lock.
+	require.False(t, ok, "another Client took the lock %v after the grant: the failed confirmation was not tried again", took)
+	require.NoError(t, hold.Err())
+	require.Zero(t, lost.n())
 }
 
 // TestReview35WatchdogConfirmFails: a Lock waiter (watchdog lease, 30s)

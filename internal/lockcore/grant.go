@@ -319,7 +319,7 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 		return false, notAcquired(err)
 	}
 	_, gen = a.h.state() // the grant began hold gen+1
-	a.h.confirmGrant(gen, grantWindowFor(a.lease))
+	a.h.confirmGrant(gen, grantWindowFor(a.lease), o.sent)
 	a.token = o.token
 	return true, nil
 }
@@ -403,16 +403,23 @@ var grantsMade atomic.Int64
 // must know that grants happened.
 func GrantsMade() int64 { return grantsMade.Load() }
 
-// confirmGrant makes the Client confirm a granted hold (gen) within its
-// window: the hold's lease in Redis is the window until then. On the
-// watchdog's lease, the hold's renewal is brought forward a third of the
-// window after the grant (a watchdog lease no longer than the window
-// needs nothing: its first renewal falls due then anyway); on a fixed
-// lease longer than the window, the rest of the lease is set then
-// (lock_renew.lua), and a hold found gone is lost. A hold released, or
-// re-entered, before then needs no confirmation (the re-entry resets the
-// lease): the timer then finds nothing to do, or is stopped.
-func (h *hold) confirmGrant(gen uint64, window time.Duration) {
+// confirmGrant makes the Client confirm a granted hold (gen), granted by
+// a release sent at sent, within its window: the hold's lease in Redis
+// is the window until then, and so is its end as the Client counts it
+// (confirmBy): the watchdog's deadline is brought forward to it (see
+// watchdog.Lease.Limit), and a watched hold on a fixed lease ends then.
+// On the watchdog's lease, the hold's renewal is brought forward a third
+// of the window after the grant (a watchdog lease no longer than the
+// window needs nothing: its first renewal falls due then anyway); a
+// renewal that fails is retried within the window, and a hold none got
+// through for by its end is lost, as any hold whose renewals failed. On a
+// fixed lease longer than the window, the rest of the lease is set a
+// third of the window after the grant (lock_renew.lua), tried again until
+// the window ends; a hold found gone, or not confirmed by then, is lost.
+// A hold released, or re-entered, before then needs no confirmation (the
+// re-entry resets the lease): the timer then finds nothing to do, or is
+// stopped.
+func (h *hold) confirmGrant(gen uint64, window time.Duration, sent time.Time) {
 	c := h.core
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -420,19 +427,37 @@ func (h *hold) confirmGrant(gen uint64, window time.Duration) {
 		return
 	}
 	h.confirmGen = gen
+	// A tenth of the window short of its end: the hold is reported lost
+	// before Redis can give the lock to another (the watchdog's tick, the
+	// loss report's way).
+	h.confirmBy = sent.Add(window - window/10)
+	if h.fixed {
+		h.armExpiryLocked()
+	} else if h.renewal != nil {
+		h.renewal.lease.Limit(h.confirmBy)
+	}
+	h.confirmIn(window / 3)
+}
+
+// confirmIn (re)starts h's confirmation timer. c.mu is held.
+func (h *hold) confirmIn(d time.Duration) {
 	if h.confirmT == nil {
-		h.confirmT = time.AfterFunc(window/3, h.confirm)
+		h.confirmT = time.AfterFunc(d, h.confirm)
 		return
 	}
-	h.confirmT.Reset(window / 3)
+	h.confirmT.Reset(d)
 }
+
+// whyUnconfirmed is why a granted hold on a fixed lease whose lease no
+// confirmation could set within its window was lost.
+const whyUnconfirmed = "its grant was not confirmed within its window (no confirmation got through)"
 
 // confirm is confirmGrant's timer: see there.
 func (h *hold) confirm() {
 	c := h.core
 	c.mu.Lock()
 	gen := h.confirmGen
-	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil {
+	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil || h.confirmBy.IsZero() {
 		c.mu.Unlock()
 		return
 	}
@@ -444,25 +469,45 @@ func (h *hold) confirm() {
 		}
 		return
 	}
-	left := time.Until(h.leaseAt.Add(h.lease))
-	if left <= 0 {
-		c.mu.Unlock()
+	by := h.confirmBy
+	if !time.Now().Before(by) {
+		h.loseLocked(h.loss(whyUnconfirmed, nil))
 		return
 	}
+	end := h.leaseAt.Add(h.lease)
 	c.background.Add(1)
 	name, field := h.key.name, h.field
 	c.mu.Unlock()
 	go func() {
 		defer c.background.Done()
-		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+		ctx, cancel := context.WithDeadline(c.root, by)
 		defer cancel()
-		arg := strconv.FormatInt(max(1, Millis(left)), 10)
+		arg := strconv.FormatInt(max(1, Millis(time.Until(end))), 10)
 		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name}, []string{arg, field}).AsInt64()
-		if err == nil && n == 0 {
+		switch {
+		case err == nil && n == 0:
 			h.lose(gen, h.loss(h.goneWhy("confirmation of its grant"), nil))
+		case err == nil:
+			c.mu.Lock()
+			if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) {
+				h.confirmBy = time.Time{}
+				h.armExpiryLocked()
+			}
+			c.mu.Unlock()
+		default:
+			// No answer: try again within the window; at its end the
+			// hold is lost (the timer finds the window over).
+			c.mu.Lock()
+			if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) && c.CheckOpen() == nil {
+				h.confirmIn(min(confirmRetry, max(0, time.Until(by))))
+			}
+			c.mu.Unlock()
 		}
 	}()
 }
+
+// confirmRetry spaces the tries of a confirmation that got no answer.
+const confirmRetry = 250 * time.Millisecond
 
 // stopConfirmLocked stops h's confirmation timer. c.mu is held.
 func (h *hold) stopConfirmLocked() {
