@@ -156,6 +156,14 @@ type grantOffer struct {
 	token    int64
 	sent     time.Time
 	unsynced error
+	// Set when the waiter left before the claim was resolved (see
+	// landGrant): its hold record (counted in its users), its request
+	// and the window's length, for the release to give back what it
+	// granted.
+	goneH      *hold
+	goneR      Request
+	goneM      *Mutex
+	goneWindow time.Duration
 }
 
 type offerState uint8
@@ -165,6 +173,7 @@ const (
 	offerClaimed                     // a release carries it
 	offerResolved                    // the release answered, or failed
 	offerWithdrawn                   // the waiter woke before any claim
+	offerAbandoned                   // claimed, and the waiter's call ended
 )
 
 // grantWindowFor is the confirmation window of a hold with lease lease.
@@ -270,6 +279,19 @@ func (a *acquisition) landGrant(w *Wait, keep bool) (got bool, err error) {
 		c.mu.Unlock()
 		return false, nil
 	}
+	if !keep && o.state == offerClaimed && c.CheckOpen() == nil {
+		// The call ends (its context, an error) while the release that
+		// claimed its offer is on its way: it does not wait for another
+		// goroutine's release. That release gives back what it granted
+		// (see resolveGrant); the record stays until then, and the call's
+		// value is not reused (the release still refers to it).
+		o.state = offerAbandoned
+		o.goneH, o.goneR, o.goneM, o.goneWindow = a.h, a.r, a.m, grantWindowFor(a.lease)
+		a.h.users++
+		a.abandoned = true
+		c.mu.Unlock()
+		return false, nil
+	}
 	c.mu.Unlock()
 	if c.landHook != nil {
 		c.landHook()
@@ -353,13 +375,41 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 
 // resolveGrant resolves a claimed offer: granted, or not (unknown: the
 // release may have written the grant).
+//
+// When the waiter's call ended before (offerAbandoned), the release's
+// goroutine gives back a hold it granted, or may have granted, itself:
+// the owner's count goes back to what the owner holds now, as when an
+// attempt's reply was lost; nobody else would.
 func (c *Core) resolveGrant(o *grantOffer, granted, unknown bool, token int64, sent time.Time, unsynced error) {
 	c.mu.Lock()
+	gone := o.state == offerAbandoned
 	o.state = offerResolved
 	o.granted, o.unknown, o.token, o.sent, o.unsynced = granted, unknown, token, sent, unsynced
 	done := o.done // o is its waiter's again once done is closed
+	h, r, m, window := o.goneH, o.goneR, o.goneM, o.goneWindow
 	c.mu.Unlock()
 	close(done)
+	if gone {
+		c.giveBackGone(m, h, r, window, granted || unknown)
+	}
+}
+
+// giveBackGone gives back, for a waiter whose call ended before the
+// release that claimed its offer answered, the hold the release granted
+// (settle): the owner's count goes back to its own. A give-back that
+// gets no answer goes on in the background until the window would have
+// ended. It lets go of the record the waiter left in use.
+func (c *Core) giveBackGone(m *Mutex, h *hold, r Request, window time.Duration, settle bool) {
+	defer c.leave(h)
+	if !settle {
+		return
+	}
+	ctx, cancel := cleanupContext(c.root)
+	err := m.settleOnce(WithoutReplicaWait(ctx), h, r, settleAny)
+	cancel()
+	if err != nil {
+		c.settleLater(m, h, r, time.Now().Add(window))
+	}
 }
 
 // grantSendTimeout bounds the release that carries a grant: its waiter
