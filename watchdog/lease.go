@@ -90,6 +90,21 @@ func (l *Lease) RenewNow() {
 	}
 }
 
+// Limit brings l's deadline forward to deadline, if that is earlier: the
+// holder knows that its lease in the store runs out then unless a renewal
+// gets through first (a renewal that succeeds sets the deadline from its
+// start, as always). A renewal that fails is retried before the deadline,
+// and l is lost when none got through by then. It does nothing once l is
+// stopped or lost, and may be called from any goroutine.
+func (l *Lease) Limit(deadline time.Time) {
+	w := l.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if (l.state == stateScheduled || l.state == stateRenewing) && deadline.Before(l.deadline) {
+		l.deadline = deadline
+	}
+}
+
 // Done returns a channel that is closed when the lease is lost. It is not
 // closed when the lease is stopped by Stop or Close.
 func (l *Lease) Done() <-chan struct{} {

@@ -82,6 +82,9 @@ var acquisitions = sync.Pool{New: func() any { return new(acquisition) }}
 
 // free puts a back in the pool, cleared.
 func (a *acquisition) free() {
+	if a.abandoned {
+		return // a release still refers to its offer: not reused
+	}
 	*a = acquisition{}
 	acquisitions.Put(a)
 }
@@ -102,6 +105,9 @@ type acquisition struct {
 	unknown bool        // an attempt may have won unseen: settled at the end
 	offer   *grantOffer // the call's open or claimed grant offer (see grant.go)
 	offerV  grantOffer  // the value offer points to
+	// abandoned: the call ended while a release carried its offer (see
+	// landGrant): the value is left to the collector, not reused.
+	abandoned bool
 }
 
 // WaitChannel is the kind's wait channel.

@@ -142,6 +142,10 @@ type grantOffer struct {
 	state offerState
 	// window is the granted hold's lease in Redis, as the script takes it.
 	window string
+	// gen is the waiter's hold number when a release claimed the offer:
+	// a grant is the waiter's only while no hold of its owner has begun
+	// since (see takeGrant).
+	gen uint64
 	// done is closed when a claimed offer is resolved.
 	done chan struct{}
 	// The resolution: granted (with token, the release sent at sent, and
@@ -152,6 +156,14 @@ type grantOffer struct {
 	token    int64
 	sent     time.Time
 	unsynced error
+	// Set when the waiter left before the claim was resolved (see
+	// landGrant): its hold record (counted in its users), its request
+	// and the window's length, for the release to give back what it
+	// granted.
+	goneH      *hold
+	goneR      Request
+	goneM      *Mutex
+	goneWindow time.Duration
 }
 
 type offerState uint8
@@ -161,6 +173,7 @@ const (
 	offerClaimed                     // a release carries it
 	offerResolved                    // the release answered, or failed
 	offerWithdrawn                   // the waiter woke before any claim
+	offerAbandoned                   // claimed, and the waiter's call ended
 )
 
 // grantWindowFor is the confirmation window of a hold with lease lease.
@@ -266,6 +279,19 @@ func (a *acquisition) landGrant(w *Wait, keep bool) (got bool, err error) {
 		c.mu.Unlock()
 		return false, nil
 	}
+	if !keep && o.state == offerClaimed && c.CheckOpen() == nil {
+		// The call ends (its context, an error) while the release that
+		// claimed its offer is on its way: it does not wait for another
+		// goroutine's release. That release gives back what it granted
+		// (see resolveGrant); the record stays until then, and the call's
+		// value is not reused (the release still refers to it).
+		o.state = offerAbandoned
+		o.goneH, o.goneR, o.goneM, o.goneWindow = a.h, a.r, a.m, grantWindowFor(a.lease)
+		a.h.users++
+		a.abandoned = true
+		c.mu.Unlock()
+		return false, nil
+	}
 	c.mu.Unlock()
 	if c.landHook != nil {
 		c.landHook()
@@ -287,10 +313,12 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 	_ = a.h.acquire(context.Background()) // no end: the grant must be settled
 	defer a.h.release()
 	from, gen := a.h.state()
-	if from > 0 {
+	if from > 0 || gen != o.gen {
 		// Another call of the owner took the granted field over (its
 		// attempt found it there): the hold is that call's, and this
-		// call re-enters with its next attempt.
+		// call re-enters with its next attempt; or that hold has begun
+		// and ended already (the field is gone, the lock may be
+		// another's), and the grant is spent: this call attempts anew.
 		return false, nil
 	}
 	if !keep {
@@ -313,7 +341,7 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 		return false, notAcquired(err)
 	}
 	_, gen = a.h.state() // the grant began hold gen+1
-	a.h.confirmGrant(gen, grantWindowFor(a.lease))
+	a.h.confirmGrant(gen, grantWindowFor(a.lease), o.sent)
 	a.token = o.token
 	return true, nil
 }
@@ -337,6 +365,7 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 	for _, o := range c.offers[k] {
 		if o.a.h != h && o.a.h.want == 0 {
 			o.state = offerClaimed
+			o.gen = o.a.h.gen
 			c.dropOfferLocked(o)
 			return o
 		}
@@ -346,13 +375,41 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 
 // resolveGrant resolves a claimed offer: granted, or not (unknown: the
 // release may have written the grant).
+//
+// When the waiter's call ended before (offerAbandoned), the release's
+// goroutine gives back a hold it granted, or may have granted, itself:
+// the owner's count goes back to what the owner holds now, as when an
+// attempt's reply was lost; nobody else would.
 func (c *Core) resolveGrant(o *grantOffer, granted, unknown bool, token int64, sent time.Time, unsynced error) {
 	c.mu.Lock()
+	gone := o.state == offerAbandoned
 	o.state = offerResolved
 	o.granted, o.unknown, o.token, o.sent, o.unsynced = granted, unknown, token, sent, unsynced
 	done := o.done // o is its waiter's again once done is closed
+	h, r, m, window := o.goneH, o.goneR, o.goneM, o.goneWindow
 	c.mu.Unlock()
 	close(done)
+	if gone {
+		c.giveBackGone(m, h, r, window, granted || unknown)
+	}
+}
+
+// giveBackGone gives back, for a waiter whose call ended before the
+// release that claimed its offer answered, the hold the release granted
+// (settle): the owner's count goes back to its own. A give-back that
+// gets no answer goes on in the background until the window would have
+// ended. It lets go of the record the waiter left in use.
+func (c *Core) giveBackGone(m *Mutex, h *hold, r Request, window time.Duration, settle bool) {
+	defer c.leave(h)
+	if !settle {
+		return
+	}
+	ctx, cancel := cleanupContext(c.root)
+	err := m.settleOnce(WithoutReplicaWait(ctx), h, r, settleAny)
+	cancel()
+	if err != nil {
+		c.settleLater(m, h, r, time.Now().Add(window))
+	}
 }
 
 // grantSendTimeout bounds the release that carries a grant: its waiter
@@ -396,16 +453,23 @@ var grantsMade atomic.Int64
 // must know that grants happened.
 func GrantsMade() int64 { return grantsMade.Load() }
 
-// confirmGrant makes the Client confirm a granted hold (gen) within its
-// window: the hold's lease in Redis is the window until then. On the
-// watchdog's lease, the hold's renewal is brought forward a third of the
-// window after the grant (a watchdog lease no longer than the window
-// needs nothing: its first renewal falls due then anyway); on a fixed
-// lease longer than the window, the rest of the lease is set then
-// (lock_renew.lua), and a hold found gone is lost. A hold released, or
-// re-entered, before then needs no confirmation (the re-entry resets the
-// lease): the timer then finds nothing to do, or is stopped.
-func (h *hold) confirmGrant(gen uint64, window time.Duration) {
+// confirmGrant makes the Client confirm a granted hold (gen), granted by
+// a release sent at sent, within its window: the hold's lease in Redis
+// is the window until then, and so is its end as the Client counts it
+// (confirmBy): the watchdog's deadline is brought forward to it (see
+// watchdog.Lease.Limit), and a watched hold on a fixed lease ends then.
+// On the watchdog's lease, the hold's renewal is brought forward a third
+// of the window after the grant (a watchdog lease no longer than the
+// window needs nothing: its first renewal falls due then anyway); a
+// renewal that fails is retried within the window, and a hold none got
+// through for by its end is lost, as any hold whose renewals failed. On a
+// fixed lease longer than the window, the rest of the lease is set a
+// third of the window after the grant (lock_renew.lua), tried again until
+// the window ends; a hold found gone, or not confirmed by then, is lost.
+// A hold released, or re-entered, before then needs no confirmation (the
+// re-entry resets the lease): the timer then finds nothing to do, or is
+// stopped.
+func (h *hold) confirmGrant(gen uint64, window time.Duration, sent time.Time) {
 	c := h.core
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -413,19 +477,37 @@ func (h *hold) confirmGrant(gen uint64, window time.Duration) {
 		return
 	}
 	h.confirmGen = gen
+	// A tenth of the window short of its end: the hold is reported lost
+	// before Redis can give the lock to another (the watchdog's tick, the
+	// loss report's way).
+	h.confirmBy = sent.Add(window - window/10)
+	if h.fixed {
+		h.armExpiryLocked()
+	} else if h.renewal != nil {
+		h.renewal.lease.Limit(h.confirmBy)
+	}
+	h.confirmIn(window / 3)
+}
+
+// confirmIn (re)starts h's confirmation timer. c.mu is held.
+func (h *hold) confirmIn(d time.Duration) {
 	if h.confirmT == nil {
-		h.confirmT = time.AfterFunc(window/3, h.confirm)
+		h.confirmT = time.AfterFunc(d, h.confirm)
 		return
 	}
-	h.confirmT.Reset(window / 3)
+	h.confirmT.Reset(d)
 }
+
+// whyUnconfirmed is why a granted hold on a fixed lease whose lease no
+// confirmation could set within its window was lost.
+const whyUnconfirmed = "its grant was not confirmed within its window (no confirmation got through)"
 
 // confirm is confirmGrant's timer: see there.
 func (h *hold) confirm() {
 	c := h.core
 	c.mu.Lock()
 	gen := h.confirmGen
-	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil {
+	if h.gen != gen || h.want == 0 || c.CheckOpen() != nil || h.confirmBy.IsZero() {
 		c.mu.Unlock()
 		return
 	}
@@ -437,25 +519,45 @@ func (h *hold) confirm() {
 		}
 		return
 	}
-	left := time.Until(h.leaseAt.Add(h.lease))
-	if left <= 0 {
-		c.mu.Unlock()
+	by := h.confirmBy
+	if !time.Now().Before(by) {
+		h.loseLocked(h.loss(whyUnconfirmed, nil))
 		return
 	}
+	end := h.leaseAt.Add(h.lease)
 	c.background.Add(1)
 	name, field := h.key.name, h.field
 	c.mu.Unlock()
 	go func() {
 		defer c.background.Done()
-		ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+		ctx, cancel := context.WithDeadline(c.root, by)
 		defer cancel()
-		arg := strconv.FormatInt(max(1, Millis(left)), 10)
+		arg := strconv.FormatInt(max(1, Millis(time.Until(end))), 10)
 		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name}, []string{arg, field}).AsInt64()
-		if err == nil && n == 0 {
+		switch {
+		case err == nil && n == 0:
 			h.lose(gen, h.loss(h.goneWhy("confirmation of its grant"), nil))
+		case err == nil:
+			c.mu.Lock()
+			if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) {
+				h.confirmBy = time.Time{}
+				h.armExpiryLocked()
+			}
+			c.mu.Unlock()
+		default:
+			// No answer: try again within the window; at its end the
+			// hold is lost (the timer finds the window over).
+			c.mu.Lock()
+			if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) && c.CheckOpen() == nil {
+				h.confirmIn(min(confirmRetry, max(0, time.Until(by))))
+			}
+			c.mu.Unlock()
 		}
 	}()
 }
+
+// confirmRetry spaces the tries of a confirmation that got no answer.
+const confirmRetry = 250 * time.Millisecond
 
 // stopConfirmLocked stops h's confirmation timer. c.mu is held.
 func (h *hold) stopConfirmLocked() {

@@ -380,8 +380,11 @@ func TestGrantCrossedWithCancel(t *testing.T) {
 	defer cancelB()
 	got := goAcquire(m, WithOwner(bctx, "b"), NoLimit, 0)
 	waitOffer(t, c, name, 1)
-	landing := make(chan struct{}, 1)
-	c.landHook = func() { landing <- struct{}{} }
+	// (The waiter, cancelled, no longer waits for the release that
+	// claimed its offer: it returns, and the release gives the grant
+	// back before the Unlock returns. The hook holds the reply until
+	// the waiter's call has ended.)
+	var r acquired
 	var once sync.Once
 	g.setAfter(func(args []string) {
 		if args[0] != lua.LockUnlock.SHA1 {
@@ -394,13 +397,12 @@ func TestGrantCrossedWithCancel(t *testing.T) {
 				t.Error("the release did not grant b")
 			}
 			cancelB()
-			<-landing
+			r = receive(t, got, "end of b's call")
 		})
 	})
 	if err := m.Unlock(a); err != nil {
 		t.Fatal(err)
 	}
-	r := receive(t, got, "end of b's call")
 	if r.ok || !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, relock.ErrNotAcquired) {
 		t.Fatalf("b: %v %v, want not acquired, cancelled", r.ok, r.err)
 	}

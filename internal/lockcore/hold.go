@@ -155,6 +155,10 @@ type hold struct {
 	// window (see confirmGrant).
 	confirmT   *time.Timer
 	confirmGen uint64 // the hold confirmT confirms
+	// confirmBy is, until a granted hold's lease is confirmed, the end
+	// of its window: the latest its lease in Redis surely lasts (zero
+	// once confirmed, or for a hold no release granted).
+	confirmBy time.Time
 
 	// obs is for the Client's observer, if it has one (observe.go).
 	obs *holdObs

@@ -25,6 +25,7 @@ import (
 // (h.lease) and answered just now. c.mu is held.
 func (h *hold) leaseSetLocked(sent time.Time) {
 	h.leaseAt = sent
+	h.confirmBy = time.Time{} // the script set the whole lease
 	h.leaseMayBeSetLocked(h.lease)
 }
 
@@ -75,7 +76,7 @@ func (h *hold) armExpiryLocked() {
 		}
 		return
 	}
-	d := time.Until(h.leaseAt.Add(h.lease))
+	d := time.Until(h.leaseEndLocked())
 	if h.expiry == nil {
 		h.expiry = time.AfterFunc(d, h.leaseRanOut)
 		return
@@ -90,11 +91,26 @@ func (h *hold) armExpiryLocked() {
 func (h *hold) leaseRanOut() {
 	c := h.core
 	c.mu.Lock()
-	if h.want == 0 || !h.fixed || h.life == nil || time.Now().Before(h.leaseAt.Add(h.lease)) || c.CheckOpen() != nil {
+	if h.want == 0 || !h.fixed || h.life == nil || time.Now().Before(h.leaseEndLocked()) || c.CheckOpen() != nil {
 		c.mu.Unlock()
 		return
 	}
+	if !h.confirmBy.IsZero() {
+		h.loseLocked(h.loss(whyUnconfirmed, nil))
+		return
+	}
 	h.loseLocked(h.loss(leaseRanOut(h.lease), nil))
+}
+
+// leaseEndLocked is when a hold on a fixed lease may end in Redis, as far as
+// the Client knows: leaseAt + lease, or the end of its grant's window
+// while the grant is not confirmed (see confirmGrant). c.mu is held.
+func (h *hold) leaseEndLocked() time.Time {
+	end := h.leaseAt.Add(h.lease)
+	if !h.confirmBy.IsZero() && h.confirmBy.Before(end) {
+		return h.confirmBy
+	}
+	return end
 }
 
 // stopExpiriesLocked stops the expiry timers of every hold: Close ends

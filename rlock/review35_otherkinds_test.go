@@ -1,0 +1,132 @@
+package rlock_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redissontest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// otherWaiter takes the lock named name by another kind than a Lock (the
+// name it shares with the loop's Lock), waiting at most wait; it returns
+// whether it got it and gives it back.
+type otherWaiter func(t *testing.T, name string, wait time.Duration) (bool, error)
+
+// loopAndWait runs 8 goroutines of one Client (options opts) taking the
+// Lock name in turn with 1ms holds, and the other waiter meanwhile.
+func loopAndWait(t *testing.T, opts []rlock.Option, other otherWaiter) (bool, error, int64) {
+	c := relocktest.Client(t, opts...)
+	name := relocktest.Name(t)
+	l := c.GetLock(name)
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	turns := 0
+	for i := range 8 {
+		wg.Go(func() {
+			o := rlock.WithOwner(ctx, "w"+strconv.Itoa(i))
+			for ctx.Err() == nil {
+				if err := l.Lock(o); err != nil {
+					if ctx.Err() == nil {
+						t.Logf("goroutine %d: Lock: %v", i, err)
+					}
+					return
+				}
+				mu.Lock()
+				turns++
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				_ = l.Unlock(o)
+			}
+		})
+	}
+	relocktest.Eventually(t, 10*time.Second, "the goroutines to take turns", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return turns >= 50
+	})
+	g0 := lockcore.GrantsMade()
+	ok, err := other(t, name, 2*time.Second)
+	g := lockcore.GrantsMade() - g0
+	raw := relocktest.Raw(t)
+	st, _ := raw.Do(t.Context(), raw.B().Hgetall().Key(name).Build()).ToAny()
+	pt, _ := raw.Do(t.Context(), raw.B().Pttl().Key(name).Build()).AsInt64()
+	mu.Lock()
+	t.Logf("after the wait: turns %d, hash %v pttl %d", turns, st, pt)
+	mu.Unlock()
+	stop()
+	wg.Wait()
+	return ok, err, g
+}
+
+// TestReview35OtherKindsNotStarved: a waiter that takes the same name by
+// a kind whose waiters do not subscribe to the Lock's channel (a fair
+// lock's waiters listen on channels of their own; a spin lock's poll)
+// while one Client's goroutines take the Lock in turn. The release grants
+// only while the Lock's channel has no subscriber but the Client, which
+// such a waiter never is, so the lock passes from goroutine to goroutine
+// in the script, never free: the waiter is starved with grants on, where
+// with grants off it gets the lock in the gap after a release. (A relock
+// fair lock on the name is refused, wrong kind, by the Lock's attempts:
+// that subtest passes.)
+func TestReview35OtherKindsNotStarved(t *testing.T) {
+	waiters := map[string]otherWaiter{
+		"relock-fair": func(t *testing.T, name string, wait time.Duration) (bool, error) {
+			fl := relocktest.Client(t).GetFairLock(name)
+			o := rlock.WithOwner(t.Context(), "f")
+			ok, err := fl.TryLock(o, wait, 0)
+			if ok {
+				_ = fl.Unlock(o)
+			}
+			return ok, err
+		},
+		"relock-spin": func(t *testing.T, name string, wait time.Duration) (bool, error) {
+			sl := relocktest.Client(t).GetSpinLock(name)
+			o := rlock.WithOwner(t.Context(), "s")
+			ok, err := sl.TryLock(o, wait, 0)
+			if ok {
+				_ = sl.Unlock(o)
+			}
+			return ok, err
+		},
+		// Another Client polls with TryLock and no wait, every ms.
+		"relock-trylock-poll": func(t *testing.T, name string, wait time.Duration) (bool, error) {
+			l := relocktest.Client(t).GetLock(name)
+			o := rlock.WithOwner(t.Context(), "p")
+			for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(time.Millisecond) {
+				ok, err := l.TryLock(o, 0, 0)
+				if err != nil || ok {
+					if ok {
+						_ = l.Unlock(o)
+					}
+					return ok, err
+				}
+			}
+			return false, nil
+		},
+		"redisson-spin": func(t *testing.T, name string, wait time.Duration) (bool, error) {
+			jl := redissontest.New(t, relocktest.Raw(t)).SpinLock(name)
+			ok, err := jl.TryLock(t.Context(), 1, wait, 0)
+			if ok {
+				_ = jl.Unlock(t.Context(), 1)
+			}
+			return ok, err
+		},
+	}
+	for _, kind := range []string{"relock-fair", "relock-spin", "redisson-spin", "relock-trylock-poll"} {
+		t.Run(kind, func(t *testing.T) {
+			okOff, errOff, _ := loopAndWait(t, []rlock.Option{rlock.WithoutGrantOnRelease()}, waiters[kind])
+			okOn, errOn, grants := loopAndWait(t, nil, waiters[kind])
+			t.Logf("grants off: %v %v; grants on: %v %v (%d grants during the wait)", okOff, errOff, okOn, errOn, grants)
+			if okOff && !okOn {
+				t.Errorf("%s waiter starved with grants on (%d grants in its 2s wait), got the lock with grants off", kind, grants)
+			}
+		})
+	}
+}
