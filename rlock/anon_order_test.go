@@ -70,6 +70,13 @@ func TestAnonymousGrantsProcessedOutOfOrder(t *testing.T) {
 // stays on: p's Unlock finds no sleeping waiter to hand the lock to (Y is
 // in its first attempt), so it releases as without grants.
 func TestAnonymousGrantSentLateNotStale(t *testing.T) {
+	t.Run("watched", func(t *testing.T) { anonGrantSentLate(t, 0) })
+	t.Run("fixed", func(t *testing.T) { anonGrantSentLate(t, time.Minute) })
+}
+
+// anonGrantSentLate is TestAnonymousGrantSentLateNotStale with Y taking
+// lease (0: Lock, on the watchdog).
+func anonGrantSentLate(t *testing.T, lease time.Duration) {
 	var lost lostCounter
 	lost.t = t
 	var attempts, unlocks atomic.Int32
@@ -106,7 +113,13 @@ func TestAnonymousGrantSentLateNotStale(t *testing.T) {
 	require.NoError(t, warm.Unlock(ctx))
 
 	y := make(chan error, 1)
-	go func() { y <- l.Lock(ctx) }()
+	go func() {
+		if lease == 0 {
+			y <- l.Lock(ctx)
+		} else {
+			y <- l.LockLease(ctx, lease)
+		}
+	}()
 	relocktest.Receive(t, yHeld, 5*time.Second, "Y's attempt held up")
 	require.NoError(t, l.Lock(ctx), "p: granted while Y is held up")
 	unlocked := make(chan error, 1)
