@@ -66,7 +66,9 @@ func TestAnonymousGrantsProcessedOutOfOrder(t *testing.T) {
 // granted and released (p's Unlock not answered yet): Y is granted, live,
 // on the watchdog. It must stay the Client's anonymous hold, not be
 // judged the stale one of the two and reported lost (flake hunt: 2 runs
-// in 60 of TestAnonymousHandleRandomCalls under load). Grant on release
+// in 60 of TestAnonymousHandleRandomCalls under load). The same holds
+// for Y on a fixed lease still running (subtest fixed): only a lease that
+// may have run out can make Y the stale one. Grant on release
 // stays on: p's Unlock finds no sleeping waiter to hand the lock to (Y is
 // in its first attempt), so it releases as without grants.
 func TestAnonymousGrantSentLateNotStale(t *testing.T) {
