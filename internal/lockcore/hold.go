@@ -498,7 +498,10 @@ func (h *hold) grant(from int, gen uint64, lease time.Duration, leaseArg string,
 // and its reply, so when both were granted the other ended first. The
 // send times are taken before the attempts reach the connection, and a
 // goroutine held up in between sends later than it says: the times are
-// compared only where a lease that ran out can explain the order.
+// compared only where a lease that ran out can explain the order, that
+// is on a fixed lease that h's grant, counted from sent, could have
+// outlived by now (a later grant of p is seen after it came: a lease
+// still running now was running then, and p could not be granted).
 func (c *Core) replacedAnonLocked(h *hold, anonKey string, sent time.Time, fixed bool) (p *hold, gen uint64, stale bool) {
 	owner := c.anon[anonKey]
 	if owner == "" || owner == h.key.owner {
@@ -508,7 +511,7 @@ func (c *Core) replacedAnonLocked(h *hold, anonKey string, sent time.Time, fixed
 	if p == nil || p.want == 0 {
 		return nil, 0, false
 	}
-	if fixed && p.grantSent.After(sent) {
+	if fixed && p.grantSent.After(sent) && !time.Now().Before(sent.Add(h.lease)) {
 		return nil, 0, true
 	}
 	if p.users > 0 {
