@@ -272,8 +272,15 @@
 // A waiter of another Client or of Redisson subscribes before its second
 // attempt, and from then on every release publishes as without grants, so
 // a Client's goroutines cannot keep the lock among themselves while
-// another process waits for it. (On Redis Cluster with classic pub/sub,
-// NUMSUB counts one node's subscribers: use WithShardedPubSub there.)
+// another subscribed waiter waits for it. (On Redis Cluster with classic
+// pub/sub, NUMSUB counts one node's subscribers: use WithShardedPubSub
+// there.) A known limit: a waiter that never subscribes to the lock's
+// channel (a SpinLock of any Client, Redisson's RSpinLock, a caller that
+// polls TryLock with wait 0, a Client on classic pub/sub beside one on
+// sharded pub/sub) is not seen, and while a Client's goroutines take turns
+// by grants without a pause the lock is never free for it: it gets the
+// lock when the run of grants ends. Turn grants off
+// (WithoutGrantOnRelease) on Clients that share names with such waiters.
 //
 // A granted hold's lease in Redis is a confirmation window, 3s (or the
 // waiter's own lease when that is shorter), until the Client confirms it a
@@ -281,9 +288,17 @@
 // renewal forward, on a fixed lease by setting the rest of it. A process
 // that dies between the grant and the confirmation keeps the lock from
 // others for at most the window; a hold released before then needs no
-// confirmation. A waiter whose context ends or whose Client closes while
-// its grant is on its way gives the hold back (a release, which wakes the
-// next waiter), and returns as it would have; one whose wait limit runs
+// confirmation. Until it is confirmed, the Client counts the hold as ending
+// a tenth of the window before the window does: a confirmation that gets
+// no reply is sent again every 250ms, and one not answered in time ends the
+// hold as lost (reported as any loss) before Redis could grant the lock to
+// another. A waiter whose context ends or whose Client closes while its
+// grant is on its way returns at once, as it would have; the releasing
+// call gives back what it granted to it (a release, which wakes the next
+// waiter), and goes on giving it back in the background until the window
+// ends if Redis does not answer. A grant claimed for an owner whose hold
+// has changed since (another call of the owner took the granted field over
+// and let it go) is not taken: the call waits on. One whose wait limit runs
 // out meanwhile takes it, as it takes what an attempt sent before the
 // limit won. A waiter that takes it returns nil, as after an acquisition
 // that waited (the observer sees one). When the release's reply is lost, the waiter's

@@ -42,17 +42,20 @@ import (
 //     plain release.
 //   - The waiter takes the hold as an acquisition's reply grants one,
 //     under its owner's call slot, and the Client confirms the hold's
-//     lease within the window (see confirmGrant). A waiter whose context
-//     ended, or whose Client closed, while the grant was on its way gives
-//     the hold back (a release, which wakes the next waiter); a waiter
-//     whose wait limit ran out meanwhile takes it (as an attempt sent
-//     before the limit). A waiter never returns "not acquired" holding
-//     the lock, and a granted hold nobody takes is given back or, if its
-//     Client died, ends with the window.
-//   - A spin lock's waiters (relock's or Redisson's, on the same name)
-//     never subscribe, so a release does not see them: while a Client's
+//     lease within the window (see confirmGrant); until then the hold's
+//     local end is the window's (less a tenth). A waiter whose context
+//     ended, or whose Client closed, while the grant was on its way
+//     returns at once, and the releasing call gives back what it granted
+//     (see resolveGrant); a waiter whose wait limit ran out meanwhile
+//     takes it (as an attempt sent before the limit); a grant claimed for
+//     an owner whose hold changed since is not taken. A waiter never
+//     returns "not acquired" holding the lock, and a granted hold nobody
+//     takes is given back or, if its Client died, ends with the window.
+//   - Waiters that never subscribe (spin locks, relock's or Redisson's;
+//     callers polling TryLock with wait 0; a Client on classic pub/sub
+//     beside a sharded one) are not seen by a release: while a Client's
 //     goroutines hand the lock on by grants, such a waiter finds it taken
-//     (a known limit: it gets the lock when the streak ends).
+//     (a known limit: it gets the lock when the run of grants ends).
 //
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
