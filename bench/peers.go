@@ -96,12 +96,6 @@ func peers() []peer {
 			open:      openRelockWakeOne,
 		},
 		{
-			name:      "relock/no-grant",
-			settings:  "rlock.NewClient with rlock.WithoutGrantOnRelease(): every release publishes and the woken waiter acquires (relock before issue 35: the \"before\" of the grant on release, which \"relock\" has)",
-			exclusive: true,
-			open:      openRelockNoGrant,
-		},
-		{
 			name:      "relock/lease",
 			settings:  "the same Client; LockLease(ctx, 30s)/Unlock(ctx): a fixed lease, no watchdog renewal",
 			exclusive: true,
