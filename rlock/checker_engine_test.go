@@ -281,8 +281,8 @@ func (e *engine) watchStalls() {
 			select {
 			case <-stop:
 				return
-			case now := <-tk.C:
-				now = time.Now() // the tick's time is when it was due
+			case <-tk.C:
+				now := time.Now() // not the tick's time: that is when it was due
 				if now.Sub(last) >= stallGap {
 					e.mu.Lock()
 					e.stalls = append(e.stalls, window{from: last, to: now, what: "a stall of the test process"})

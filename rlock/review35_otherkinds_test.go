@@ -20,7 +20,7 @@ type otherWaiter func(t *testing.T, name string, wait time.Duration) (bool, erro
 
 // loopAndWait runs 8 goroutines of one Client (options opts) taking the
 // Lock name in turn with 1ms holds, and the other waiter meanwhile.
-func loopAndWait(t *testing.T, opts []rlock.Option, other otherWaiter) (bool, error, int64) {
+func loopAndWait(t *testing.T, opts []rlock.Option, other otherWaiter) (bool, int64, error) {
 	c := relocktest.Client(t, opts...)
 	name := relocktest.Name(t)
 	l := c.GetLock(name)
@@ -62,7 +62,7 @@ func loopAndWait(t *testing.T, opts []rlock.Option, other otherWaiter) (bool, er
 	mu.Unlock()
 	stop()
 	wg.Wait()
-	return ok, err, g
+	return ok, g, err
 }
 
 // TestReview35OtherKindsNotStarved: a waiter that takes the same name by
@@ -122,8 +122,8 @@ func TestReview35OtherKindsNotStarved(t *testing.T) {
 	}
 	for _, kind := range []string{"relock-fair", "relock-spin", "redisson-spin", "relock-trylock-poll"} {
 		t.Run(kind, func(t *testing.T) {
-			okOff, errOff, _ := loopAndWait(t, []rlock.Option{rlock.WithoutGrantOnRelease()}, waiters[kind])
-			okOn, errOn, grants := loopAndWait(t, nil, waiters[kind])
+			okOff, _, errOff := loopAndWait(t, []rlock.Option{rlock.WithoutGrantOnRelease()}, waiters[kind])
+			okOn, grants, errOn := loopAndWait(t, nil, waiters[kind])
 			t.Logf("grants off: %v %v; grants on: %v %v (%d grants during the wait)", okOff, errOff, okOn, errOn, grants)
 			if okOff && !okOn {
 				t.Errorf("%s waiter starved with grants on (%d grants in its 2s wait), got the lock with grants off", kind, grants)

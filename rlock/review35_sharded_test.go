@@ -32,7 +32,7 @@ func TestReview35ShardedVersusClassic(t *testing.T) {
 		return true, nil
 	}
 	okOff, _, _ := loopAndWait(t, []rlock.Option{rlock.WithShardedPubSub(), rlock.WithoutGrantOnRelease()}, waiter)
-	okOn, _, grants := loopAndWait(t, []rlock.Option{rlock.WithShardedPubSub()}, waiter)
+	okOn, grants, _ := loopAndWait(t, []rlock.Option{rlock.WithShardedPubSub()}, waiter)
 	t.Logf("grants off: %v; grants on: %v (%d grants)", okOff, okOn, grants)
 	if okOff && !okOn {
 		t.Errorf("a classic pub/sub waiter starved by a sharded Client's grants (%d), got the lock with grants off", grants)
