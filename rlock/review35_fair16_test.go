@@ -2,7 +2,6 @@ package rlock_test
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,30 +24,7 @@ func TestReview35Fair16(t *testing.T) {
 	j := redissontest.New(t, relocktest.Raw(t))
 	name := relocktest.Name(t)
 	l := c.GetLock(name)
-	ctx, stop := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	turns := 0
-	for i := range 16 {
-		wg.Go(func() {
-			o := rlock.WithOwner(ctx, "w"+strconv.Itoa(i))
-			for ctx.Err() == nil {
-				if err := l.Lock(o); err != nil {
-					return
-				}
-				mu.Lock()
-				turns++
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-				_ = l.Unlock(o)
-			}
-		})
-	}
-	relocktest.Eventually(t, 10*time.Second, "the goroutines to take turns", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return turns >= 100
-	})
+	_, stop := takeTurns(t, l, 16, 100)
 	g0 := lockcore.GrantsMade()
 	var ws sync.WaitGroup
 	var otherTook, jTook time.Duration
@@ -78,7 +54,6 @@ func TestReview35Fair16(t *testing.T) {
 	})
 	ws.Wait()
 	stop()
-	wg.Wait()
 	t.Logf("other Client: %v after %v; Redisson: %v after %v; grants meanwhile %d", otherErr, otherTook, jErr, jTook, lockcore.GrantsMade()-g0)
 	require.NoError(t, otherErr, "the other Client's waiter")
 	require.NoError(t, jErr, "the Redisson waiter")

@@ -1,9 +1,6 @@
 package rlock_test
 
 import (
-	"context"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,44 +21,15 @@ func loopAndWait(t *testing.T, opts []rlock.Option, other otherWaiter) (bool, in
 	c := relocktest.Client(t, opts...)
 	name := relocktest.Name(t)
 	l := c.GetLock(name)
-	ctx, stop := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	turns := 0
-	for i := range 8 {
-		wg.Go(func() {
-			o := rlock.WithOwner(ctx, "w"+strconv.Itoa(i))
-			for ctx.Err() == nil {
-				if err := l.Lock(o); err != nil {
-					if ctx.Err() == nil {
-						t.Logf("goroutine %d: Lock: %v", i, err)
-					}
-					return
-				}
-				mu.Lock()
-				turns++
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-				_ = l.Unlock(o)
-			}
-		})
-	}
-	relocktest.Eventually(t, 10*time.Second, "the goroutines to take turns", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return turns >= 50
-	})
+	turns, stop := takeTurns(t, l, 8, 50)
 	g0 := lockcore.GrantsMade()
 	ok, err := other(t, name, 2*time.Second)
 	g := lockcore.GrantsMade() - g0
 	raw := relocktest.Raw(t)
 	st, _ := raw.Do(t.Context(), raw.B().Hgetall().Key(name).Build()).ToAny()
 	pt, _ := raw.Do(t.Context(), raw.B().Pttl().Key(name).Build()).AsInt64()
-	mu.Lock()
-	t.Logf("after the wait: turns %d, hash %v pttl %d", turns, st, pt)
-	mu.Unlock()
+	t.Logf("after the wait: turns %d, hash %v pttl %d", turns(), st, pt)
 	stop()
-	wg.Wait()
 	return ok, g, err
 }
 

@@ -3,7 +3,6 @@ package rlock_test
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,31 +37,8 @@ func TestReview35SharedRueidisClientFair(t *testing.T) {
 			defer cb.Close()
 			name := relocktest.Name(t)
 			la, lb := ca.GetLock(name), cb.GetLock(name)
-			ctx, stop := context.WithCancel(t.Context())
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			turns := 0
-			for i := range 3 {
-				wg.Go(func() {
-					o := rlock.WithOwner(ctx, "w"+strconv.Itoa(i))
-					for ctx.Err() == nil {
-						if err := la.Lock(o); err != nil {
-							return
-						}
-						mu.Lock()
-						turns++
-						mu.Unlock()
-						time.Sleep(time.Millisecond)
-						_ = la.Unlock(o)
-					}
-				})
-			}
 			g00 := lockcore.GrantsMade()
-			relocktest.Eventually(t, 10*time.Second, "A's goroutines to take turns", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return turns >= 200
-			})
+			_, stop := takeTurns(t, la, 3, 200)
 			t.Logf("A alone: 200 turns, %d grants", lockcore.GrantsMade()-g00)
 			bctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 			defer cancel()
@@ -70,7 +46,6 @@ func TestReview35SharedRueidisClientFair(t *testing.T) {
 			err = lb.Lock(rlock.WithOwner(bctx, "b"))
 			t.Logf("B waited %v; grants meanwhile %d", time.Since(t0), lockcore.GrantsMade()-g0)
 			stop()
-			wg.Wait()
 			require.NoError(t, err, "Client B's waiter did not get the lock in 3s while Client A's goroutines took turns")
 			require.NoError(t, lb.Unlock(rlock.WithOwner(t.Context(), "b")))
 		})
