@@ -31,6 +31,9 @@
 --         once it handed the hold to the waiter
 -- ARGV[13] with ARGV[11], the PUBSUB subcommand that counts KEYS[2]'s
 --         subscribers ('numsub' or 'shardnumsub')
+-- ARGV[14] with ARGV[11], the mark published on KEYS[2] by a release
+--         that granted ('3'): it wakes nobody and tells those who watch
+--         the channel (relock top, a Watch) that the lock changed hands
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. At 0 the field is removed, and when that frees the lock
 -- waiters are told: on KEYS[2], always; with wake-one on and live clients
@@ -52,7 +55,8 @@
 -- waiter and KEYS[2] has at most one subscriber (the caller's client,
 -- whose waiters listen there: no other client and no Redisson waiter
 -- waits for the lock), the waiter's field is written (HINCRBY 1, PEXPIRE
--- ARGV[12]) instead of anything being published, and, with KEYS[4], a
+-- ARGV[12]) instead of the unlock message (only the mark ARGV[14] is
+-- published), and, with KEYS[4], a
 -- token is taken from the counter as an acquisition takes one. The reply
 -- is then {0, token} (token 0 without KEYS[4]): the count left (0) and
 -- the grant. With another subscriber the release publishes as above:
@@ -70,6 +74,7 @@ if target <= 0 then
       end
       redis.call('hincrby', KEYS[1], ARGV[11], 1)
       redis.call('pexpire', KEYS[1], ARGV[12])
+      redis.call(ARGV[4], KEYS[2], ARGV[14])
       return {0, token}
     end
     if (ARGV[6] or '') ~= '' then

@@ -293,8 +293,12 @@ func (tp *topper) heardMessage(m rueidis.PubSubMessage) {
 	}
 	key, handoff := "", false
 	switch c.Role {
-	case layout.RoleChannel: // "0" frees the lock; "1" is a shorter lease, "2" a wake-one mark
-		if m.Message != layout.UnlockMessage {
+	case layout.RoleChannel: // "0" frees the lock; "1" is a shorter lease, "2" a wake-one mark, "3" a grant on release
+		switch m.Message {
+		case layout.UnlockMessage:
+		case layout.GrantedMessage: // handed to a waiter of the releasing Client
+			handoff = true
+		default:
 			return
 		}
 		key = layout.Channel(c.Name)

@@ -105,7 +105,7 @@ func (c *Core) releaseGrant(ctx context.Context, r Request, token string) (int64
 	if token != "" {
 		keys = append(keys, token)
 	}
-	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub)
+	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage)
 	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
 	return grantReply(res, unsynced)
 }

@@ -47,7 +47,7 @@ func wakePolicy(channel, payload string) pubsub.Wake {
 	switch payload {
 	case layout.UnlockMessage:
 		return pubsub.WakeOne
-	case layout.RegistrantWokenMessage:
+	case layout.RegistrantWokenMessage, layout.GrantedMessage:
 		return pubsub.Ignore
 	}
 	return pubsub.WakeAll

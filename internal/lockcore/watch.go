@@ -135,7 +135,7 @@ func (m *Mutex) Watch(ctx context.Context, emit func(context.Context, WatchEvent
 	}
 	if channel != "" {
 		x, err := c.Hub.ListenPayload(ctx, channel, func(msg string) {
-			if msg == layout.UnlockMessage || msg == layout.WakeAllMessage {
+			if msg == layout.UnlockMessage || msg == layout.WakeAllMessage || msg == layout.GrantedMessage {
 				w.heard(1, false)
 			} else {
 				w.heard(0, false)
