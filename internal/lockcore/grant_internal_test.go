@@ -181,15 +181,7 @@ func hget(t *testing.T, rdb rueidis.Client, name, field string) string {
 // with the confirmation window as its lease in Redis, and the Client
 // confirms it (the watchdog's lease) within the window.
 func TestGrantHandsOver(t *testing.T) {
-	raw := redistest.Shared(t).Client(t)
-	g := &grantRDB{Client: raw}
-	c := grantCore(t, g, Config{})
-	name := grantName(t, raw)
-	m := NewMutex(c, name, Reentrant{})
-	a := WithOwner(t.Context(), "a")
-	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
+	raw, g, c, name, m, a := grantHeld(t)
 	b := WithOwner(t.Context(), "b")
 	got := goAcquire(m, b, NoLimit, 0)
 	waitOffer(t, c, name, 1)
@@ -367,15 +359,7 @@ func TestGrantFairToOtherClient(t *testing.T) {
 // the granted hold back, so that the lock is free, not held for the
 // window by nobody.
 func TestGrantCrossedWithCancel(t *testing.T) {
-	raw := redistest.Shared(t).Client(t)
-	g := &grantRDB{Client: raw}
-	c := grantCore(t, g, Config{})
-	name := grantName(t, raw)
-	m := NewMutex(c, name, Reentrant{})
-	a := WithOwner(t.Context(), "a")
-	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
+	raw, g, c, name, m, a := grantHeld(t)
 	bctx, cancelB := context.WithCancel(t.Context())
 	defer cancelB()
 	got := goAcquire(m, WithOwner(bctx, "b"), NoLimit, 0)
@@ -649,15 +633,7 @@ func TestGrantObserved(t *testing.T) {
 // the release wrote; the release, resent, finds its own field gone and
 // reports success.
 func TestGrantReplyLost(t *testing.T) {
-	raw := redistest.Shared(t).Client(t)
-	g := &grantRDB{Client: raw}
-	c := grantCore(t, g, Config{})
-	name := grantName(t, raw)
-	m := NewMutex(c, name, Reentrant{})
-	a := WithOwner(t.Context(), "a")
-	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
+	raw, g, c, name, m, a := grantHeld(t)
 	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
 	waitOffer(t, c, name, 1)
 	var lost atomic.Bool
@@ -690,15 +666,7 @@ func TestGrantReplyLost(t *testing.T) {
 // waiter's wait limit ran out is the call's success, as an attempt sent
 // before the limit is.
 func TestGrantAfterWaitLimit(t *testing.T) {
-	raw := redistest.Shared(t).Client(t)
-	g := &grantRDB{Client: raw}
-	c := grantCore(t, g, Config{})
-	name := grantName(t, raw)
-	m := NewMutex(c, name, Reentrant{})
-	a := WithOwner(t.Context(), "a")
-	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
+	_, g, c, name, m, a := grantHeld(t)
 	got := goAcquire(m, WithOwner(t.Context(), "b"), 500*time.Millisecond, 0)
 	waitOffer(t, c, name, 1)
 	landing := make(chan struct{}, 1)
@@ -730,15 +698,7 @@ func TestGrantAfterWaitLimit(t *testing.T) {
 // that grants it is on its way: the waiter returns relock.ErrClosed and
 // the granted hold is given back, not left to its window.
 func TestGrantCrossedWithClose(t *testing.T) {
-	raw := redistest.Shared(t).Client(t)
-	g := &grantRDB{Client: raw}
-	c := grantCore(t, g, Config{})
-	name := grantName(t, raw)
-	m := NewMutex(c, name, Reentrant{})
-	a := WithOwner(t.Context(), "a")
-	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
+	raw, g, c, name, m, a := grantHeld(t)
 	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
 	waitOffer(t, c, name, 1)
 	landing := make(chan struct{}, 1)
@@ -763,4 +723,21 @@ func TestGrantCrossedWithClose(t *testing.T) {
 	if v := hget(t, raw, name, m.Field("b")); v != "" {
 		t.Errorf("b's Client closed and b still holds in Redis (%q, PTTL %dms)", v, pttl(t, raw, name))
 	}
+}
+
+// grantHeld sets up the usual case of these tests: a Core on a client
+// that lets the test watch and hold replies (grantRDB), a reentrant lock
+// of a fresh name, and owner "a" holding it.
+func grantHeld(t *testing.T) (raw rueidis.Client, g *grantRDB, c *Core, name string, m *Mutex, a context.Context) {
+	t.Helper()
+	raw = redistest.Shared(t).Client(t)
+	g = &grantRDB{Client: raw}
+	c = grantCore(t, g, Config{})
+	name = grantName(t, raw)
+	m = NewMutex(c, name, Reentrant{})
+	a = WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	return raw, g, c, name, m, a
 }
