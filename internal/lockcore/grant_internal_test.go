@@ -146,6 +146,22 @@ func goAcquire(m *Mutex, ctx context.Context, wait, lease time.Duration) <-chan 
 	return out
 }
 
+// goAcquireEnded is goAcquire with a channel closed when the call has
+// returned, for a hook that holds a reply until the call waits for it: a
+// call that returns without waiting then fails its test instead of
+// holding the reply for ever.
+func goAcquireEnded(m *Mutex, ctx context.Context, wait, lease time.Duration) (<-chan acquired, <-chan struct{}) {
+	calling := goAcquire(m, ctx, wait, lease)
+	ended := make(chan struct{})
+	got := make(chan acquired, 1)
+	go func() {
+		r := <-calling
+		close(ended)
+		got <- r
+	}()
+	return got, ended
+}
+
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
@@ -667,7 +683,7 @@ func TestGrantReplyLost(t *testing.T) {
 // before the limit is.
 func TestGrantAfterWaitLimit(t *testing.T) {
 	_, g, c, name, m, a := grantHeld(t)
-	got := goAcquire(m, WithOwner(t.Context(), "b"), 500*time.Millisecond, 0)
+	got, ended := goAcquireEnded(m, WithOwner(t.Context(), "b"), 500*time.Millisecond, 0)
 	waitOffer(t, c, name, 1)
 	landing := make(chan struct{}, 1)
 	c.landHook = func() { landing <- struct{}{} }
@@ -676,7 +692,12 @@ func TestGrantAfterWaitLimit(t *testing.T) {
 		if args[0] == lua.LockUnlock.SHA1 {
 			// The reply is held until b's wait has run out and b waits
 			// for it.
-			once.Do(func() { <-landing })
+			once.Do(func() {
+				select {
+				case <-landing:
+				case <-ended:
+				}
+			})
 		}
 	})
 	if err := m.Unlock(a); err != nil {
@@ -699,7 +720,7 @@ func TestGrantAfterWaitLimit(t *testing.T) {
 // the granted hold is given back, not left to its window.
 func TestGrantCrossedWithClose(t *testing.T) {
 	raw, g, c, name, m, a := grantHeld(t)
-	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	got, ended := goAcquireEnded(m, WithOwner(t.Context(), "b"), NoLimit, 0)
 	waitOffer(t, c, name, 1)
 	landing := make(chan struct{}, 1)
 	c.landHook = func() { landing <- struct{}{} }
@@ -711,7 +732,10 @@ func TestGrantCrossedWithClose(t *testing.T) {
 		}
 		once.Do(func() {
 			go func() { closed <- c.Close() }()
-			<-landing
+			select {
+			case <-landing:
+			case <-ended:
+			}
 		})
 	})
 	_ = m.Unlock(a) // the Client closes under it
