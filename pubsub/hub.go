@@ -218,11 +218,75 @@ func (h *Hub) join(ctx context.Context, channel string, listen func(), setup fun
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, err)
 	}
+	w, p, err := h.begin(channel, listen, setup)
+	if err != nil || p.a == nil {
+		return w, err
+	}
+	select {
+	case <-p.a.done:
+		if err := p.Err(); err != nil {
+			w.Leave(false)
+			return nil, err
+		}
+		return w, nil
+	case <-ctx.Done():
+		w.Leave(false)
+		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, ctx.Err())
+	}
+}
+
+// Pending is the subscription of a channel that [Hub.Begin] started: its
+// outcome is known once Done is closed.
+type Pending struct {
+	channel string
+	a       *attempt // nil: subscribed when Begin returned
+}
+
+// closedChan is the Done of a Pending whose channel was already
+// subscribed.
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// Done is closed when the server confirmed the subscription or it failed.
+func (p Pending) Done() <-chan struct{} {
+	if p.a == nil {
+		return closedChan
+	}
+	return p.a.done
+}
+
+// Err is, once Done is closed, nil when the channel is subscribed, else
+// what Subscribe would have failed with ([ErrClosed], or the Redis or
+// connection error).
+func (p Pending) Err() error {
+	if p.a == nil || p.a.err == nil {
+		return nil
+	}
+	if errors.Is(p.a.err, ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("pubsub: subscribe %q: %w", p.channel, p.a.err)
+}
+
+// Begin is Subscribe that does not wait: it registers a waiter on channel
+// at once and starts the channel's subscription, whose outcome the
+// returned Pending tells. The waiter may be woken before then (by another
+// waiter's [Waiter.PassOn]); no message published before Done is
+// closed is seen. A caller that stops waiting for the subscription keeps
+// the waiter registered, and the subscription goes on, until its
+// [Waiter.Leave]; it must Leave when Err is not nil. Begin fails only
+// with [ErrClosed].
+func (h *Hub) Begin(channel string) (*Waiter, Pending, error) {
+	return h.begin(channel, nil, nil)
+}
+
+// begin registers a waiter or a listener on channel and starts the
+// channel's subscription unless it is made.
+func (h *Hub) begin(channel string, listen func(), setup func(*Waiter)) (*Waiter, Pending, error) {
 	h.mu.Lock()
 	w := h.registerLocked(channel, listen)
 	if w == nil {
 		h.mu.Unlock()
-		return nil, ErrClosed
+		return nil, Pending{}, ErrClosed
 	}
 	if setup != nil {
 		setup(w)
@@ -230,7 +294,7 @@ func (h *Hub) join(ctx context.Context, channel string, listen func(), setup fun
 	c := w.c
 	if c.onServer && c.op == opNone {
 		h.mu.Unlock()
-		return w, nil
+		return w, Pending{}, nil
 	}
 	a := c.attempt
 	if a == nil {
@@ -243,21 +307,7 @@ func (h *Hub) join(ctx context.Context, channel string, listen func(), setup fun
 		}
 	}
 	h.mu.Unlock()
-
-	select {
-	case <-a.done:
-		if a.err == nil {
-			return w, nil
-		}
-		w.Leave(false)
-		if errors.Is(a.err, ErrClosed) {
-			return nil, ErrClosed
-		}
-		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, a.err)
-	case <-ctx.Done():
-		w.Leave(false)
-		return nil, fmt.Errorf("pubsub: subscribe %q: %w", channel, ctx.Err())
-	}
+	return w, Pending{channel: channel, a: a}, nil
 }
 
 // Listen registers fn to be called for every message on channel, once

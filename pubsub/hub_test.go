@@ -877,3 +877,36 @@ func TestListenMissed(t *testing.T) {
 	assert.Empty(t, missed, "a message missed twice")
 	l.Leave(false)
 }
+
+// TestBegin: Begin registers at once and tells when the subscription is
+// made; a message published after that wakes the waiter; a second Begin
+// on the subscribed channel is made already; after Close it fails with
+// ErrClosed.
+func TestBegin(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	h := pubsub.New(srv.Client(t), pubsub.Options{})
+	w, p, err := h.Begin("begin")
+	require.NoError(t, err)
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription begun was not made within 10s")
+	}
+	require.NoError(t, p.Err())
+	publish(t, c, "begin", "x")
+	woken(t, w, "begin")
+	w2, p2, err := h.Begin("begin")
+	require.NoError(t, err)
+	select {
+	case <-p2.Done():
+	default:
+		t.Error("Begin on a subscribed channel is not done at once")
+	}
+	require.NoError(t, p2.Err())
+	w.Leave(false)
+	w2.Leave(false)
+	require.NoError(t, h.Close())
+	_, _, err = h.Begin("begin")
+	require.ErrorIs(t, err, pubsub.ErrClosed, "Begin after Close")
+}

@@ -135,8 +135,10 @@ type Core struct {
 	// subscribeHook and renewHook, when set (by tests), replace the hub
 	// and the renewal script.
 	subscribeHook func(ctx context.Context, channel string) (waiter, error)
-	listenHook    func(channel string, fn func()) (waiter, error)
-	renewHook     func(ctx context.Context, leases []*watchdog.Lease) []error
+	// beginHook, when set (by tests), replaces the hub's Begin.
+	beginHook  func(channel string) (waiter, pending, error)
+	listenHook func(channel string, fn func()) (waiter, error)
+	renewHook  func(ctx context.Context, leases []*watchdog.Lease) []error
 	// landHook, when set (by tests), is called by a waiter that waits for
 	// the release that claimed its grant offer to answer.
 	landHook func()
@@ -426,6 +428,41 @@ func (c *Core) subscribe(ctx context.Context, channel string) (waiter, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// pending is a subscription started and not yet confirmed (see
+// pubsub.Pending).
+type pending interface {
+	Done() <-chan struct{}
+	Err() error
+}
+
+// beginSubscribe registers a waiter on channel at once and starts its
+// subscription, whose outcome p tells (nil: made already). A test's
+// stand-in in beginHook is called instead, or the one in subscribeHook
+// as subscribe calls it, with ctx.
+func (c *Core) beginSubscribe(ctx context.Context, channel string) (w waiter, p pending, err error) {
+	switch {
+	case c.beginHook != nil:
+		return c.beginHook(channel)
+	case c.subscribeHook != nil:
+		w, err = c.subscribeHook(ctx, channel)
+		return w, nil, err
+	}
+	hw, hp, err := c.Hub.Begin(channel)
+	if err != nil {
+		return nil, nil, err
+	}
+	select {
+	case <-hp.Done():
+		if err := hp.Err(); err != nil {
+			hw.Leave(false)
+			return nil, nil, err
+		}
+		return hw, nil, nil
+	default:
+		return hw, hp, nil
+	}
 }
 
 // listen registers onMessage for every message on channel through the

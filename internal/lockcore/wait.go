@@ -122,11 +122,15 @@ type Wait struct {
 	unscript func() bool     // stops script's end after Call's (context.AfterFunc's stop)
 	cancel   func()          // ends script
 	sub      waiter
-	woken    bool        // a wake-up was taken and no attempt has used it yet
-	failing  bool        // the last attempt failed transiently
-	lastErr  error       // the last transient failure
-	obs      *acquireObs // with an observer or a logger only
-	rec      *waitRecord // the call's wait record, once it waits
+	// confirm, while set, is sub's subscription, not yet confirmed: a
+	// subscription slower than the call's next attempt goes on while the
+	// call sleeps, and its confirmation brings an attempt.
+	confirm pending
+	woken   bool        // a wake-up was taken and no attempt has used it yet
+	failing bool        // the last attempt failed transiently
+	lastErr error       // the last transient failure
+	obs     *acquireObs // with an observer or a logger only
+	rec     *waitRecord // the call's wait record, once it waits
 	// timer ends the sleeps: at the bound an attempt returned, or at
 	// detectAt, the next look for a deadlock (zero: none), whichever
 	// comes first. One timer serves both: a waiting call keeps one.
@@ -254,9 +258,12 @@ func (w *Wait) run() (bool, error) {
 		if o.Retry > 0 {
 			retryAt = time.Now().Add(o.Retry)
 		}
-		var wake, granted <-chan struct{}
+		var wake, granted, confirmed <-chan struct{}
 		if w.sub != nil {
 			wake = w.sub.C()
+		}
+		if w.confirm != nil {
+			confirmed = w.confirm.Done()
 		}
 		if g, ok := w.k.(granter); ok {
 			granted = g.granted()
@@ -276,6 +283,14 @@ func (w *Wait) run() (bool, error) {
 				}
 				w.woken = true
 			case <-granted:
+			case <-confirmed:
+				// The subscription is made (attempt again: a release
+				// before it was not heard), or failed (attempt, then
+				// subscribe again).
+				if err := w.subscribed(); err != nil {
+					w.failing, w.lastErr = true, err
+					w.retrying(err)
+				}
 			case <-offered:
 				if gr.offerEmpty() {
 					// The release that claimed the call granted
@@ -359,7 +374,7 @@ func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
 	w.k.End(w, done)
 	if w.sub != nil {
 		w.sub.Leave(w.woken || passOn)
-		w.sub = nil
+		w.sub, w.confirm = nil, nil
 	}
 	w.detectAt = time.Time{}
 	w.unrecord(done)
@@ -500,7 +515,21 @@ func (w *Wait) subscribe(retry time.Duration) error {
 	if j, ok := w.k.(joiner); ok {
 		j.join(ctx)
 	}
-	sub, err := w.core.subscribe(ctx, w.k.WaitChannel())
+	sub, p, err := w.core.beginSubscribe(ctx, w.k.WaitChannel())
+	if err == nil && p != nil {
+		w.sub, w.confirm = sub, p
+		select {
+		case <-p.Done():
+			return w.subscribed()
+		case <-ctx.Done():
+			// The subscription goes on while the call attempts and
+			// sleeps: its confirmation brings the next attempt. Given
+			// up at each bound, a subscription slower than the bound
+			// (thousands of channels at once on a busy client) would
+			// never be made.
+			err = ctx.Err()
+		}
+	}
 	if err != nil {
 		if over := w.Over(); over != nil {
 			return over
@@ -513,6 +542,20 @@ func (w *Wait) subscribe(retry time.Duration) error {
 	}
 	w.sub = sub
 	return nil
+}
+
+// subscribed takes the outcome of the subscription in w.confirm, once
+// done: on failure the call's waiter leaves, and the next attempt's
+// failure subscribes again.
+func (w *Wait) subscribed() error {
+	err := w.confirm.Err()
+	w.confirm = nil
+	if err == nil {
+		return nil
+	}
+	w.sub.Leave(false)
+	w.sub = nil
+	return w.core.closedOr(redisError("subscribe", w.Lock.Name, err))
 }
 
 // transient reports whether a failure may be retried by a waiting call:

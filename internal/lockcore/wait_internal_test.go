@@ -230,12 +230,53 @@ type modelHub struct {
 	mu    sync.Mutex
 	chans map[string][]*modelWaiter
 	stall bool
+	// confirmAfter is how long a subscription begun by begin takes to be
+	// confirmed; begins counts the calls of begin.
+	confirmAfter time.Duration
+	begins       int
 }
 
 type modelWaiter struct {
 	h    *modelHub
 	ch   string
 	wake chan struct{}
+	// unconfirmed: the waiter's subscription is not confirmed yet, so
+	// messages do not reach it.
+	unconfirmed bool
+}
+
+// modelPending is the subscription of a modelHub's begin.
+type modelPending struct{ done chan struct{} }
+
+func (p modelPending) Done() <-chan struct{} { return p.done }
+func (p modelPending) Err() error            { return nil }
+
+// begin registers a waiter on ch whose subscription is confirmed
+// confirmAfter later (at once when 0), as the hub's Begin does.
+func (h *modelHub) begin(ch string) (waiter, pending, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.begins++
+	w := &modelWaiter{h: h, ch: ch, wake: make(chan struct{}, 1)}
+	h.chans[ch] = append(h.chans[ch], w)
+	if h.confirmAfter == 0 {
+		return w, nil, nil
+	}
+	w.unconfirmed = true
+	p := modelPending{done: make(chan struct{})}
+	time.AfterFunc(h.confirmAfter, func() {
+		h.mu.Lock()
+		w.unconfirmed = false
+		h.mu.Unlock()
+		close(p.done)
+	})
+	return w, p, nil
+}
+
+func (h *modelHub) beginsMade() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.begins
 }
 
 func (h *modelHub) subscribe(ctx context.Context, ch string) (waiter, error) {
@@ -259,6 +300,9 @@ func (h *modelHub) publish(ch string) {
 
 func (h *modelHub) wakeOneLocked(ch string) {
 	for _, w := range h.chans[ch] {
+		if w.unconfirmed {
+			continue
+		}
 		select {
 		case w.wake <- struct{}{}:
 			return
@@ -815,6 +859,60 @@ func TestModelExpiredAnonymousHoldReplaced(t *testing.T) {
 		}
 		if err := x.Unlock(ctx); err != nil {
 			t.Errorf("Unlock of the latest hold: %v", err)
+		}
+	})
+}
+
+// TestModelSlowSubscriptionKept: a subscription that takes longer than
+// the bound of the call's sleep (here 5s, where a holder that renews a
+// 1.5s lease gives a bound of 1.5s at most) is not given up at the bound
+// and begun again, which would never see it made: it goes on while the
+// call attempts and sleeps, and once it is made a release's message
+// wakes the call at once.
+func TestModelSlowSubscriptionKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		m.hub.confirmAfter = 5 * time.Second
+		c := modelCore(t, m, 30*time.Second)
+		c.beginHook = m.hub.begin
+		l := NewMutex(c, "x", m)
+		m.holder("x", "other:o", 1500*time.Millisecond)
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					m.holder("x", "other:o", 1500*time.Millisecond)
+				case <-stop:
+					return
+				}
+			}
+		}()
+		done := make(chan error, 1)
+		go func() { done <- l.Lock(WithOwner(t.Context(), "a")) }()
+		time.Sleep(6 * time.Second)
+		close(stop)
+		<-stopped
+		synctest.Wait()
+		if n := m.hub.beginsMade(); n != 1 {
+			t.Errorf("the subscription was begun %d times, want once", n)
+		}
+		m.mu.Lock()
+		delete(m.locks, "x")
+		m.hub.publish("ch:x")
+		m.mu.Unlock()
+		start := time.Now()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("the release's message woke nobody: the lock was taken %v after it", d)
+		}
+		if err := l.Unlock(WithOwner(t.Context(), "a")); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
