@@ -11,6 +11,9 @@
 -- ARGV[3] missing or the client ID of a waiter that goes on waiting with
 --         wake-one on (see lock_acquire.lua)
 -- ARGV[4] with ARGV[3], the registration's lifetime in ms
+-- KEYS[6] with ARGV[5..6], the record of refused clients (KEYS[5] is then
+--         KEYS[1] when the caller does not register), as for
+--         lock_acquire.lua
 -- Returns {1, token} when the field holds the lock after the call, with a
 -- count of exactly 1 (from 0 by HINCRBY), the lease reset and a token from
 -- the counter that no acquisition had before (a field that was already
@@ -30,4 +33,5 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   return {1, token}
 end
 register(KEYS[5], ARGV[3], ARGV[4])
+knock(KEYS[6], ARGV[5], ARGV[6])
 return {0, redis.call('pttl', KEYS[1])}

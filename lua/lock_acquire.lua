@@ -12,6 +12,12 @@
 --         client ID: when the lock is not taken, the client is (again)
 --         registered for one wake-up at a time, until the deadline
 -- ARGV[4] with ARGV[3], the registration's lifetime in ms
+-- KEYS[5] with ARGV[5], the record of refused clients relock_knocks:{name}
+--         (KEYS[4] is then KEYS[1] when the caller does not register, and
+--         ARGV[3..4] '')
+-- ARGV[5] missing or the caller's client ID: when the lock is held by
+--         another, the client is recorded as refused (see knock in
+--         wake.lua), for ARGV[6] ms
 -- Returns nil when the field holds the lock after the call, with a count
 -- of exactly 1 and the lease reset; else the holder's remaining lease in ms
 -- (-1 when the key has no expiry).
@@ -44,4 +50,5 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   return nil
 end
 register(KEYS[4], ARGV[3], ARGV[4])
+knock(KEYS[5], ARGV[5], ARGV[6])
 return redis.call('pttl', KEYS[1])

@@ -20,8 +20,9 @@
 -- ARGV[9] with ARGV[6], the caller's client ID
 -- ARGV[10] with ARGV[6], '1' when the caller has a waiter for the lock
 --         (it may be the one woken), else '0'
--- KEYS[3] (KEYS[1] again when wake-one is off: ARGV[6..10] are then '')
---         and KEYS[4] (for a fenced lock: its counter
+-- KEYS[3] (KEYS[1] again when wake-one is off: ARGV[6..10] are then ''),
+--         KEYS[4] (the record of refused clients relock_knocks:{name}) and
+--         KEYS[5] (for a fenced lock: its counter
 --         redisson_lock_token:{name}) with ARGV[11]: a grant on release
 -- ARGV[11] missing or '' (no grant), or the hash field of a waiter of
 --         the caller's client (<clientID>:<owner>) that holds nothing and
@@ -34,6 +35,7 @@
 -- ARGV[14] with ARGV[11], the mark published on KEYS[2] by a release
 --         that granted ('3'): it wakes nobody and tells those who watch
 --         the channel (relock top, a Watch) that the lock changed hands
+-- ARGV[15] with ARGV[11], the caller's client ID
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. At 0 the field is removed, and when that frees the lock
 -- waiters are told: on KEYS[2], always; with wake-one on and live clients
@@ -52,13 +54,16 @@
 -- this request), so a resent request does not release twice (see
 -- count_down.lua); nothing else is written.
 -- A grant on release: when the release frees the lock, ARGV[11] names a
--- waiter and KEYS[2] has at most one subscriber (the caller's client,
+-- waiter, KEYS[2] has at most one subscriber (the caller's client,
 -- whose waiters listen there: no other client and no Redisson waiter
--- waits for the lock), the waiter's field is written (HINCRBY 1, PEXPIRE
+-- waits for the lock) and no other client was refused the lock lately
+-- (KEYS[4]: a spin waiter, a poller or a client on the other kind of
+-- pub/sub, which are no subscribers of KEYS[2], may want it), the
+-- waiter's field is written (HINCRBY 1, PEXPIRE
 -- ARGV[12]) instead of the unlock message (only the mark ARGV[14] is
--- published), and, with KEYS[4], a
+-- published), and, with KEYS[5], a
 -- token is taken from the counter as an acquisition takes one. The reply
--- is then {0, token} (token 0 without KEYS[4]): the count left (0) and
+-- is then {0, token} (token 0 without KEYS[5]): the count left (0) and
 -- the grant. With another subscriber the release publishes as above:
 -- waiters of other clients are never passed over by the caller's own.
 local target = tonumber(ARGV[5])
@@ -67,10 +72,11 @@ if target <= 0 then
     return -1
   end
   if redis.call('exists', KEYS[1]) == 0 then
-    if (ARGV[11] or '') ~= '' and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= 1 then
+    if (ARGV[11] or '') ~= '' and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= 1 and
+        not knocked(KEYS[4], ARGV[15]) then
       local token = 0
-      if KEYS[4] then
-        token = redis.call('incr', KEYS[4])
+      if KEYS[5] then
+        token = redis.call('incr', KEYS[5])
       end
       redis.call('hincrby', KEYS[1], ARGV[11], 1)
       redis.call('pexpire', KEYS[1], ARGV[12])

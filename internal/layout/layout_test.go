@@ -46,6 +46,7 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "redisson_unlock_latch:{orders:42}:0123456789abcdef0123456789abcdef",
 		layout.UnlockLatch(n, "0123456789abcdef0123456789abcdef"))
 	assert.Equal(t, "relock_wakers:{orders:42}", layout.Wakers(n))
+	assert.Equal(t, "relock_knocks:{orders:42}", layout.Knocks(n))
 	assert.Equal(t, "relock_wake:{orders:42}:"+clientID, layout.WakeChannel(n, clientID))
 	assert.Equal(t, "redisson_rwlock:{orders:42}", layout.RWChannel(n))
 	assert.Equal(t, "{orders:42}:"+clientID+":r:rwlock_timeout:2", layout.ReadLeaseKey(n, clientID+":r", 2))
@@ -132,7 +133,7 @@ func TestKeysRoundTrip(t *testing.T) {
 					assert.Equal(t, r, m.Role, "role of %q", k.Name)
 					assert.Equal(t, r.Kind(), m.Kind)
 					assert.True(t, reads(m, name), "Classify(%q) = %+v, want the lock %q", k.Name, m, name)
-					if r != layout.RoleLock && r != layout.RoleWakers {
+					if r != layout.RoleLock && r != layout.RoleWakers && r != layout.RoleKnocks {
 						assert.Equal(t, spec.Kind, m.Kind, "kind of %q", k.Name)
 					}
 				})

@@ -174,6 +174,9 @@ func (a *acquisition) join(ctx context.Context) {
 // that may have won unseen (the owner's count goes back to what it was
 // granted) and leaves the kind's queue.
 func (a *acquisition) End(w *Wait, done bool) {
+	if !done && w.Limit == 0 && w.tried {
+		a.m.core.noteRefused(a.m)
+	}
 	if !done {
 		if a.unknown {
 			a.settle(w.Ctx)

@@ -193,6 +193,12 @@ type Core struct {
 	// offers are the open grant offers of the Client's sleeping
 	// acquisitions, oldest first (see grant.go).
 	offers map[grantKey][]*grantOffer
+	// refused holds, per lock, when an attempt of the Client that does
+	// not wait (TryLock with no wait) last found it held: the Client's
+	// releases do not grant the lock to its waiters for KnockTTL after,
+	// as they do not while another Client knocked (see layout.Knocks).
+	refused     map[grantKey]time.Time
+	refusedKept int // len(refused) after its last sweep
 }
 
 // NewCore builds the shared state. It does no I/O.

@@ -51,11 +51,13 @@ import (
 //     an owner whose hold changed since is not taken. A waiter never
 //     returns "not acquired" holding the lock, and a granted hold nobody
 //     takes is given back or, if its Client died, ends with the window.
-//   - Waiters that never subscribe (spin locks, relock's or Redisson's;
-//     callers polling TryLock with wait 0; a Client on classic pub/sub
-//     beside a sharded one) are not seen by a release: while a Client's
-//     goroutines hand the lock on by grants, such a waiter finds it taken
-//     (a known limit: it gets the lock when the run of grants ends).
+//   - Callers that never subscribe (relock's spin waiters, callers polling
+//     TryLock with wait 0, a Client on classic pub/sub beside a sharded
+//     one) are seen by the knocks their refused attempts leave
+//     (layout.Knocks, for KnockTTL; a Client's own refused TryLock with
+//     wait 0 in Core.refused): no release grants while one is recent.
+//     Redisson's spin waiters leave none (a known limit: they get the
+//     lock when a run of grants ends).
 //
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
@@ -94,18 +96,19 @@ func (Fenced) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, 
 }
 
 // releaseGrant runs lock_unlock.lua for r with the grant arguments
-// (KEYS[3..4], ARGV[6..13]); token is the fencing counter's key, or "".
+// (KEYS[3..5], ARGV[6..15]); token is the fencing counter's key, or "".
 func (c *Core) releaseGrant(ctx context.Context, r Request, token string) (int64, bool, int64, error, error) {
-	keys, args := c.withWake(r, append(make([]string, 0, 4), r.Name, r.Chan),
-		append(make([]string, 0, 13), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
+	keys, args := c.withWake(r, append(make([]string, 0, 5), r.Name, r.Chan),
+		append(make([]string, 0, 15), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
 	if len(keys) == 2 {
 		keys = append(keys, r.Name)
 		args = append(args, "", "", "", "", "")
 	}
+	keys = append(keys, layout.Knocks(r.Name))
 	if token != "" {
 		keys = append(keys, token)
 	}
-	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage)
+	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID)
 	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
 	return grantReply(res, unsynced)
 }
@@ -365,6 +368,14 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 		return nil
 	}
 	k := grantKey{m.name, m.kind}
+	if at, ok := c.refused[k]; ok {
+		if time.Since(at) < KnockTTL {
+			// A call of the Client that does not wait was refused the
+			// lock lately: free it, as for another Client's knock.
+			return nil
+		}
+		delete(c.refused, k)
+	}
 	for _, o := range c.offers[k] {
 		if o.a.h != h && o.a.h.want == 0 {
 			o.state = offerClaimed
@@ -374,6 +385,35 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 		}
 	}
 	return nil
+}
+
+// noteRefused records that an attempt of the Client that does not wait
+// found m held (see Core.refused); only for a kind whose releases grant.
+func (c *Core) noteRefused(m *Mutex) {
+	if c.noGrant {
+		return
+	}
+	if _, ok := m.kind.(grantKind); !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refused == nil {
+		c.refused = make(map[grantKey]time.Time)
+	}
+	now := time.Now()
+	if len(c.refused) >= max(64, 2*c.refusedKept) {
+		// Drop the records that ran out, when the map has doubled
+		// since the last sweep: a Client that polls many names keeps
+		// only those of the last KnockTTL.
+		for k, at := range c.refused {
+			if now.Sub(at) >= KnockTTL {
+				delete(c.refused, k)
+			}
+		}
+		c.refusedKept = len(c.refused)
+	}
+	c.refused[grantKey{m.name, m.kind}] = now
 }
 
 // resolveGrant resolves a claimed offer: granted, or not (unknown: the

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -764,4 +765,47 @@ func grantHeld(t *testing.T) (raw rueidis.Client, g *grantRDB, c *Core, name str
 		t.Fatalf("a: %v %v", ok, err)
 	}
 	return raw, g, c, name, m, a
+}
+
+// TestGrantNotWhileRefused: a release does not grant the lock to a
+// waiter of its own Client while a caller that hears no release wants it:
+// another Client's TryLock with no wait that found it held (recorded in
+// Redis, layout.Knocks), or one of the Client's own (recorded by the
+// Client). The release frees the lock and publishes, as without grants,
+// and the waiter takes it by its own attempt.
+func TestGrantNotWhileRefused(t *testing.T) {
+	for _, kind := range []Kind{Reentrant{}, Fenced{}} {
+		for _, who := range []string{"other-client", "same-client"} {
+			t.Run(fmt.Sprintf("%T", kind)+"/"+who, func(t *testing.T) {
+				raw := redistest.Shared(t).Client(t)
+				c := grantCore(t, raw, Config{})
+				name := grantName(t, raw)
+				m := NewMutex(c, name, kind)
+				a := WithOwner(t.Context(), "a")
+				if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+					t.Fatalf("a: %v %v", ok, err)
+				}
+				poller := m
+				if who == "other-client" {
+					poller = NewMutex(grantCore(t, raw, Config{}), name, kind)
+				}
+				if _, ok, err := poller.Acquire(WithOwner(t.Context(), "p"), 0, 0); ok || err != nil {
+					t.Fatalf("poller: %v %v, want refused", ok, err)
+				}
+				got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+				waitOffer(t, c, name, 1)
+				g0 := GrantsMade()
+				if err := m.Unlock(a); err != nil {
+					t.Fatal(err)
+				}
+				if r := receive(t, got, "b's call"); !r.ok || r.err != nil {
+					t.Fatalf("b: %v %v", r.ok, r.err)
+				}
+				if g := GrantsMade() - g0; g != 0 {
+					t.Errorf("the release granted the lock (%d grants) while a poller wanted it", g)
+				}
+				_ = m.Unlock(WithOwner(t.Context(), "b"))
+			})
+		}
+	}
 }

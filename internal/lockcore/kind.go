@@ -103,8 +103,9 @@ var _ Kind = Reentrant{}
 // Acquire runs lock_acquire.lua.
 func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
-		append(make([]string, 0, 4), r.Name, layout.OtherKey(r.Name), layout.Queue(r.Name)),
-		append(make([]string, 0, 4), r.LeaseArg, r.Field))
+		append(make([]string, 0, 5), r.Name, layout.OtherKey(r.Name), layout.Queue(r.Name)),
+		append(make([]string, 0, 6), r.LeaseArg, r.Field))
+	keys, args = r.Core.withKnock(r, keys, args)
 	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, keys, args)
 	ttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
@@ -161,8 +162,9 @@ type Fenced struct{ Reentrant }
 // Acquire runs fenced_acquire.lua.
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
-		append(make([]string, 0, 5), r.Name, layout.Token(r.Name), layout.OtherKey(r.Name), layout.Queue(r.Name)),
-		append(make([]string, 0, 4), r.LeaseArg, r.Field))
+		append(make([]string, 0, 6), r.Name, layout.Token(r.Name), layout.OtherKey(r.Name), layout.Queue(r.Name)),
+		append(make([]string, 0, 6), r.LeaseArg, r.Field))
+	keys, args = r.Core.withKnock(r, keys, args)
 	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire, keys, args)
 	vals, err := res.AsIntSlice()
 	if err != nil {

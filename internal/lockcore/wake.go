@@ -281,6 +281,30 @@ func (c *Core) withWake(r Request, keys, args []string) ([]string, []string) {
 		append(args, layout.WakeChannelPrefix(r.Name), c.numsub, layout.RegistrantWokenMessage, c.ID, waiting)
 }
 
+// withKnock appends to the keys and args of an acquisition by r (after
+// withJoin's) the record of refused clients and the caller's client ID
+// with the record's lifetime, putting the lock's key and ” in the place
+// of the registration when r does not register: an attempt that finds
+// the lock held by another records the Client as refused (see
+// layout.Knocks and lock_acquire.lua), so that another Client's releases
+// do not grant the lock to their own waiters while this one may want it.
+func (c *Core) withKnock(r Request, keys, args []string) ([]string, []string) {
+	if !r.Join {
+		keys, args = append(keys, r.Name), append(args, "", "")
+	}
+	return append(keys, layout.Knocks(r.Name)), append(args, c.ID, knockTTLArg)
+}
+
+// KnockTTL is how long a Client refused a plain or fenced lock stays
+// recorded as wanting it (see layout.Knocks): another Client's releases
+// publish instead of granting to their own waiters for that long. It
+// outlasts the longest sleep between the attempts of a waiter that does
+// not hear releases: a spin lock's (SpinMax) and one that hears nothing
+// on its channel (QuietHolderCap plus its random part, under 2s).
+const KnockTTL = 2500 * time.Millisecond
+
+var knockTTLArg = strconv.FormatInt(KnockTTL.Milliseconds(), 10)
+
 // withJoin appends to the keys and args of an attempt by r the wake-one
 // registry key and the registration arguments (the client ID and the
 // registration's lifetime) when r registers, and returns them unchanged
