@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,16 +14,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/rlock"
 )
 
 // maxWaiterHeap is the most heap a parked Lock call may keep, besides its
 // goroutine (the handle it waits on included): its call state, its hold
 // record, its subscription, its wait record and its timer. Measured at
-// about 2.7 KB under -race and 3.2-3.4 KB without it (the race detector
-// keeps less in pools): the bound holds for both.
-const maxWaiterHeap = 4096
+// 2.7-3.4 KB with and without -race, up to 3.7 KB with both cores busy
+// (the attempts of the waiters that look again at the count's moment,
+// at most 5% of them, are counted in): the bound is a guard against a
+// regression, not the goal (under 1 KiB, docs/benchmarks.md).
+const maxWaiterHeap = 4608
 
 // TestWaiterMemory pins the heap a waiting Lock call keeps while it
 // sleeps: n calls wait, each on a lock of its own held by another Client,
@@ -61,26 +66,33 @@ func TestWaiterMemory(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	parked := 0
-	wait := func(names []string) {
-		for _, name := range names {
+	wait := func(batch []string) {
+		for _, name := range batch {
 			wg.Go(func() { _ = c.GetLock(name).Lock(ctx) })
 		}
-		parked += len(names)
-		// Every call sleeps (after its second attempt, once subscribed),
-		// and nothing it sent is still in flight (its record's write).
+		parked += len(batch)
+		// Every call waits: its lock's channel is subscribed and its
+		// wait record written, and nothing it sends for them is still in
+		// flight. Calls do not all sleep at one moment: a waiter of a
+		// plain lock looks again every 1-2s (lockcore.QuietHolderCap),
+		// and with thousands of them, on a busy machine, some attempt at
+		// any time: the count waits for all but 5% of them to sleep
+		// (what the others' attempts hold is counted with the waiters).
+		relocktest.Eventually(t, time.Minute, "the waiters to subscribe and record their waits", func() bool {
+			return waitsSettled(t, raw, c.ID(), names[:parked])
+		})
 		// A look at every goroutine's stack stops the world, for tens of
 		// milliseconds with thousands of goroutines under -race: the
-		// looks are spaced by twenty times what the last one took, so
-		// that they leave the waiters most of the time to go to sleep.
+		// looks are spaced by twenty times what the last one took.
 		deadline := time.Now().Add(time.Minute)
 		for {
 			start := time.Now()
-			if sleepingWaits() == parked {
+			if inRun, asleep, busy := waitsInLoop(); inRun == parked && asleep >= parked-parked/20 && !busy {
 				break
 			}
 			took := time.Since(start)
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out after 1m waiting for %d waiters to sleep", parked)
+				t.Fatalf("timed out after 1m waiting for %d waiters to be in their wait loop", parked)
 			}
 			time.Sleep(max(2*time.Millisecond, 20*took))
 		}
@@ -94,9 +106,35 @@ func TestWaiterMemory(t *testing.T) {
 	assert.Less(t, perWaiter, float64(maxWaiterHeap), "heap per parked waiter, its goroutine's excluded")
 }
 
-// sleepingWaits is the number of goroutines asleep in a wait loop's
-// sleep, or -1 while some goroutine still writes a wait record.
-func sleepingWaits() int {
+// waitsSettled reports whether the Client clientID has a wait record for
+// each of names and each of their channels is subscribed.
+func waitsSettled(t *testing.T, raw rueidis.Client, clientID string, names []string) bool {
+	n, err := raw.Do(t.Context(), raw.B().Hlen().Key(waitrec.Key("", clientID)).Build()).AsInt64()
+	if err != nil || n != int64(len(names)) {
+		return false
+	}
+	for chunk := range slices.Chunk(names, 500) {
+		chans := make([]string, len(chunk))
+		for i, name := range chunk {
+			chans[i] = layout.Channel(name)
+		}
+		subs, err := raw.Do(t.Context(), raw.B().PubsubNumsub().Channel(chans...).Build()).AsIntMap()
+		if err != nil {
+			return false
+		}
+		for _, ch := range chans {
+			if subs[ch] < 1 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// waitsInLoop is the number of goroutines in a wait loop, the number of
+// those asleep in its sleep, and whether some goroutine still writes a
+// wait record or subscribes.
+func waitsInLoop() (inRun, asleep int, busy bool) {
 	buf := make([]byte, 1<<20)
 	for {
 		if n := runtime.Stack(buf, true); n < len(buf) {
@@ -106,18 +144,20 @@ func sleepingWaits() int {
 		buf = make([]byte, 2*len(buf))
 	}
 	const loop = "github.com/relock-go/relock/internal/lockcore.(*Wait).run("
-	n := 0
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "writeRecord(") {
-			return -1
+		if strings.Contains(g, "writeRecord(") || strings.Contains(g, "lockcore.(*Wait).subscribe(") {
+			busy = true
+		}
+		if strings.Contains(g, "\n"+loop) {
+			inRun++
 		}
 		// The goroutine's header, then its top frame.
 		if lines := strings.SplitN(g, "\n", 3); len(lines) > 1 && strings.Contains(lines[0], "[select") &&
 			strings.HasPrefix(lines[1], loop) {
-			n++
+			asleep++
 		}
 	}
-	return n
+	return inRun, asleep, busy
 }
 
 // idleGoroutinesHeap is the heap, per goroutine, of n goroutines blocked
