@@ -23,18 +23,10 @@ local function register(registry, id, ttl)
 end
 
 -- knock records, in the sorted set knocks, that the client id was refused
--- the lock (an acquisition found it held): id's deadline is ttl ms from
--- now, and the set lives as long as its last deadline. No-op when id is
--- missing or ''.
-local function knock(knocks, id, ttl)
-  if (id or '') == '' then
-    return
-  end
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('zadd', knocks, now + tonumber(ttl), id)
-  redis.call('pexpire', knocks, ttl)
-end
+-- the lock (an acquisition found it held), as register records a
+-- registration: id's deadline is ttl ms from now, and the set lives as
+-- long as its last deadline. No-op when id is missing or ''.
+local knock = register
 
 -- knocked reports whether a client other than id was refused the lock
 -- within its knock's lifetime (see knock).
