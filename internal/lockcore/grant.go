@@ -52,8 +52,8 @@ import (
 //     returns "not acquired" holding the lock, and a granted hold nobody
 //     takes is given back or, if its Client died, ends with the window.
 //   - Callers that never subscribe (relock's spin waiters, callers polling
-//     TryLock with wait 0, a Client on classic pub/sub beside a sharded
-//     one) are seen by the knocks their refused attempts leave
+//     TryLock with wait 0) are seen by the knocks their refused attempts
+//     leave
 //     (layout.Knocks, for KnockTTL; a Client's own refused TryLock with
 //     wait 0 in Core.refused): no release grants while one is recent.
 //     Redisson's spin waiters leave none (a known limit: they get the

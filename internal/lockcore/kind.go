@@ -100,12 +100,21 @@ type Reentrant struct{}
 
 var _ Kind = Reentrant{}
 
-// Acquire runs lock_acquire.lua.
+// Acquire runs lock_acquire.lua. A call that does not wait records its
+// Client as refused when the lock is held (see withKnock).
 func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
+	return acquireLock(ctx, r, !r.Waiting)
+}
+
+// acquireLock runs lock_acquire.lua; knock: a refused attempt records
+// its Client (see withKnock).
+func acquireLock(ctx context.Context, r Request, knock bool) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
 		append(make([]string, 0, 5), r.Name, layout.OtherKey(r.Name), layout.Queue(r.Name)),
 		append(make([]string, 0, 6), r.LeaseArg, r.Field))
-	keys, args = r.Core.withKnock(r, keys, args)
+	if knock {
+		keys, args = r.Core.withKnock(r, keys, args)
+	}
 	res, unsynced := r.Core.RunAcquire(ctx, lua.LockAcquire, keys, args)
 	ttl, err := res.AsInt64()
 	if rueidis.IsRedisNil(err) {
@@ -164,7 +173,9 @@ func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
 		append(make([]string, 0, 6), r.Name, layout.Token(r.Name), layout.OtherKey(r.Name), layout.Queue(r.Name)),
 		append(make([]string, 0, 6), r.LeaseArg, r.Field))
-	keys, args = r.Core.withKnock(r, keys, args)
+	if !r.Waiting {
+		keys, args = r.Core.withKnock(r, keys, args)
+	}
 	res, unsynced := r.Core.RunAcquire(ctx, lua.FencedAcquire, keys, args)
 	vals, err := res.AsIntSlice()
 	if err != nil {

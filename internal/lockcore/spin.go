@@ -24,9 +24,11 @@ type Spin struct{}
 var _ Kind = Spin{}
 
 // Acquire runs lock_acquire.lua, as Reentrant does (a spin waiter never
-// registers for wake-ups: Request.Join stays unset).
+// registers for wake-ups: Request.Join stays unset); a refused attempt
+// records its Client (see withKnock), waiting or not: a spin waiter
+// hears no release.
 func (Spin) Acquire(ctx context.Context, r Request) (Attempt, error) {
-	return Reentrant{}.Acquire(ctx, r)
+	return acquireLock(ctx, r, true)
 }
 
 // Reenter runs lock_reenter.lua.

@@ -283,11 +283,15 @@ func (c *Core) withWake(r Request, keys, args []string) ([]string, []string) {
 
 // withKnock appends to the keys and args of an acquisition by r (after
 // withJoin's) the record of refused clients and the caller's client ID
-// with the record's lifetime, putting the lock's key and ” in the place
-// of the registration when r does not register: an attempt that finds
-// the lock held by another records the Client as refused (see
+// with the record's lifetime, putting the lock's key and empty strings
+// in the place of the registration when r does not register: an attempt
+// that finds the lock held by another records the Client as refused (see
 // layout.Knocks and lock_acquire.lua), so that another Client's releases
 // do not grant the lock to their own waiters while this one may want it.
+// Only callers that hear no release knock: a call that does not wait
+// (TryLock with no wait) and a spin lock's waiter. A waiting call of a
+// Lock or a FencedLock subscribes to the lock's channel, where a release
+// counts it (when both Clients use the same kind of pub/sub).
 func (c *Core) withKnock(r Request, keys, args []string) ([]string, []string) {
 	if !r.Join {
 		keys, args = append(keys, r.Name), append(args, "", "")
@@ -297,10 +301,9 @@ func (c *Core) withKnock(r Request, keys, args []string) ([]string, []string) {
 
 // KnockTTL is how long a Client refused a plain or fenced lock stays
 // recorded as wanting it (see layout.Knocks): another Client's releases
-// publish instead of granting to their own waiters for that long. It
-// outlasts the longest sleep between the attempts of a waiter that does
-// not hear releases: a spin lock's (SpinMax) and one that hears nothing
-// on its channel (QuietHolderCap plus its random part, under 2s).
+// publish instead of granting to their own waiters for that long. It is
+// far over a spin waiter's longest sleep between attempts (SpinMax), and
+// leaves a caller that polls with TryLock room between its tries.
 const KnockTTL = 2500 * time.Millisecond
 
 var knockTTLArg = strconv.FormatInt(KnockTTL.Milliseconds(), 10)
