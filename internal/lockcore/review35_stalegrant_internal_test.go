@@ -1,6 +1,7 @@
 package lockcore
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/relock-go/relock/internal/redistest"
@@ -33,6 +34,11 @@ func TestReview35StaleGrantTaken(t *testing.T) {
 	waitOffer(t, c, name, 1)
 	landing := make(chan struct{})
 	proceed := make(chan struct{})
+	var proceedOnce sync.Once
+	letGo := func() { proceedOnce.Do(func() { close(proceed) }) }
+	// A test that fails before it lets call 1 go lets it go at its end
+	// (before the Clients close), instead of hanging.
+	t.Cleanup(letGo)
 	c.landHook = func() {
 		close(landing)
 		<-proceed
@@ -58,7 +64,7 @@ func TestReview35StaleGrantTaken(t *testing.T) {
 	} else {
 		zok = ok
 	}
-	close(proceed)
+	letGo()
 	// x's call 1 must not take the spent grant: it goes on waiting while
 	// z holds, and takes the lock itself once z lets it go. (The test at
 	// first awaited call 1 while z held the lock: with the fix, call 1
