@@ -546,15 +546,19 @@ func (w *Wait) subscribe(retry time.Duration) error {
 
 // subscribed takes the outcome of the subscription in w.confirm, once
 // done: on failure the call's waiter leaves, and the next attempt's
-// failure subscribes again.
+// failure subscribes again. A wake-up the call took (its waiter may be
+// woken before the subscription is confirmed: passed on by another
+// waiter, or by the hub after a lost connection) and has not used goes
+// on to the next local waiter as it leaves: without a waiter, the call
+// could neither pass it on nor hand it on at its end.
 func (w *Wait) subscribed() error {
 	err := w.confirm.Err()
 	w.confirm = nil
 	if err == nil {
 		return nil
 	}
-	w.sub.Leave(false)
-	w.sub = nil
+	w.sub.Leave(w.woken)
+	w.sub, w.woken = nil, false
 	return w.core.closedOr(redisError("subscribe", w.Lock.Name, err))
 }
 
