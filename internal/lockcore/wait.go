@@ -286,8 +286,12 @@ func (w *Wait) run() (bool, error) {
 			case <-confirmed:
 				// The subscription is made (attempt again: a release
 				// before it was not heard), or failed (attempt, then
-				// subscribe again).
+				// subscribe again), or was refused (an error reply:
+				// the call ends with it, as when refused in subscribe).
 				if err := w.subscribed(); err != nil {
+					if !w.transient(err) {
+						return w.finish(false, false, w.failure(err))
+					}
 					w.failing, w.lastErr = true, err
 					w.retrying(err)
 				}

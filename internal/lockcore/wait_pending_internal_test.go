@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/observe"
 )
 
@@ -145,6 +146,56 @@ func TestModelWakeUpKeptWhenPendingSubscriptionFails(t *testing.T) {
 		}
 		if begins != 2 {
 			t.Errorf("%d subscriptions begun, want 2 (the failed one, then again)", begins)
+		}
+	})
+}
+
+// TestModelPendingSubscriptionRefusedEndsWait: a subscription the server
+// refuses (an error reply: an ACL that denies the channel) after the
+// call's bound, while the call sleeps, ends the call with the refusal, as
+// a refusal within the bound does: it is not retried as a lost connection
+// (a refusal slower than each bound would be retried for good, the call
+// logging an outage).
+func TestModelPendingSubscriptionRefusedEndsWait(t *testing.T) {
+	// A real error reply of the server.
+	rdb := redistest.Shared(t).Client(t)
+	refusal := rdb.Do(t.Context(), rdb.B().Arbitrary("RELOCK-NO-SUCH-COMMAND").Build()).Error()
+	if !IsReply(refusal) {
+		t.Fatalf("%v is not an error reply", refusal)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel()
+		c := modelCore(t, m, 30*time.Second)
+		first, pend := newPendWaiter(), newPendSub()
+		begins := 0
+		c.beginHook = func(string) (waiter, pending, error) {
+			begins++
+			if begins == 1 {
+				return first, pend, nil
+			}
+			return newPendWaiter(), nil, nil
+		}
+		k := &scripted{steps: []func() (Outcome, error){
+			// Refused: look again in 10ms (the subscription is not
+			// made by then).
+			func() (Outcome, error) { return Outcome{Retry: 10 * time.Millisecond}, nil },
+			// Refused again; the server refuses the subscription
+			// while the call sleeps.
+			func() (Outcome, error) {
+				pend.fail(refusal)
+				return Outcome{Retry: time.Hour}, nil
+			},
+			func() (Outcome, error) { return Outcome{Done: true}, nil },
+		}}
+		done, err := waitNoPanic(t, c, &Wait{Ctx: t.Context(), Limit: NoLimit, Lock: observe.Lock{Kind: "s", Name: "s"}}, k)
+		if done || !IsReply(err) {
+			t.Errorf("Wait = %v, %v; want false and the refusal", done, err)
+		}
+		if begins != 1 {
+			t.Errorf("%d subscriptions begun, want 1: a refused one is not begun again", begins)
+		}
+		if leaves, _ := first.calls(); len(leaves) != 1 {
+			t.Errorf("the refused waiter left %d times, want once", len(leaves))
 		}
 	})
 }
