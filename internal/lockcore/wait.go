@@ -204,7 +204,7 @@ func (w *Wait) run() (bool, error) {
 	if w.Limit != 0 && channel != "" && w.core.Hub.Has(channel) {
 		// Others wait here already: subscribing costs no round trip, and
 		// saves the attempt made after subscribing.
-		_ = w.subscribe(0)
+		w.subscribeEarly(channel)
 	}
 	for {
 		o, err := w.k.Attempt(w)
@@ -546,6 +546,23 @@ func (w *Wait) subscribe(retry time.Duration) error {
 	}
 	w.sub = sub
 	return nil
+}
+
+// subscribeEarly joins, before the call's first attempt, the
+// subscription of a channel that the hub has already (others of the
+// Client wait on it). It does not wait for a subscription still under
+// way (the hub has the channel from the moment a waiter registers):
+// the first attempt is made at once, and the confirmation brings another
+// (see run). A failure is left to the loop, which subscribes after the
+// first attempt as when the hub did not have the channel.
+func (w *Wait) subscribeEarly(channel string) {
+	if j, ok := w.k.(joiner); ok {
+		j.join(w.until)
+	}
+	sub, p, err := w.core.beginSubscribe(w.until, channel)
+	if err == nil {
+		w.sub, w.confirm = sub, p
+	}
 }
 
 // subscribed takes the outcome of the subscription in w.confirm, once
