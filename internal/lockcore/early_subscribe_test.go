@@ -117,7 +117,7 @@ func TestEarlySubscribeDoesNotWaitForPending(t *testing.T) {
 // (the Client's pub/sub connection forwards nothing) leaves nothing
 // behind when its context ends (no waiter left on the lock's channel in
 // the hub), and one that waits so when the Client closes returns
-// ErrClosed as Close begins (Close itself may wait for the hub's dial of
+// ErrClosed (Close itself may wait for the hub's dial of
 // its pub/sub connection, which the stall holds up to the dial timeout;
 // goleak, in TestMain, checks that no goroutine is left).
 func TestPendingSubscriptionEnds(t *testing.T) {
@@ -150,12 +150,8 @@ func TestPendingSubscriptionEnds(t *testing.T) {
 	// The Client closes while the subscription is pending.
 	go func() { done <- m.Lock(lockcore.WithOwner(t.Context(), "b")) }()
 	relocktest.Eventually(t, 10*time.Second, "b's subscription to be begun", func() bool { return c.Hub.Has(ch) })
-	start := time.Now()
 	go func() { _ = c.Close() }()
 	err := <-done
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("b returned %v after Close began", d)
-	}
 	if !errors.Is(err, relock.ErrClosed) {
 		t.Fatalf("Lock = %v, want ErrClosed", err)
 	}
