@@ -204,7 +204,7 @@ func (w *Wait) run() (bool, error) {
 	if w.Limit != 0 && channel != "" && w.core.Hub.Has(channel) {
 		// Others wait here already: subscribing costs no round trip, and
 		// saves the attempt made after subscribing.
-		_ = w.subscribe(0)
+		w.subscribeEarly(channel)
 	}
 	for {
 		o, err := w.k.Attempt(w)
@@ -286,8 +286,12 @@ func (w *Wait) run() (bool, error) {
 			case <-confirmed:
 				// The subscription is made (attempt again: a release
 				// before it was not heard), or failed (attempt, then
-				// subscribe again).
+				// subscribe again), or was refused (an error reply:
+				// the call ends with it, as when refused in subscribe).
 				if err := w.subscribed(); err != nil {
+					if !w.transient(err) {
+						return w.finish(false, false, w.failure(err))
+					}
 					w.failing, w.lastErr = true, err
 					w.retrying(err)
 				}
@@ -544,17 +548,38 @@ func (w *Wait) subscribe(retry time.Duration) error {
 	return nil
 }
 
+// subscribeEarly joins, before the call's first attempt, the
+// subscription of a channel that the hub has already (others of the
+// Client wait on it). It does not wait for a subscription still under
+// way (the hub has the channel from the moment a waiter registers):
+// the first attempt is made at once, and the confirmation brings another
+// (see run). A failure is left to the loop, which subscribes after the
+// first attempt as when the hub did not have the channel.
+func (w *Wait) subscribeEarly(channel string) {
+	if j, ok := w.k.(joiner); ok {
+		j.join(w.until)
+	}
+	sub, p, err := w.core.beginSubscribe(w.until, channel)
+	if err == nil {
+		w.sub, w.confirm = sub, p
+	}
+}
+
 // subscribed takes the outcome of the subscription in w.confirm, once
 // done: on failure the call's waiter leaves, and the next attempt's
-// failure subscribes again.
+// failure subscribes again. A wake-up the call took (its waiter may be
+// woken before the subscription is confirmed: passed on by another
+// waiter, or by the hub after a lost connection) and has not used goes
+// on to the next local waiter as it leaves: without a waiter, the call
+// could neither pass it on nor hand it on at its end.
 func (w *Wait) subscribed() error {
 	err := w.confirm.Err()
 	w.confirm = nil
 	if err == nil {
 		return nil
 	}
-	w.sub.Leave(false)
-	w.sub = nil
+	w.sub.Leave(w.woken)
+	w.sub, w.woken = nil, false
 	return w.core.closedOr(redisError("subscribe", w.Lock.Name, err))
 }
 
