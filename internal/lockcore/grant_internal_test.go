@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -808,4 +810,90 @@ func TestGrantNotWhileRefused(t *testing.T) {
 			})
 		}
 	}
+}
+
+// stuckWaiter is a waiter whose subscription never completes.
+type stuckWaiter struct{ wake chan struct{} }
+
+func (w stuckWaiter) C() <-chan struct{} { return w.wake }
+func (stuckWaiter) Leave(bool)           {}
+func (stuckWaiter) PassOn()              {}
+func (stuckWaiter) Heard() bool          { return false }
+
+type neverPending struct{}
+
+func (neverPending) Done() <-chan struct{} { return nil }
+func (neverPending) Err() error            { return nil }
+
+// TestGrantNotToUnsubscribed: a waiter whose subscription to the lock's
+// channel is not made (pending) offers itself to no release: the channel's
+// one subscriber is then another Client's waiter, and a grant to the
+// unsubscribed waiter would pass that one over. The release publishes.
+func TestGrantNotToUnsubscribed(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	c := grantCore(t, raw, Config{})
+	c.beginHook = func(string) (waiter, pending, error) {
+		return stuckWaiter{wake: make(chan struct{}, 1)}, neverPending{}, nil
+	}
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	msgs := make(chan string, 16)
+	other := redistest.Shared(t).Client(t)
+	go func() {
+		_ = other.Receive(context.WithoutCancel(t.Context()), other.B().Subscribe().Channel(layout.Channel(name)).Build(),
+			func(msg rueidis.PubSubMessage) { msgs <- msg.Message })
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, _ := raw.Do(t.Context(), raw.B().PubsubNumsub().Channel(layout.Channel(name)).Build()).AsIntMap()
+		if n[layout.Channel(name)] >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other client did not subscribe within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a := WithOwner(t.Context(), "a")
+	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	// b sleeps in its wait loop once its subscription's bound (1-2s) ran
+	// out.
+	deadline = time.Now().Add(10 * time.Second)
+	for !waitLoopAsleep() {
+		if time.Now().After(deadline) {
+			t.Fatal("b did not sleep in its wait loop within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g0 := GrantsMade()
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if msg := receive(t, msgs, "a message of the release"); msg != layout.UnlockMessage {
+		t.Errorf("the release published %q, want the unlock message (it granted to a waiter not subscribed)", msg)
+	}
+	if g := GrantsMade() - g0; g != 0 {
+		t.Errorf("%d grants to a waiter whose subscription is not made", g)
+	}
+	if r := receive(t, got, "b's call"); !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	_ = m.Unlock(WithOwner(t.Context(), "b"))
+}
+
+// waitLoopAsleep reports whether a goroutine sleeps in a wait loop's
+// sleep.
+func waitLoopAsleep() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if lines := strings.SplitN(g, "\n", 3); len(lines) > 1 && strings.Contains(lines[0], "[select") &&
+			strings.HasPrefix(lines[1], "github.com/relock-go/relock/internal/lockcore.(*Wait).run(") {
+			return true
+		}
+	}
+	return false
 }

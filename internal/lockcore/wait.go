@@ -270,7 +270,11 @@ func (w *Wait) run() (bool, error) {
 		}
 		gr, canGrant := w.k.(grantee)
 		var offered <-chan struct{}
-		if canGrant && channel != "" {
+		if canGrant && channel != "" && w.sub != nil && w.confirm == nil {
+			// Only a call subscribed to the lock's channel offers
+			// itself: a release grants while the channel has one
+			// subscriber, taken for its own Client's, which without
+			// this subscription may be another Client's waiter.
 			offered = gr.offerGrant()
 		}
 	sleep:
