@@ -423,19 +423,6 @@ type waiter interface {
 	Heard() bool
 }
 
-// subscribe registers a waiter on channel through the Client's hub (or the
-// stand-in a test put in subscribeHook).
-func (c *Core) subscribe(ctx context.Context, channel string) (waiter, error) {
-	if c.subscribeHook != nil {
-		return c.subscribeHook(ctx, channel)
-	}
-	w, err := c.Hub.Subscribe(ctx, channel)
-	if err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
 // pending is a subscription started and not yet confirmed (see
 // pubsub.Pending).
 type pending interface {
@@ -445,8 +432,8 @@ type pending interface {
 
 // beginSubscribe registers a waiter on channel at once and starts its
 // subscription, whose outcome p tells (nil: made already). A test's
-// stand-in in beginHook is called instead, or the one in subscribeHook
-// as subscribe calls it, with ctx.
+// stand-in in beginHook is called instead, or the one in subscribeHook,
+// with ctx, which waits for the subscription.
 func (c *Core) beginSubscribe(ctx context.Context, channel string) (w waiter, p pending, err error) {
 	switch {
 	case c.beginHook != nil:
