@@ -356,10 +356,7 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 // of another owner of the Client that holds nothing of the lock; nil when
 // there is none.
 func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
-	if c.noGrant {
-		return nil
-	}
-	if _, ok := m.kind.(grantKind); !ok {
+	if !c.grants(m) {
 		return nil
 	}
 	c.mu.Lock()
@@ -387,13 +384,17 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 	return nil
 }
 
+// grants reports whether the Client's releases of m may grant it: grants
+// are on and m's kind grants.
+func (c *Core) grants(m *Mutex) bool {
+	_, ok := m.kind.(grantKind)
+	return ok && !c.noGrant
+}
+
 // noteRefused records that an attempt of the Client that does not wait
 // found m held (see Core.refused); only for a kind whose releases grant.
 func (c *Core) noteRefused(m *Mutex) {
-	if c.noGrant {
-		return
-	}
-	if _, ok := m.kind.(grantKind); !ok {
+	if !c.grants(m) {
 		return
 	}
 	c.mu.Lock()
