@@ -317,18 +317,30 @@ func (m *Mutex) settleOnce(ctx context.Context, h *hold, r Request, ended uint64
 		return err
 	}
 	defer h.release()
-	h.core.mu.Lock()
+	c := h.core
+	c.mu.Lock()
 	if ended != settleAny && (h.gen != ended || h.want > 0) {
-		h.core.mu.Unlock()
+		c.mu.Unlock()
 		return nil
 	}
+	if h.granting > 0 {
+		// A release granted, or may grant, the owner a level want does
+		// not show yet: setting the count to want would take it away
+		// from the call that gets it.
+		c.mu.Unlock()
+		return errGrantLanding
+	}
+	h.settling++
 	r.Target = h.want
 	gen, lease := h.gen, h.lease
 	if h.want > 0 {
 		r.LeaseMs, r.LeaseArg = Millis(h.lease), h.leaseArg
 	}
-	h.core.mu.Unlock()
+	c.mu.Unlock()
 	_, err := m.release(ctx, h, r, true)
+	c.mu.Lock()
+	h.settling--
+	c.mu.Unlock()
 	if r.Target > 0 {
 		h.leaseMayBeSet(gen, lease) // a release that leaves levels resets the lease
 	}

@@ -170,6 +170,9 @@ type grantOffer struct {
 	goneR      Request
 	goneM      *Mutex
 	goneWindow time.Duration
+	// counted is the record whose granting counts the claim, until the
+	// grant is landed (see grantLandedLocked).
+	counted *hold
 }
 
 type offerState uint8
@@ -303,6 +306,13 @@ func (a *acquisition) landGrant(w *Wait, keep bool) (got bool, err error) {
 		c.landHook()
 	}
 	<-o.done
+	// Once the grant is taken (the record's want shows it) or given
+	// back, or found empty, the owner's settles may run again.
+	defer func() {
+		c.mu.Lock()
+		c.grantLandedLocked(o)
+		c.mu.Unlock()
+	}()
 	if o.unknown {
 		a.unknown = true
 	}
@@ -374,15 +384,33 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 		delete(c.refused, k)
 	}
 	for _, o := range c.offers[k] {
-		if o.a.h != h && o.a.h.want == 0 {
+		// (An owner whose count a settle is setting is not granted to:
+		// the settle may run after the grant and take it away.)
+		if o.a.h != h && o.a.h.want == 0 && o.a.h.settling == 0 {
 			o.state = offerClaimed
 			o.gen = o.a.h.gen
+			o.a.h.granting++
+			o.counted = o.a.h
 			c.dropOfferLocked(o)
 			return o
 		}
 	}
 	return nil
 }
+
+// grantLandedLocked ends o's count in its record's granting, once: the
+// grant it claimed was landed, found empty, or is given back by the
+// release (the waiter left). c.mu is held.
+func (c *Core) grantLandedLocked(o *grantOffer) {
+	if o.counted != nil {
+		o.counted.granting--
+		o.counted = nil
+	}
+}
+
+// errGrantLanding is settleOnce's answer, sending nothing, while a grant
+// to the owner is on its way (see hold.granting): a settling tries again.
+var errGrantLanding = errors.New("a grant to the owner is on its way")
 
 // grants reports whether the Client's releases of m may grant it: grants
 // are on and m's kind grants.
@@ -431,6 +459,11 @@ func (c *Core) resolveGrant(o *grantOffer, granted, unknown bool, token int64, s
 	o.granted, o.unknown, o.token, o.sent, o.unsynced = granted, unknown, token, sent, unsynced
 	done := o.done // o is its waiter's again once done is closed
 	h, r, m, window := o.goneH, o.goneR, o.goneM, o.goneWindow
+	if gone || (!granted && !unknown) {
+		// Nothing to land: the release wrote nothing, or gives back
+		// itself what it wrote.
+		c.grantLandedLocked(o)
+	}
 	c.mu.Unlock()
 	close(done)
 	if gone {

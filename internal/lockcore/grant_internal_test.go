@@ -34,6 +34,8 @@ type grantRDB struct {
 	mu      sync.Mutex
 	scripts map[string]int
 	after   func(args []string)
+	// before, if set, is called with a script's SHA1 before it is sent.
+	before func(sha string)
 	// lose, if set, is asked after each script ran: true replaces its
 	// reply with a lost one (a connection error).
 	lose func(sha string) bool
@@ -45,17 +47,26 @@ func (g *grantRDB) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisR
 	if len(args) > 1 && (args[0] == "EVALSHA" || args[0] == "EVAL") {
 		words = slices.Clone(args) // before sending: rueidis recycles a sent command
 	}
+	var sha string
+	if words != nil {
+		sha = words[1]
+		if words[0] == "EVAL" {
+			for _, s := range []*lua.Script{lua.LockAcquire, lua.LockUnlock, lua.FencedAcquire} {
+				if s.Body == words[1] {
+					sha = s.SHA1
+				}
+			}
+		}
+		g.mu.Lock()
+		before := g.before
+		g.mu.Unlock()
+		if before != nil {
+			before(sha)
+		}
+	}
 	res := g.Client.Do(ctx, cmd)
 	if words == nil {
 		return res
-	}
-	sha := words[1]
-	if words[0] == "EVAL" {
-		for _, s := range []*lua.Script{lua.LockAcquire, lua.LockUnlock, lua.FencedAcquire} {
-			if s.Body == words[1] {
-				sha = s.SHA1
-			}
-		}
 	}
 	g.mu.Lock()
 	if g.scripts == nil {

@@ -141,6 +141,15 @@ type hold struct {
 	// (see endLocked): until it is, a renewal may be reading the record's
 	// name and field, so the record is not idle and cannot be reused.
 	finishing int
+	// granting counts releases that claimed an offer of a call of the
+	// record (see claimGrant) and whose grant the call has not landed
+	// yet: until it has, the owner's count in Redis may be a level the
+	// record does not show (want), and settleOnce, which sets the count
+	// to want, sends nothing. settling counts settleOnce's sends in
+	// flight: a release claims no offer of the record meanwhile (the
+	// settle read want before the grant, and may run after it).
+	granting int
+	settling int
 	// replaced is the gen + 1 of a hold that a later anonymous hold of
 	// the Client took the lock from while a call was using the record
 	// (0: none). The call in flight (most often the hold's own Unlock,
