@@ -91,24 +91,26 @@ func TestPermitUpdateLeaseConcurrent(t *testing.T) {
 	p, err := s.AcquirePermit(t.Context(), time.Minute)
 	require.NoError(t, err)
 
-	inFirst, secondSent := make(chan struct{}), make(chan struct{})
+	inFirst, secondDone := make(chan struct{}), make(chan struct{})
 	f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Keep: true,
 		After: func([]string) {
 			close(inFirst)
-			// The second update's script, if it is sent meanwhile, runs
-			// before this one is answered. Updates made one at a time
-			// never send it: this waits out a bound then.
+			// The second update, if it is sent meanwhile, runs and is
+			// answered before this one is: its end is set first, and
+			// this one's after it. Updates made one at a time never
+			// send it before this one returns: this waits out a bound
+			// then.
 			select {
-			case <-secondSent:
-			case <-time.After(500 * time.Millisecond):
+			case <-secondDone:
+			case <-time.After(time.Second):
 			}
 		}})
 	first := make(chan error, 1)
 	go func() { first <- p.UpdateLease(context.Background(), time.Hour) }()
 	<-inFirst
-	f.Inject(&relocktest.Rule{SHA1s: []string{lua.SemUpdateLease.SHA1}, N: 1, Run: true, Keep: true,
-		After: func([]string) { close(secondSent) }})
-	require.NoError(t, p.UpdateLease(t.Context(), time.Second), "the second update")
+	err = p.UpdateLease(t.Context(), time.Second)
+	close(secondDone)
+	require.NoError(t, err, "the second update")
 	require.NoError(t, <-first, "the first update")
 	left, err := s.RemainingLease(t.Context(), p.ID())
 	require.NoError(t, err)

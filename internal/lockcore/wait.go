@@ -393,6 +393,12 @@ func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
 // limit ends a call whose wait ran out: without an error, unless the wait
 // ended in an outage (that is an error, not a lock held by someone else).
 func (w *Wait) limit() (bool, error) {
+	if err := w.Cancelled(); err != nil {
+		// The wait's end may be the context's, ended since the call
+		// looked at it (a Lock's wait ends only so): the call fails
+		// with it, and never returns "not acquired" without an error.
+		return w.finish(false, false, w.failure(err))
+	}
 	if w.failing {
 		return w.finish(false, false, notAcquired(w.lastErr))
 	}
