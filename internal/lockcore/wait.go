@@ -247,9 +247,15 @@ func (w *Wait) run() (bool, error) {
 				return w.limit()
 			case !w.transient(err):
 				return w.finish(false, false, w.failure(err))
+			case errors.Is(err, errSubscribeSlow) && w.confirm != nil:
+				// The subscription goes on past the kind's next look;
+				// the call sleeps until its confirmation or that look.
+				// Slow is not failing: no outage is reported, and a
+				// wait that runs out meanwhile ends without an error.
+			default:
+				w.failing, w.lastErr = true, err
+				w.retrying(err)
 			}
-			w.failing, w.lastErr = true, err
-			w.retrying(err)
 			if o.Retry <= 0 || o.Retry > RetryBackoff {
 				o.Retry = RetryBackoff
 			}

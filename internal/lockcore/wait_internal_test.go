@@ -3,8 +3,12 @@ package lockcore
 import (
 	"context"
 	"errors"
-	"github.com/relock-go/relock"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
+
+	"github.com/relock-go/relock"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -875,6 +879,9 @@ func TestModelSlowSubscriptionKept(t *testing.T) {
 		m.hub.confirmAfter = 5 * time.Second
 		c := modelCore(t, m, 30*time.Second)
 		c.beginHook = m.hub.begin
+		var logged strings.Builder
+		var logMu sync.Mutex
+		c.obs = newObserver(Config{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
 		l := NewMutex(c, "x", m)
 		m.holder("x", "other:o", 1500*time.Millisecond)
 		stop, stopped := make(chan struct{}), make(chan struct{})
@@ -900,6 +907,12 @@ func TestModelSlowSubscriptionKept(t *testing.T) {
 		if n := m.hub.beginsMade(); n != 1 {
 			t.Errorf("the subscription was begun %d times, want once", n)
 		}
+		logMu.Lock()
+		if s := logged.String(); strings.Contains(s, "failing") {
+			// A subscription that is slow is no outage.
+			t.Errorf("a slow subscription was logged as Redis failing:\n%s", s)
+		}
+		logMu.Unlock()
 		m.mu.Lock()
 		delete(m.locks, "x")
 		m.hub.publish("ch:x")
@@ -915,4 +928,16 @@ func TestModelSlowSubscriptionKept(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// lockedWriter is a writer that a test's logger and the test share.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
