@@ -22,5 +22,7 @@
 // When the connection drops, every waiter is woken at once (a message may
 // have been lost), the hub reconnects with a short backoff, subscribes again
 // every channel that still has waiters, and wakes the waiters of each such
-// channel once more when its subscription is back.
+// channel once more when its subscription is back. A channel the server
+// refuses then (its user's ACL changed meanwhile) wakes its waiters with
+// the refusal in [Waiter.Err]: they hear nothing more on it.
 package pubsub

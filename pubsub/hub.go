@@ -162,6 +162,9 @@ type Waiter struct {
 	unconfirmed bool
 	// heard: a message woke the waiter since its last Heard.
 	heard bool
+	// err: the server refused the channel when the hub subscribed it
+	// again after a lost connection (see Err).
+	err error
 }
 
 // New returns a hub that subscribes through rdb. It does no I/O: the
@@ -426,6 +429,19 @@ func (w *Waiter) Heard() bool {
 	heard := w.heard
 	w.heard = false
 	return heard
+}
+
+// Err is the server's refusal of the waiter's channel when the hub
+// subscribed it again after the connection was lost (an ACL changed
+// meanwhile, for example): the waiter hears nothing more on the channel.
+// The hub wakes the waiter once when it is refused; Err is nil while the
+// channel is subscribed or being subscribed. A waiter with an error
+// leaves; a new Subscribe or Begin on the channel tries it again.
+func (w *Waiter) Err() error {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return w.err
 }
 
 // PassOn hands a wake-up the waiter took from C and could not use to the

@@ -910,3 +910,37 @@ func TestBegin(t *testing.T) {
 	_, _, err = h.Begin("begin")
 	require.ErrorIs(t, err, pubsub.ErrClosed, "Begin after Close")
 }
+
+// TestResubscribeRefusedTellsWaiters: a waiter's channel, subscribed
+// again after the connection was lost, is refused by the server (its ACL
+// changed meanwhile): the waiter is woken and its Err says so, instead of
+// sleeping on a channel that is no longer subscribed. A new Subscribe on
+// the channel tries it again and gets the refusal.
+func TestResubscribeRefusedTellsWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	require.NoError(t, do(t, c, "ACL", "SETUSER", "limited", "on", "nopass", "resetchannels", "&*", "+@all").Error())
+	opt := srv.ClientOption()
+	opt.Username, opt.Password = "limited", "any"
+	rdb, err := rueidis.NewClient(opt)
+	require.NoError(t, err)
+	defer rdb.Close()
+	h := pubsub.New(rdb, pubsub.Options{})
+	defer h.Close()
+	w := subscribe(t, h, "gated:1")
+	defer w.Leave(false)
+	require.NoError(t, w.Err())
+
+	require.NoError(t, do(t, c, "ACL", "SETUSER", "limited", "resetchannels", "&allowed:*").Error())
+	// (Redis 7 drops the connection of a client whose channels its ACL
+	// no longer allows; 6.2 does not: drop it here.)
+	_ = do(t, c, "CLIENT", "KILL", "TYPE", "pubsub").Error()
+	woken(t, w, "gated:1")
+	relocktest.Eventually(t, eventTimeout, "the refusal told to the waiter", func() bool { return w.Err() != nil })
+	require.ErrorContains(t, w.Err(), "NOPERM")
+
+	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
+	defer cancel()
+	_, err = h.Subscribe(ctx, "gated:1")
+	require.ErrorContains(t, err, "NOPERM", "a new Subscribe")
+}

@@ -317,10 +317,22 @@ func (h *Hub) subscribeDone(subs []*topic, err error) (fatal bool) {
 			// The server refused the channel: retrying will not help, so
 			// the callers get the error.
 			c.solo = false
-			c.resub = false
 			if c.attempt != nil {
 				c.attempt.finish(err)
 				c.attempt = nil
+			}
+			if c.resub {
+				// Subscribed again after a lost connection, the channel
+				// was refused: its waiters would sleep on a channel
+				// that is not subscribed. Each learns so (Err) when
+				// woken.
+				c.resub = false
+				for w := c.head; w != nil; w = w.next {
+					if w.listen == nil {
+						w.err = err
+					}
+				}
+				c.wakeAll(false)
 			}
 		default:
 			// The connection broke; dropped queues c again. A Subscribe

@@ -421,6 +421,9 @@ type waiter interface {
 	Leave(passOn bool)
 	PassOn()
 	Heard() bool
+	// Err is the refusal of the channel when it was subscribed again
+	// after a lost connection (see pubsub.Waiter.Err).
+	Err() error
 }
 
 // pending is a subscription started and not yet confirmed (see

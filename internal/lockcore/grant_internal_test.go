@@ -830,6 +830,7 @@ func (w stuckWaiter) C() <-chan struct{} { return w.wake }
 func (stuckWaiter) Leave(bool)           {}
 func (stuckWaiter) PassOn()              {}
 func (stuckWaiter) Heard() bool          { return false }
+func (stuckWaiter) Err() error           { return nil }
 
 type neverPending struct{}
 

@@ -288,6 +288,15 @@ func (w *Wait) run() (bool, error) {
 			timerC := w.arm(retryAt)
 			select {
 			case <-wake:
+				if err := w.sub.Err(); err != nil {
+					// The channel, subscribed again after a lost
+					// connection, was refused (an ACL changed): the
+					// call would hear nothing more. It ends with the
+					// refusal, as a call refused at its subscription.
+					w.sub.Leave(false)
+					w.sub, w.confirm = nil, nil
+					return w.finish(false, false, w.failure(w.core.closedOr(redisError("subscribe", w.Lock.Name, err))))
+				}
 				if w.OnMessage && w.sub.Heard() {
 					return w.finish(true, false, nil)
 				}

@@ -319,6 +319,7 @@ func (w *modelWaiter) C() <-chan struct{} { return w.wake }
 
 // Heard: the model's messages are never the news themselves.
 func (w *modelWaiter) Heard() bool { return false }
+func (*modelWaiter) Err() error    { return nil }
 
 // PassOn wakes the next waiter after w that has no wake-up pending.
 func (w *modelWaiter) PassOn() {

@@ -28,6 +28,7 @@ func newPendWaiter() *pendWaiter { return &pendWaiter{wake: make(chan struct{}, 
 
 func (w *pendWaiter) C() <-chan struct{} { return w.wake }
 func (w *pendWaiter) Heard() bool        { return false }
+func (*pendWaiter) Err() error           { return nil }
 
 func (w *pendWaiter) PassOn() {
 	w.mu.Lock()
