@@ -123,6 +123,9 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 	a.token = at.Token
 	o := Outcome{Done: at.Acquired, Retry: at.Retry}
 	if s, ok := a.m.kind.(Spinner); ok && !o.Done {
+		// A spin waiter hears no release: the Client's releases of the
+		// lock do not grant it to other waiters meanwhile.
+		a.m.core.noteRefused(a.m)
 		// The kind's backoff, or the holder's lease if it ends sooner.
 		a.spins++
 		if d := s.SpinDelay(a.spins); o.Retry <= 0 || d < o.Retry {

@@ -3,9 +3,14 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -48,4 +53,102 @@ func TestTryContextEndsInFlight(t *testing.T) {
 			t.Fatalf("b's count in Redis is %q", v)
 		}
 	}
+}
+
+// TestGrantNotPastOtherKind: a plain lock and a fenced lock of one name
+// share its hash. A release of one does not grant the lock to a waiter
+// of its own Client while the Client has a caller of the name's other
+// kind that wants it: a sleeping waiter (it offers itself to the other
+// kind's releases only, and hears no release that grants), a TryLock
+// with no wait that was refused, or a spin waiter (whose knocks carry the
+// Client's own ID, which the release's script skips). Each release of a
+// run of grants among the Client's goroutines of one kind passed it over.
+// The release publishes, as without grants.
+func TestGrantNotPastOtherKind(t *testing.T) {
+	for _, kinds := range [][2]Kind{{Reentrant{}, Fenced{}}, {Fenced{}, Reentrant{}}, {Reentrant{}, Spin{}}} {
+		for _, how := range []string{"waiter", "poller"} {
+			if _, spin := kinds[1].(Spin); spin && how == "poller" {
+				continue
+			}
+			t.Run(fmt.Sprintf("%T/%T/%s", kinds[0], kinds[1], how), func(t *testing.T) {
+				raw := redistest.Shared(t).Client(t)
+				c := grantCore(t, raw, Config{})
+				name := grantName(t, raw)
+				m := NewMutex(c, name, kinds[0])
+				other := NewMutex(c, name, kinds[1])
+				a := WithOwner(t.Context(), "a")
+				if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
+					t.Fatalf("a: %v %v", ok, err)
+				}
+				octx, cancelO := context.WithCancel(t.Context())
+				defer cancelO()
+				var ogot <-chan acquired
+				offers := 1
+				switch _, spin := kinds[1].(Spin); {
+				case how == "poller":
+					if _, ok, err := other.Acquire(WithOwner(t.Context(), "o"), 0, 0); ok || err != nil {
+						t.Fatalf("poller: %v %v, want refused", ok, err)
+					}
+				case spin:
+					// The spin waiter was refused once at least.
+					k0 := knocks(t, raw, name)
+					ogot = goAcquire(other, WithOwner(octx, "o"), NoLimit, 0)
+					for deadline := time.Now().Add(10 * time.Second); knocks(t, raw, name) == k0; {
+						if time.Now().After(deadline) {
+							t.Fatal("the spin waiter knocked on no refusal within 10s")
+						}
+						time.Sleep(time.Millisecond)
+					}
+				default:
+					ogot = goAcquire(other, WithOwner(octx, "o"), NoLimit, 0)
+					waitOffer(t, c, name, 1)
+					offers = 2
+				}
+				got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+				waitOffer(t, c, name, offers)
+				g0 := GrantsMade()
+				if err := m.Unlock(a); err != nil {
+					t.Fatal(err)
+				}
+				if g := GrantsMade() - g0; g != 0 {
+					t.Errorf("the release granted the lock (%d grants) while a caller of the other kind wanted it", g)
+				}
+				// Whoever got the lock lets it go; then the other does.
+				waiting := map[string]bool{"b": true, "o": ogot != nil}
+				for waiting["b"] || waiting["o"] {
+					var r acquired
+					var who string
+					select {
+					case r = <-got:
+						who = "b"
+					case r = <-ogot:
+						who = "o"
+					case <-time.After(10 * time.Second):
+						t.Fatalf("b and o did not both get the lock within 10s: %v", waiting)
+					}
+					if !r.ok || r.err != nil {
+						t.Fatalf("%s: %v %v", who, r.ok, r.err)
+					}
+					waiting[who] = false
+					mw := m
+					if who == "o" {
+						mw = other
+					}
+					if err := mw.Unlock(WithOwner(t.Context(), who)); err != nil {
+						t.Fatalf("%s: unlock: %v", who, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// knocks is the number of entries in name's record of refused Clients.
+func knocks(t *testing.T, rdb rueidis.Client, name string) int64 {
+	t.Helper()
+	n, err := rdb.Do(t.Context(), rdb.B().Zcard().Key(layout.Knocks(name)).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
