@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/lua"
 )
 
 // TestTryContextEndsInFlight: a TryLock with wait 0 whose context ends
@@ -151,4 +153,55 @@ func knocks(t *testing.T, rdb rueidis.Client, name string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestGrantNotUndoneByGiveBack: while a release's grant to owner b's
+// waiting goroutine is on its way, another goroutine of b makes an
+// attempt that finds the granted field and takes it over, and its
+// context ends before it reads the reply: the attempt gives back what it
+// won, which removes the granted field. The waiting goroutine must not
+// then take the grant (return holding a lock Redis does not hold for b,
+// which another owner may take): it holds only with b's field in Redis.
+func TestGrantNotUndoneByGiveBack(t *testing.T) {
+	raw, g, c, name, m, a := grantHeld(t)
+	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	b2ctx, cancelB2 := context.WithCancel(t.Context())
+	defer cancelB2()
+	var started atomic.Bool
+	var b2 acquired
+	g.setAfter(func(args []string) {
+		switch args[0] {
+		case lua.LockAcquire.SHA1:
+			// b's second goroutine won (it took the granted field
+			// over); its context ends before it reads the reply.
+			cancelB2()
+		case lua.LockUnlock.SHA1:
+			if !started.CompareAndSwap(false, true) {
+				return
+			}
+			// The grant is written; its reply is held while b's
+			// second goroutine tries the lock.
+			if hget(t, raw, name, m.Field("b")) != "1" {
+				t.Error("the release did not grant b")
+			}
+			_, ok, err := m.Acquire(WithOwner(b2ctx, "b"), 0, 0)
+			b2 = acquired{ok: ok, err: err}
+		}
+	})
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	g.setAfter(nil)
+	if b2.ok || !errors.Is(b2.err, context.Canceled) {
+		t.Fatalf("b's second goroutine: %v %v, want cancelled", b2.ok, b2.err)
+	}
+	r := receive(t, got, "b's call")
+	if !r.ok || r.err != nil {
+		t.Fatalf("b: %v %v", r.ok, r.err)
+	}
+	if v := hget(t, raw, name, m.Field("b")); v != "1" {
+		t.Errorf("b's call returned holding the lock, and b's count in Redis is %q", v)
+	}
+	_ = m.Unlock(WithOwner(t.Context(), "b"))
 }
