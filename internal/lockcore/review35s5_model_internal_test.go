@@ -3,14 +3,13 @@ package lockcore
 import (
 	"context"
 	"errors"
-
-	"github.com/relock-go/relock"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
