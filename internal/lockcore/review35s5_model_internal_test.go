@@ -14,7 +14,8 @@ import (
 )
 
 // TestReview35GrantModel: goroutines of three owners (two each, of one
-// Client) take a lock in turn with grants on release, with contexts that
+// Client), and now and then an owner of another Client (whose waits stop
+// grants), take a lock in turn with grants on release, with contexts that
 // end at random moments, limited and unlimited waits, watched and fixed
 // leases, and one script reply in 20 lost; a model of who holds what
 // checks that no two owners hold at once and that an owner that holds n
@@ -34,14 +35,22 @@ func TestReview35GrantModel(t *testing.T) {
 	var wg sync.WaitGroup
 	g0 := GrantsMade()
 	end := time.Now().Add(3 * time.Second)
-	for g := 0; g < 6; g++ {
-		owner := "o" + strconv.Itoa(g%3)
+	c2 := grantCore(t, raw, Config{})
+	for g := 0; g < 8; g++ {
+		owner := "o" + strconv.Itoa(g%4)
 		// One kind per run: a waiter of the other kind stops grants.
 		m := NewMutex(c, name, kinds[seed%2])
+		pause := time.Duration(0)
+		if g%4 == 3 {
+			m, pause = NewMutex(c2, name, kinds[seed%2]), 300*time.Millisecond
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(end) {
+				// The other Client's goroutine leaves the lock to the
+				// Client's grants between its tries.
+				time.Sleep(pause)
 				ctx, cancel := context.WithTimeout(t.Context(), time.Duration(rand.N(20000))*time.Microsecond)
 				wait := []time.Duration{5 * time.Millisecond, NoLimit}[rand.N(2)]
 				_, ok, err := m.Acquire(WithOwner(ctx, owner), wait, []time.Duration{0, 10 * time.Second}[rand.N(2)])
