@@ -205,3 +205,50 @@ func TestGrantNotUndoneByGiveBack(t *testing.T) {
 	}
 	_ = m.Unlock(WithOwner(t.Context(), "b"))
 }
+
+// TestGrantGiveBackBothGone is TestGrantNotUndoneByGiveBack where the
+// granted goroutine's context ends too, before the release's reply
+// comes: neither call keeps the level, and b's field (granted, then
+// taken over) is taken back at once, not left for its lease.
+func TestGrantGiveBackBothGone(t *testing.T) {
+	raw, g, c, name, m, a := grantHeld(t)
+	b1ctx, cancelB1 := context.WithCancel(t.Context())
+	defer cancelB1()
+	got := goAcquire(m, WithOwner(b1ctx, "b"), NoLimit, 0)
+	waitOffer(t, c, name, 1)
+	b2ctx, cancelB2 := context.WithCancel(t.Context())
+	defer cancelB2()
+	var started atomic.Bool
+	var b1, b2 acquired
+	g.setAfter(func(args []string) {
+		switch args[0] {
+		case lua.LockAcquire.SHA1:
+			cancelB2()
+		case lua.LockUnlock.SHA1:
+			if !started.CompareAndSwap(false, true) {
+				return
+			}
+			_, ok, err := m.Acquire(WithOwner(b2ctx, "b"), 0, 0)
+			b2 = acquired{ok: ok, err: err}
+			cancelB1()
+			b1 = receive(t, got, "b's call")
+		}
+	})
+	if err := m.Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	g.setAfter(nil)
+	if b1.ok || b2.ok || !errors.Is(b1.err, context.Canceled) || !errors.Is(b2.err, context.Canceled) {
+		t.Fatalf("b's calls: %v %v and %v %v, want both cancelled", b1.ok, b1.err, b2.ok, b2.err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for hget(t, raw, name, m.Field("b")) != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("b gave up twice and still holds in Redis 5s later (PTTL %dms)", pttl(t, raw, name))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c.lookupHold(name, "", "b") != 0 {
+		t.Error("the Client records a hold of b")
+	}
+}
