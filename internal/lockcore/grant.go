@@ -55,7 +55,11 @@ import (
 //     TryLock with wait 0) are seen by the knocks their refused attempts
 //     leave
 //     (layout.Knocks, for KnockTTL; a Client's own refused TryLock with
-//     wait 0 in Core.refused): no release grants while one is recent.
+//     wait 0 or spin waiter, of any kind sharing the name's hash, in
+//     Core.refused): no release grants while one is recent. Nor while a
+//     waiter of the Client for the name's other kind (a fenced lock
+//     beside a plain one) sleeps: it is offered only to its kind's
+//     releases.
 //     Redisson's spin waiters leave none (a known limit: they get the
 //     lock when a run of grants ends).
 //
