@@ -123,6 +123,9 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 	a.token = at.Token
 	o := Outcome{Done: at.Acquired, Retry: at.Retry}
 	if s, ok := a.m.kind.(Spinner); ok && !o.Done {
+		// A spin waiter hears no release: the Client's releases of the
+		// lock do not grant it to other waiters meanwhile.
+		a.m.core.noteRefused(a.m)
 		// The kind's backoff, or the holder's lease if it ends sooner.
 		a.spins++
 		if d := s.SpinDelay(a.spins); o.Retry <= 0 || d < o.Retry {
@@ -250,11 +253,11 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			return at, nil
 		}
 		if over := w.Cancelled(); over != nil {
-			a.giveBack(w.Ctx, from)
+			a.giveBackWon(w.Ctx, from)
 			return Attempt{}, over
 		}
 		if at.Unsynced != nil {
-			a.giveBack(w.Ctx, from)
+			a.giveBackWon(w.Ctx, from)
 			return Attempt{}, notAcquired(fmt.Errorf("%q: %w", a.m.name, at.Unsynced))
 		}
 		anon := a.anonKey
@@ -265,11 +268,32 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 		case errors.Is(err, errHoldChanged):
 			continue // lost while re-entered: the next round acquires anew
 		case err != nil:
-			a.giveBack(w.Ctx, from)
+			a.giveBackWon(w.Ctx, from)
 			return Attempt{}, notAcquired(err)
 		}
 		return at, nil
 	}
+}
+
+// giveBackWon is giveBack for a level an attempt of this call won and
+// will not keep. A first acquisition (from 0) that won while a release's
+// grant to the owner is on its way (see hold.granting) may have taken
+// over the granted field: taking it back would take the lock from the
+// call the grant is for, which would then return holding nothing in
+// Redis. Its outcome is then left to the call's end, which settles the
+// count at what the owner holds once the grant has landed.
+func (a *acquisition) giveBackWon(ctx context.Context, from int) {
+	if from == 0 {
+		c := a.m.core
+		c.mu.Lock()
+		landing := a.h.granting > 0
+		c.mu.Unlock()
+		if landing {
+			a.unknown = true
+			return
+		}
+	}
+	a.giveBack(ctx, from)
 }
 
 // giveBack takes back a level this call won and will not keep: the

@@ -193,11 +193,14 @@ type Core struct {
 	// offers are the open grant offers of the Client's sleeping
 	// acquisitions, oldest first (see grant.go).
 	offers map[grantKey][]*grantOffer
-	// refused holds, per lock, when an attempt of the Client that does
-	// not wait (TryLock with no wait) last found it held: the Client's
-	// releases do not grant the lock to its waiters for KnockTTL after,
-	// as they do not while another Client knocked (see layout.Knocks).
-	refused     map[grantKey]time.Time
+	// refused holds, per lock name, when an attempt of the Client that
+	// hears no release (TryLock with no wait, a spin waiter's) last
+	// found it held, whatever the kind of the caller (a plain, fenced and
+	// spin lock of one name share its hash): the Client's releases do not
+	// grant the lock to its waiters for KnockTTL after, as they do not
+	// while another Client knocked (see layout.Knocks; the script skips
+	// the knocks of the Client's own ID).
+	refused     map[string]time.Time
 	refusedKept int // len(refused) after its last sweep
 }
 

@@ -55,7 +55,11 @@ import (
 //     TryLock with wait 0) are seen by the knocks their refused attempts
 //     leave
 //     (layout.Knocks, for KnockTTL; a Client's own refused TryLock with
-//     wait 0 in Core.refused): no release grants while one is recent.
+//     wait 0 or spin waiter, of any kind sharing the name's hash, in
+//     Core.refused): no release grants while one is recent. Nor while a
+//     waiter of the Client for the name's other kind (a fenced lock
+//     beside a plain one) sleeps: it is offered only to its kind's
+//     releases.
 //     Redisson's spin waiters leave none (a known limit: they get the
 //     lock when a run of grants ends).
 //
@@ -375,13 +379,21 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 		return nil
 	}
 	k := grantKey{m.name, m.kind}
-	if at, ok := c.refused[k]; ok {
+	if at, ok := c.refused[m.name]; ok {
 		if time.Since(at) < KnockTTL {
-			// A call of the Client that does not wait was refused the
-			// lock lately: free it, as for another Client's knock.
+			// A call of the Client that hears no release was refused
+			// the lock lately: free it, as for another Client's knock.
 			return nil
 		}
-		delete(c.refused, k)
+		delete(c.refused, m.name)
+	}
+	for _, other := range grantKinds {
+		if other != m.kind && len(c.offers[grantKey{m.name, other}]) > 0 {
+			// A waiter of the Client for the name's other kind sleeps:
+			// only a release that publishes wakes it (this release's
+			// offers are not its own).
+			return nil
+		}
 	}
 	for _, o := range c.offers[k] {
 		// (An owner whose count a settle is setting is not granted to:
@@ -419,16 +431,21 @@ func (c *Core) grants(m *Mutex) bool {
 	return ok && !c.noGrant
 }
 
-// noteRefused records that an attempt of the Client that does not wait
-// found m held (see Core.refused); only for a kind whose releases grant.
+// grantKinds are the kinds whose releases grant. They share a name's hash
+// (with the spin lock): a waiter of one is a caller of the other's lock.
+var grantKinds = [...]Kind{Reentrant{}, Fenced{}}
+
+// noteRefused records that an attempt of the Client that hears no release
+// (it does not wait, or spins) found m held (see Core.refused); only for
+// a kind that shares its hash with a kind whose releases grant.
 func (c *Core) noteRefused(m *Mutex) {
-	if !c.grants(m) {
+	if _, spin := m.kind.(Spinner); c.noGrant || !spin && !c.grants(m) {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.refused == nil {
-		c.refused = make(map[grantKey]time.Time)
+		c.refused = make(map[string]time.Time)
 	}
 	now := time.Now()
 	if len(c.refused) >= max(64, 2*c.refusedKept) {
@@ -442,7 +459,7 @@ func (c *Core) noteRefused(m *Mutex) {
 		}
 		c.refusedKept = len(c.refused)
 	}
-	c.refused[grantKey{m.name, m.kind}] = now
+	c.refused[m.name] = now
 }
 
 // resolveGrant resolves a claimed offer: granted, or not (unknown: the

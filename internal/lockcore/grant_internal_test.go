@@ -28,7 +28,9 @@ import (
 
 // grantRDB passes every command on to a real server, counting the
 // scripts sent by SHA1, and calls after, if set, with the words of each
-// script once the server ran it and before its caller gets the reply.
+// script once the server ran it and before its caller gets the reply (an
+// EVALSHA the server did not know, and did not run, is not seen: the
+// EVAL that follows is).
 type grantRDB struct {
 	rueidis.Client
 	mu      sync.Mutex
@@ -72,9 +74,13 @@ func (g *grantRDB) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisR
 	if g.scripts == nil {
 		g.scripts = make(map[string]int)
 	}
-	if e, ok := rueidis.IsRedisErr(res.Error()); !ok || !e.IsNoScript() {
-		g.scripts[sha]++
+	if e, ok := rueidis.IsRedisErr(res.Error()); ok && e.IsNoScript() {
+		// The script did not run (the server had not loaded it yet):
+		// rueidis sends it again with EVAL, which the hooks see.
+		g.mu.Unlock()
+		return res
 	}
+	g.scripts[sha]++
 	after, lose := g.after, g.lose
 	g.mu.Unlock()
 	if after != nil {

@@ -216,6 +216,15 @@ func (w *Wait) run() (bool, error) {
 			w.failing = false
 			woken := w.woken
 			w.woken = false // the attempt used the wake-up
+			if !o.Done && w.Limit == 0 {
+				if err := w.Cancelled(); err != nil {
+					// The context ended (or Close began) while the
+					// one attempt was in flight: the call fails with
+					// it, and never returns "not acquired" without an
+					// error once its context ended.
+					return w.finish(false, false, w.failure(err))
+				}
+			}
 			if o.Done || w.Limit == 0 {
 				return w.finish(o.Done, o.Done && o.PassOn, nil)
 			}
