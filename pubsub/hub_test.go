@@ -645,16 +645,7 @@ func TestManyChannelsOneConnection(t *testing.T) {
 }
 
 func TestRefusedChannelFailsAlone(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	require.NoError(t, do(t, c, "ACL", "SETUSER", "limited", "on", "nopass", "resetchannels", "&allowed:*", "+@all").Error())
-	opt := srv.ClientOption()
-	opt.Username, opt.Password = "limited", "any"
-	rdb, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	defer rdb.Close()
-	h := pubsub.New(rdb, pubsub.Options{})
-	defer h.Close()
+	c, h := limitedHub(t, "&allowed:*")
 
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -917,16 +908,7 @@ func TestBegin(t *testing.T) {
 // sleeping on a channel that is no longer subscribed. A new Subscribe on
 // the channel tries it again and gets the refusal.
 func TestResubscribeRefusedTellsWaiters(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	require.NoError(t, do(t, c, "ACL", "SETUSER", "limited", "on", "nopass", "resetchannels", "&*", "+@all").Error())
-	opt := srv.ClientOption()
-	opt.Username, opt.Password = "limited", "any"
-	rdb, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	defer rdb.Close()
-	h := pubsub.New(rdb, pubsub.Options{})
-	defer h.Close()
+	c, h := limitedHub(t, "&*")
 	w := subscribe(t, h, "gated:1")
 	defer w.Leave(false)
 	require.NoError(t, w.Err())
@@ -941,6 +923,27 @@ func TestResubscribeRefusedTellsWaiters(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
 	defer cancel()
-	_, err = h.Subscribe(ctx, "gated:1")
+	_, err := h.Subscribe(ctx, "gated:1")
 	require.ErrorContains(t, err, "NOPERM", "a new Subscribe")
+}
+
+// limitedHub starts a server of its own with an ACL user "limited" that
+// may use the channels channels allows (an ACL channel rule), and returns
+// an admin client of it and a hub connected as that user; both are
+// closed when t ends.
+func limitedHub(t *testing.T, channels string) (rueidis.Client, *pubsub.Hub) {
+	t.Helper()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	require.NoError(t, do(t, c, "ACL", "SETUSER", "limited", "on", "nopass", "resetchannels", channels, "+@all").Error())
+	opt := srv.ClientOption()
+	opt.Username, opt.Password = "limited", "any"
+	rdb, err := rueidis.NewClient(opt)
+	require.NoError(t, err)
+	h := pubsub.New(rdb, pubsub.Options{})
+	t.Cleanup(func() {
+		_ = h.Close()
+		rdb.Close()
+	})
+	return c, h
 }

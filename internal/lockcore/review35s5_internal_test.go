@@ -26,13 +26,7 @@ import (
 // context that outlives the caller's by a moment) once made the call
 // return (false, nil).
 func TestTryContextEndsInFlight(t *testing.T) {
-	raw := redistest.Shared(t).Client(t)
-	c := grantCore(t, raw, Config{})
-	name := grantName(t, raw)
-	m := NewMutex(c, name, Reentrant{})
-	if _, ok, err := m.Acquire(WithOwner(t.Context(), "a"), 0, 0); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
+	raw, _, _, name, m, _ := grantHeld(t) // owner a holds the lock
 	for n := int32(1); n <= 8; n++ {
 		inner, cancel := context.WithCancel(t.Context())
 		ctx := &endingCtx{Context: inner, cancel: cancel}

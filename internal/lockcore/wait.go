@@ -216,17 +216,14 @@ func (w *Wait) run() (bool, error) {
 			w.failing = false
 			woken := w.woken
 			w.woken = false // the attempt used the wake-up
-			if !o.Done && w.Limit == 0 {
-				if err := w.Cancelled(); err != nil {
-					// The context ended (or Close began) while the
-					// one attempt was in flight: the call fails with
-					// it, and never returns "not acquired" without an
-					// error once its context ended.
-					return w.finish(false, false, w.failure(err))
-				}
+			if o.Done {
+				return w.finish(true, o.PassOn, nil)
 			}
-			if o.Done || w.Limit == 0 {
-				return w.finish(o.Done, o.Done && o.PassOn, nil)
+			if w.Limit == 0 {
+				// The one attempt was refused: the wait is over, as a
+				// limit that ran out (the context may have ended while
+				// the attempt was in flight: limit fails with it).
+				return w.limit()
 			}
 			if woken && o.PassOn {
 				w.sub.PassOn()

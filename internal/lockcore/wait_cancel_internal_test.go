@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/internal/redistest"
 )
 
 // endingCtx is a context that ends itself right after its n-th Err
@@ -37,13 +36,7 @@ func (e *endingCtx) Err() error {
 // of the context and that of the wait once made the call take its end
 // for the wait limit's.
 func TestContextEndsBetweenLooks(t *testing.T) {
-	raw := redistest.Shared(t).Client(t)
-	c := grantCore(t, raw, Config{})
-	name := grantName(t, raw)
-	m := NewMutex(c, name, Reentrant{})
-	if _, ok, err := m.Acquire(WithOwner(t.Context(), "a"), 0, 0); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
+	raw, _, _, name, m, _ := grantHeld(t) // owner a holds the lock
 	for _, wait := range []time.Duration{NoLimit, time.Minute} {
 		for n := int32(1); n <= 24; n++ {
 			inner, cancel := context.WithCancel(t.Context())
