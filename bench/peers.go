@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -68,6 +69,14 @@ func peers() []peer {
 			settings:  `the same with go-redis v9 (default pool): a reference for the go-redis-based peers; ratios are to "limit"`,
 			exclusive: false,
 			open:      openLimitGoredis,
+		},
+		{
+			name: "mutex",
+			settings: "no Redis: an in-process lock (a Go channel of one) in the same harness; scenario 3 only. " +
+				"The most acquisitions per second the harness itself allows on this machine: a 1ms sleep lasts longer than 1ms",
+			exclusive: true,
+			only:      []string{"contention"},
+			open:      openMutex,
 		},
 		{
 			name:      "relock/no-grant",
@@ -156,6 +165,50 @@ func (l limitImpl) Lock(ctx context.Context) error {
 
 func (l limitImpl) Unlock(ctx context.Context) error {
 	return noopScript.Exec(ctx, l.rdb, nil, nil).Error()
+}
+
+// mutexImpl is the in-process lock of the "mutex" row: every handle of
+// one name shares one channel of one.
+type mutexImpl struct {
+	mu    sync.Mutex
+	locks map[string]chan struct{}
+}
+
+func openMutex(string, *wire) (impl, error) {
+	return &mutexImpl{locks: make(map[string]chan struct{})}, nil
+}
+
+func (m *mutexImpl) locker(name string) locker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, ok := m.locks[name]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		m.locks[name] = ch
+	}
+	return mutexLocker(ch)
+}
+
+func (m *mutexImpl) close() {}
+
+type mutexLocker chan struct{}
+
+func (l mutexLocker) Lock(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l mutexLocker) Unlock(context.Context) error {
+	select {
+	case <-l:
+		return nil
+	default:
+		return errors.New("mutex: unlocked while not held")
+	}
 }
 
 type limitGoredis struct{ rdb *goredis.Client }
