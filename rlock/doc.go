@@ -157,20 +157,22 @@
 //
 // Every waiting call of every kind (a lock's Lock and TryLock with a
 // wait, both sides of a read-write lock, a fair or spin lock, both
-// semaphores, a rate limiter, a latch's Await) is recorded in Redis after
-// its first refused attempt: who waits (its owner, as the lock's hash
+// semaphores, a rate limiter, a latch's Await) that has waited 100ms (the
+// deadlock detection delay, when that is shorter) is recorded in Redis:
+// who waits (its owner, as the lock's hash
 // names a holder, "<clientID>:<owner>"; a call without an owner in its
 // context is recorded under the owner the Client made up for it), for
 // what (the name with the key prefix, the kind), and since when (the
-// server's time). The records of a Client are one hash,
+// server's time when the wait began). The records of a Client are one hash,
 // relock_waits:{<clientID>} (after the key prefix), one field per call; the
 // call deletes its record when its wait ends, however it ends (acquired,
 // the wait or the context over, Close, an error). relock status, relock
 // waits and relock top show them beside the holders. A call that gets
-// what it asked for at its first attempt, and a single attempt (wait 0),
-// send nothing more; a wait sends one command more at its start (the
-// record, HSET and PEXPIRE in one script, sent beside the wait's
-// subscription or second attempt, whose reply it does not wait for) and
+// what it asked for at its first attempt, a single attempt (wait 0) and a
+// wait shorter than 100ms (most hand-offs of a busy lock) send nothing
+// more; a longer wait sends one command more once it has lasted 100ms
+// (the record, HSET and PEXPIRE in one script, sent while the call
+// sleeps, whose reply it does not wait for) and
 // one at its end (HDEL: not waited for by an acquisition that got what it
 // waited for; a call that ends without it deletes its record before it
 // returns, for up to 250ms, so that its owner does not read as waiting

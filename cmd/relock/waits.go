@@ -19,8 +19,8 @@ const waitsUsage = `Usage: relock [CONNECTION FLAGS] waits [--match PATTERN] [--
 Show who waits for what, and flag deadlocks. A relock Client records each
 call that waits (for a lock, fenced lock, fair lock, spin lock, read or
 write lock, semaphore, counting semaphore, rate limiter or latch) in a hash
-of its own, relock_waits:{<clientID>} (after the Client's key prefix), from
-its first refused attempt until the wait ends; a Client that dies leaves
+of its own, relock_waits:{<clientID>} (after the Client's key prefix), once
+it has waited 100ms, until the wait ends; a Client that dies leaves
 records that expire with its watchdog lease. waits walks every master with
 SCAN (never KEYS) for those hashes, then reads what is held under each
 name waited for, one name at a time (on a Redis Cluster, names waited for

@@ -130,10 +130,17 @@ type Wait struct {
 	failing bool        // the last attempt failed transiently
 	lastErr error       // the last transient failure
 	obs     *acquireObs // with an observer or a logger only
-	rec     *waitRecord // the call's wait record, once it waits
-	// timer ends the sleeps: at the bound an attempt returned, or at
-	// detectAt, the next look for a deadlock (zero: none), whichever
-	// comes first. One timer serves both: a waiting call keeps one.
+	rec     *waitRecord // the call's wait record, once written
+	// waitFrom is when the call's first attempt was refused (zero until
+	// then); recordAt, when its record is due (zero once it was asked
+	// for, or none is); recordAsked, that it was (see recordDue).
+	waitFrom    time.Time
+	recordAt    time.Time
+	recordAsked bool
+	// timer ends the sleeps: at the bound an attempt returned, at
+	// recordAt, or at detectAt, the next look for a deadlock (zero:
+	// none), whichever comes first. One timer serves all three: a waiting
+	// call keeps one.
 	timer    *time.Timer
 	detectAt time.Time
 }
@@ -239,9 +246,7 @@ func (w *Wait) run() (bool, error) {
 			return w.finish(false, false, w.failure(err))
 		}
 		w.waiting()
-		if w.rec == nil {
-			w.record()
-		}
+		w.recordDue(time.Now())
 		if w.sub == nil && channel != "" {
 			// Subscribe after the first failed attempt, then attempt
 			// again at once: a release in between is not missed.
@@ -329,6 +334,7 @@ func (w *Wait) run() (bool, error) {
 				}
 			case <-timerC:
 				now := time.Now()
+				w.recordDue(now)
 				if !w.detectAt.IsZero() && !now.Before(w.detectAt) {
 					// The wait lasted the detection delay: look for a
 					// cycle through it, and again a delay later.
@@ -368,14 +374,16 @@ func (w *Wait) run() (bool, error) {
 	}
 }
 
-// arm sets the call's timer to the earlier of retryAt and the next look
-// for a deadlock (a zero time is none), and returns its channel; nil when
-// there is neither. The timer is made on the first sleep that needs it:
-// most calls never sleep.
+// arm sets the call's timer to the earliest of retryAt, the record's due
+// time and the next look for a deadlock (a zero time is none), and returns
+// its channel; nil when there is none. The timer is made on the first
+// sleep that needs it: most calls never sleep.
 func (w *Wait) arm(retryAt time.Time) <-chan time.Time {
 	at := retryAt
-	if !w.detectAt.IsZero() && (at.IsZero() || w.detectAt.Before(at)) {
-		at = w.detectAt
+	for _, t := range [...]time.Time{w.recordAt, w.detectAt} {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
 	}
 	if at.IsZero() {
 		if w.timer != nil {
@@ -405,7 +413,7 @@ func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
 		w.sub.Leave(w.woken || passOn)
 		w.sub, w.confirm = nil, nil
 	}
-	w.detectAt = time.Time{}
+	w.detectAt, w.recordAt = time.Time{}, time.Time{}
 	w.unrecord(done)
 	w.waited()
 	return done, err

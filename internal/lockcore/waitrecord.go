@@ -12,20 +12,24 @@ import (
 )
 
 // Wait records (see package internal/waitrec for their layout): every
-// waiting call of every kind records itself in its Client's wait record
-// hash after its first refused attempt, and deletes its record when the
-// wait ends, however it ends. A call that gets what it waits for at its
-// first attempt (the uncontended path), and a single attempt (wait 0),
-// send nothing more.
+// waiting call of every kind that has waited RecordAfter (or the deadlock
+// detection delay, when that is shorter) records itself in its Client's
+// wait record hash, and deletes its record when the wait ends, however it
+// ends. A call that gets what it waits for at its first attempt (the
+// uncontended path), a single attempt (wait 0), and a wait shorter than
+// that send nothing more: most waits of a busy lock are hand-offs a few
+// milliseconds long, which an operator does not need to see and which
+// cannot be deadlocks yet, and recording them cost two commands per
+// acquisition. The record's since is when the wait began (the server's
+// time at the write, less how long the wait had lasted).
 //
-// Cost: one command at the start of a wait and one at its end. The
-// record's write (lua/wait_record.lua: HSET and PEXPIRE in one script,
-// stamped with the server's TIME) is sent on a goroutine of its own,
-// beside the command the wait sends next anyway (its subscription, or its
-// second attempt), so that it adds no round trip to the wait; the wait
-// does not wait for its reply. The delete (HDEL) is sent when the wait
-// ends, after the write's reply (so that it cannot overtake it): by a
-// call that ends without what it waited for, before it returns (see
+// Cost: one command when a wait has lasted RecordAfter and one at its
+// end. The record's write (lua/wait_record.lua: HSET and PEXPIRE in one
+// script, stamped with the server's TIME) is sent on a goroutine of its
+// own, while the call sleeps, so that it adds no round trip to the wait;
+// the wait does not wait for its reply. The delete (HDEL) is sent when
+// the wait ends, after the write's reply (so that it cannot overtake it):
+// by a call that ends without what it waited for, before it returns (see
 // unrecord); else on a goroutine of its own (the ending call does not
 // wait for it), or, when the write has not been answered yet, by the
 // write's goroutine once it is. Close waits for both goroutines, then
@@ -75,7 +79,7 @@ type waitBook struct {
 type waitRecord struct {
 	field string
 	rec   waitrec.Record // Since 0 until the write's reply
-	start time.Time      // when the write was sent (local clock)
+	since time.Duration  // how long the wait had lasted when the write was sent
 
 	mu       sync.Mutex
 	answered bool          // the write was answered
@@ -137,13 +141,43 @@ func (w *Wait) recordOwner() string {
 	return w.Field
 }
 
-// record starts writing w's record, once per call, after a refused
-// attempt of a call that goes on waiting.
-func (w *Wait) record() {
+// RecordAfter is how long a call waits before it records its wait (see
+// above), unless the deadlock detection delay is shorter.
+const RecordAfter = 100 * time.Millisecond
+
+// recordAfter is how long the Client's calls wait before they record it.
+func (b *waitBook) recordAfter() time.Duration {
+	if b.after > 0 && b.after < RecordAfter {
+		return b.after
+	}
+	return RecordAfter
+}
+
+// recordDue is called after each refused attempt of a call that goes on
+// waiting, and when its sleep's timer fires: the first sets when the wait
+// began, and the call's record is written once it has lasted
+// recordAfter. A call whose record is due and not written (a closed
+// Client) writes none.
+func (w *Wait) recordDue(now time.Time) {
 	c := w.core
-	if w.rec != nil || c.waits.off || w.Limit == 0 {
+	if w.recordAsked || c.waits.off || w.Limit == 0 {
 		return
 	}
+	if w.waitFrom.IsZero() {
+		w.waitFrom = now
+		w.recordAt = now.Add(c.waits.recordAfter())
+	}
+	if now.Before(w.recordAt) {
+		return
+	}
+	w.recordAsked, w.recordAt = true, time.Time{}
+	w.record(now)
+}
+
+// record starts writing w's record, once per call, for a call that has
+// waited since w.waitFrom.
+func (w *Wait) record(now time.Time) {
+	c := w.core
 	// The write's goroutine is one that Close waits for: counted only
 	// while the Client is open (c.mu orders it before Close).
 	c.mu.Lock()
@@ -154,7 +188,7 @@ func (w *Wait) record() {
 	c.background.Add(1)
 	c.mu.Unlock()
 	r := &waitRecord{rec: waitrec.Record{Owner: w.recordOwner(), Name: w.Lock.Name, Kind: w.Lock.Kind},
-		start: time.Now()}
+		since: now.Sub(w.waitFrom)}
 	if r.rec.Kind == "" {
 		r.rec.Kind = "lock"
 	}
@@ -171,7 +205,8 @@ func (w *Wait) record() {
 	}
 	w.rec = r
 	if c.waits.after > 0 {
-		w.detectAt = time.Now().Add(c.waits.after)
+		// Counted from the wait's start, as the record's since is.
+		w.detectAt = w.waitFrom.Add(c.waits.after)
 	}
 	go func() {
 		defer c.background.Done()
@@ -184,7 +219,7 @@ func (w *Wait) record() {
 func (c *Core) writeRecord(r *waitRecord) {
 	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
 	since, err := lua.WaitRecord.Exec(ctx, c.RDB, []string{c.waits.key},
-		[]string{r.field, r.rec.Encode(), c.watchdogArg}).AsInt64()
+		[]string{r.field, r.rec.Encode(), c.watchdogArg, strconv.FormatInt(r.since.Milliseconds(), 10)}).AsInt64()
 	cancel()
 	r.mu.Lock()
 	if err == nil {
