@@ -4,9 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -39,4 +43,42 @@ func TestReview35s6ShortDelayFirstLookFinds(t *testing.T) {
 	require.NoError(t, c.GetLock(x).Unlock(b))
 	require.NoError(t, c.GetLock(y).Unlock(b))
 	awaitNoRecords(t, raw, c)
+}
+
+// TestReview35s6FailedWriteWrittenAgain: a wait's record is written once
+// the wait has lasted lockcore.RecordAfter, whatever the state of Redis
+// then; a write that fails (an outage that began after the wait did) is
+// sent again on a later watchdog tick that reaches Redis, with the wait's
+// start as its since, and not left missing for the rest of the wait (an
+// operator and the deadlock detector would never see it).
+func TestReview35s6FailedWriteWrittenAgain(t *testing.T) {
+	raw := relocktest.Raw(t)
+	f := relocktest.NewFaulty(raw)
+	lost := f.Inject(&relocktest.Rule{SHA1s: []string{lua.WaitRecord.SHA1}, N: 1, Reply: relocktest.LostReply()})
+	c, err := rlock.New(f, rlock.WithWatchdogTimeout(600*time.Millisecond), rlock.WithDeadlockDetection(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	holder := relocktest.Client(t)
+	name := relocktest.Name(t)
+	h := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	w := rlock.WithOwner(t.Context(), "w")
+	start := serverMillis(t, raw)
+	got := lockAsync(c.GetLock(name), w)
+	relocktest.Eventually(t, 5*time.Second, "the record's write to fail", func() bool { return lost.Hits() == 1 })
+	recs := awaitRecords(t, raw, c, name, 1)
+	assert.GreaterOrEqual(t, recs[0].Since, start, "since before the call began")
+	assert.Less(t, recs[0].Since, start+lockcore.RecordAfter.Milliseconds(), "since is not the wait's start")
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to acquire"))
+	require.NoError(t, c.GetLock(name).Unlock(w))
+	awaitNoRecords(t, raw, c)
+}
+
+// serverMillis is the server's time in ms.
+func serverMillis(t *testing.T, raw rueidis.Client) int64 {
+	t.Helper()
+	now, err := raw.Do(t.Context(), raw.B().Time().Build()).AsStrSlice()
+	require.NoError(t, err)
+	return mustInt(t, now[0])*1000 + mustInt(t, now[1])/1000
 }

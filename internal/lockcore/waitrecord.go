@@ -55,8 +55,9 @@ import (
 //
 // A record's write or delete that fails does not fail the wait: the
 // record is then missing (an operator and the deadlock detector do not
-// see the wait) or, while its delete is sent again (see deleteRecord),
-// left: the detector reads it as a wait.
+// see the wait) until a tick reaches Redis again and the write is sent
+// again (see Replied), or, while its delete is sent again (see
+// deleteRecord), left: the detector reads it as a wait.
 
 // waitBook is what a Core keeps of its wait records.
 type waitBook struct {
@@ -73,13 +74,16 @@ type waitBook struct {
 	// leased: the hash is on the watchdog (or being put there), from the
 	// Client's first record until Close, or until the watchdog lost it.
 	leased bool
+	// unwritten: the last tick found a running wait whose record's write
+	// failed; its reply has it sent again (see Replied).
+	unwritten bool
 }
 
 // waitRecord is one waiting call's record.
 type waitRecord struct {
 	field string
 	rec   waitrec.Record // Since 0 until the write's reply
-	since time.Duration  // how long the wait had lasted when the write was sent
+	from  time.Time      // when the wait began (local clock)
 
 	mu       sync.Mutex
 	answered bool          // the write was answered
@@ -188,7 +192,7 @@ func (w *Wait) record(now time.Time) {
 	c.background.Add(1)
 	c.mu.Unlock()
 	r := &waitRecord{rec: waitrec.Record{Owner: w.recordOwner(), Name: w.Lock.Name, Kind: w.Lock.Kind},
-		since: now.Sub(w.waitFrom)}
+		from: w.waitFrom}
 	if r.rec.Kind == "" {
 		r.rec.Kind = "lock"
 	}
@@ -217,10 +221,7 @@ func (w *Wait) record(now time.Time) {
 // writeRecord sends r's write and, when the wait ended before its reply,
 // its delete.
 func (c *Core) writeRecord(r *waitRecord) {
-	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
-	since, err := lua.WaitRecord.Exec(ctx, c.RDB, []string{c.waits.key},
-		[]string{r.field, r.rec.Encode(), c.watchdogArg, strconv.FormatInt(r.since.Milliseconds(), 10)}).AsInt64()
-	cancel()
+	since, err := c.sendRecord(r)
 	r.mu.Lock()
 	if err == nil {
 		r.ok, r.rec.Since = true, since
@@ -234,6 +235,15 @@ func (c *Core) writeRecord(r *waitRecord) {
 	if ended {
 		c.deleteRecord(r)
 	}
+}
+
+// sendRecord sends r's write (lua/wait_record.lua), its since the wait's
+// start: the server's time less how long the wait has lasted.
+func (c *Core) sendRecord(r *waitRecord) (int64, error) {
+	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+	defer cancel()
+	return lua.WaitRecord.Exec(ctx, c.RDB, []string{c.waits.key},
+		[]string{r.field, r.rec.Encode(), c.watchdogArg, strconv.FormatInt(time.Since(r.from).Milliseconds(), 10)}).AsInt64()
 }
 
 // unrecord deletes w's record when its wait ends. A call that got what
@@ -359,9 +369,13 @@ func (l waitLease) RenewCall(lease time.Duration) Call {
 	b.dirty = false
 	written := make([]string, 0, len(b.live))
 	var others []string
+	b.unwritten = false
 	for f, r := range b.live {
 		r.mu.Lock()
 		ok := r.ok && !r.deleting
+		if r.answered && !r.ok && !r.deleting {
+			b.unwritten = true
+		}
 		r.mu.Unlock()
 		if ok {
 			written = append(written, f)
@@ -378,9 +392,16 @@ func (l waitLease) RenewCall(lease time.Duration) Call {
 }
 
 // Replied is told the tick's reply: 2 when a record of a running wait was
-// missing from the hash, which the Client then writes again.
+// missing from the hash, which the Client then writes again; so it does
+// after any reply when the write of a running wait's record failed (the
+// write is sent once the wait has lasted RecordAfter, whatever the state
+// of Redis then: an outage that began after the wait did).
 func (l waitLease) Replied(n int64) {
-	if n == 2 {
+	b := &l.c.waits
+	b.mu.Lock()
+	unwritten := b.unwritten
+	b.mu.Unlock()
+	if n == 2 || unwritten {
 		l.c.rewriteRecords()
 	}
 }
@@ -406,14 +427,20 @@ func (c *Core) rewriteRecords() {
 		return
 	}
 	b.rewriting = true
-	var carried []*waitRecord
+	var carried, unwritten []*waitRecord
 	args := []string{strconv.FormatInt(Millis(c.WatchdogTimeout), 10)}
 	for _, r := range b.live {
 		r.mu.Lock()
-		if r.ok && !r.deleting && r.rewrite == nil {
+		switch {
+		case r.deleting || r.rewrite != nil:
+		case r.ok:
 			r.rewrite = make(chan struct{})
 			carried = append(carried, r)
 			args = append(args, r.field, r.rec.Encode())
+		case r.answered:
+			// Its write failed: sent again, as at first.
+			r.rewrite = make(chan struct{})
+			unwritten = append(unwritten, r)
 		}
 		r.mu.Unlock()
 	}
@@ -429,6 +456,15 @@ func (c *Core) rewriteRecords() {
 			_ = lua.WaitRewrite.Exec(ctx, c.RDB, []string{b.key}, args).Error()
 			cancel()
 		}
+		for _, r := range unwritten {
+			// One that fails again is sent again by the next tick.
+			if since, err := c.sendRecord(r); err == nil {
+				r.mu.Lock()
+				r.ok, r.rec.Since = true, since
+				r.mu.Unlock()
+			}
+		}
+		carried = append(carried, unwritten...)
 		for _, r := range carried {
 			r.mu.Lock()
 			close(r.rewrite)
