@@ -29,9 +29,10 @@ type waiter struct {
 	// Kind is what the call waits for: lock, fenced, fair, read, write,
 	// semaphore, counting_semaphore, rate_limiter, spin or latch.
 	Kind string `json:"kind"`
-	// SinceMs is when the wait was recorded (unix ms, server clock);
-	// WaitingMs how long ago that was, on the clock of the server that
-	// keeps the record.
+	// SinceMs is when the wait began (unix ms, server clock: a record is
+	// written once its wait has lasted 100ms, its since set back to the
+	// wait's start); WaitingMs how long ago that was, on the clock of the
+	// server that keeps the record.
 	SinceMs   int64 `json:"since_ms"`
 	WaitingMs int64 `json:"waiting_ms"`
 
