@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/lua"
@@ -242,8 +244,14 @@ func (c *Core) writeRecord(r *waitRecord) {
 func (c *Core) sendRecord(r *waitRecord) (int64, error) {
 	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
 	defer cancel()
-	return lua.WaitRecord.Exec(ctx, c.RDB, []string{c.waits.key},
-		[]string{r.field, r.rec.Encode(), c.watchdogArg, strconv.FormatInt(time.Since(r.from).Milliseconds(), 10)}).AsInt64()
+	e := c.recordExec(r)
+	return lua.WaitRecord.Exec(ctx, c.RDB, e.Keys, e.Args).AsInt64()
+}
+
+// recordExec is r's write, as sent now.
+func (c *Core) recordExec(r *waitRecord) rueidis.LuaExec {
+	return rueidis.LuaExec{Keys: []string{c.waits.key},
+		Args: []string{r.field, r.rec.Encode(), c.watchdogArg, strconv.FormatInt(time.Since(r.from).Milliseconds(), 10)}}
 }
 
 // unrecord deletes w's record when its wait ends. A call that got what
@@ -402,7 +410,7 @@ func (l waitLease) Replied(n int64) {
 	unwritten := b.unwritten
 	b.mu.Unlock()
 	if n == 2 || unwritten {
-		l.c.rewriteRecords()
+		l.c.rewriteRecords(n == 2)
 	}
 }
 
@@ -413,7 +421,10 @@ func (l waitLease) Replied(n int64) {
 // their waits would otherwise be missing from the wait-for graph until
 // they end. A record whose delete was sent is not carried, and the delete
 // of one carried waits for the rewrite's reply (see beginDelete).
-func (c *Core) rewriteRecords() {
+//
+// With missing false (no record was missing, a write failed), only the
+// records whose write failed are sent.
+func (c *Core) rewriteRecords(missing bool) {
 	b := &c.waits
 	c.mu.Lock()
 	if c.CheckOpen() != nil {
@@ -434,6 +445,9 @@ func (c *Core) rewriteRecords() {
 		switch {
 		case r.deleting || r.rewrite != nil:
 		case r.ok:
+			if !missing {
+				break
+			}
 			r.rewrite = make(chan struct{})
 			carried = append(carried, r)
 			args = append(args, r.field, r.rec.Encode())
@@ -456,12 +470,22 @@ func (c *Core) rewriteRecords() {
 			_ = lua.WaitRewrite.Exec(ctx, c.RDB, []string{b.key}, args).Error()
 			cancel()
 		}
-		for _, r := range unwritten {
-			// One that fails again is sent again by the next tick.
-			if since, err := c.sendRecord(r); err == nil {
-				r.mu.Lock()
-				r.ok, r.rec.Since = true, since
-				r.mu.Unlock()
+		if len(unwritten) > 0 {
+			// Sent at once (pipelined); one that fails again is sent
+			// again after the next tick.
+			execs := make([]rueidis.LuaExec, len(unwritten))
+			for i, r := range unwritten {
+				execs[i] = c.recordExec(r)
+			}
+			ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+			res := lua.WaitRecord.ExecMulti(ctx, c.RDB, execs...)
+			cancel()
+			for i, r := range unwritten {
+				if since, err := res[i].AsInt64(); err == nil {
+					r.mu.Lock()
+					r.ok, r.rec.Since = true, since
+					r.mu.Unlock()
+				}
 			}
 		}
 		carried = append(carried, unwritten...)
