@@ -1,6 +1,7 @@
 package rlock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -14,6 +15,13 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
+// locker is what the lock kinds of a deadlock test share.
+type locker interface {
+	Lock(ctx context.Context) error
+	TryLock(ctx context.Context, wait, lease time.Duration) (bool, error)
+	Unlock(ctx context.Context) error
+}
+
 // TestReview35s6ShortDelayFirstLookFinds: with a deadlock detection delay
 // shorter than lockcore.RecordAfter, a wait's record is written when its
 // first look for a deadlock is due, and that look must see it (wait for
@@ -23,26 +31,43 @@ import (
 // delay into its wait, must end it with ErrDeadlock (a's is the younger
 // wait). A look that skipped finds nothing before the limit (the next
 // look would be two delays into the wait), and a's TryLock returns false
-// without an error.
+// without an error. For each lock kind whose holders the detector reads
+// (a spin lock's waits have no channel: its timer alone brings the
+// record and the look).
 func TestReview35s6ShortDelayFirstLookFinds(t *testing.T) {
 	const after = 90 * time.Millisecond
+	kinds := []struct {
+		kind string
+		get  func(c *rlock.Client, name string) locker
+	}{
+		{"lock", func(c *rlock.Client, name string) locker { return c.GetLock(name) }},
+		{"spin", func(c *rlock.Client, name string) locker { return c.GetSpinLock(name) }},
+		{"fair", func(c *rlock.Client, name string) locker { return c.GetFairLock(name) }},
+		{"write", func(c *rlock.Client, name string) locker { return c.GetReadWriteLock(name).WriteLock() }},
+	}
 	raw := relocktest.Raw(t)
-	c := relocktest.Client(t, rlock.WithDeadlockDetection(after))
-	x, y := relocktest.Name(t), relocktest.Name(t)
-	a := rlock.WithOwner(t.Context(), "a")
-	b := rlock.WithOwner(t.Context(), "b")
-	require.NoError(t, c.GetLock(x).Lock(a))
-	require.NoError(t, c.GetLock(y).Lock(b))
-	bGot := lockAsync(c.GetLock(x), b)
-	awaitRecords(t, raw, c, x, 1)
-	ok, err := c.GetLock(y).TryLock(a, 2*after-time.Millisecond, 0)
-	require.False(t, ok)
-	require.ErrorIs(t, err, rlock.ErrDeadlock, "the first look, a delay into the wait, found no cycle")
-	require.NoError(t, c.GetLock(x).Unlock(a))
-	require.NoError(t, relocktest.Receive(t, bGot, 5*time.Second, "b's Lock"))
-	require.NoError(t, c.GetLock(x).Unlock(b))
-	require.NoError(t, c.GetLock(y).Unlock(b))
-	awaitNoRecords(t, raw, c)
+	for _, k := range kinds {
+		t.Run(k.kind, func(t *testing.T) {
+			c := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+			x, y := relocktest.Name(t), relocktest.Name(t)
+			lx, ly := k.get(c, x), k.get(c, y)
+			a := rlock.WithOwner(t.Context(), "a")
+			b := rlock.WithOwner(t.Context(), "b")
+			require.NoError(t, lx.Lock(a))
+			require.NoError(t, ly.Lock(b))
+			bGot := make(chan error, 1)
+			go func() { bGot <- lx.Lock(b) }()
+			awaitRecords(t, raw, c, x, 1)
+			ok, err := ly.TryLock(a, 2*after-time.Millisecond, 0)
+			require.False(t, ok)
+			require.ErrorIs(t, err, rlock.ErrDeadlock, "the first look, a delay into the wait, found no cycle")
+			require.NoError(t, lx.Unlock(a))
+			require.NoError(t, relocktest.Receive(t, bGot, 5*time.Second, "b's Lock"))
+			require.NoError(t, lx.Unlock(b))
+			require.NoError(t, ly.Unlock(b))
+			awaitNoRecords(t, raw, c)
+		})
+	}
 }
 
 // TestReview35s6FailedWriteWrittenAgain: a wait's record is written once
