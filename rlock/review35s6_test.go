@@ -107,3 +107,38 @@ func serverMillis(t *testing.T, raw rueidis.Client) int64 {
 	require.NoError(t, err)
 	return mustInt(t, now[0])*1000 + mustInt(t, now[1])/1000
 }
+
+// TestReview35s6LostWriteReplyVictimLooks: the write of b's record runs
+// but its reply is lost. Others see the record, and b's is the youngest
+// wait of the cycle a-b: the victim every member names. Only the victim
+// ends itself, and a wait whose write was not answered never looks: b's
+// record is sent again after a watchdog tick, and b's next look ends its
+// wait with ErrDeadlock, where the cycle stayed until b's context ended.
+func TestReview35s6LostWriteReplyVictimLooks(t *testing.T) {
+	const after = 200 * time.Millisecond
+	raw := relocktest.Raw(t)
+	f := relocktest.NewFaulty(raw)
+	ca := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	cb, err := rlock.New(f, rlock.WithWatchdogTimeout(600*time.Millisecond), rlock.WithDeadlockDetection(after))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cb.Close() })
+	x, y := relocktest.Name(t), relocktest.Name(t)
+	a := rlock.WithOwner(t.Context(), "a")
+	b := rlock.WithOwner(t.Context(), "b")
+	require.NoError(t, ca.GetLock(x).Lock(a))
+	require.NoError(t, cb.GetLock(y).Lock(b))
+	aGot := lockAsync(ca.GetLock(y), a)
+	awaitRecords(t, raw, ca, y, 1)
+	lost := f.Inject(&relocktest.Rule{SHA1s: []string{lua.WaitRecord.SHA1}, N: 1, Run: true, Reply: relocktest.LostReply()})
+	ctx, cancel := context.WithTimeout(b, 5*time.Second)
+	defer cancel()
+	err = cb.GetLock(x).Lock(ctx)
+	require.Equal(t, int64(1), lost.Hits(), "the record's write ran, its reply lost")
+	require.ErrorIs(t, err, rlock.ErrDeadlock, "the victim never looked")
+	require.NoError(t, cb.GetLock(y).Unlock(b))
+	require.NoError(t, relocktest.Receive(t, aGot, 5*time.Second, "a's Lock"))
+	require.NoError(t, ca.GetLock(y).Unlock(a))
+	require.NoError(t, ca.GetLock(x).Unlock(a))
+	awaitNoRecords(t, raw, ca)
+	awaitNoRecords(t, raw, cb)
+}
