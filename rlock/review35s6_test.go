@@ -23,7 +23,7 @@ type locker interface {
 }
 
 // TestReview35s6ShortDelayFirstLookFinds: with a deadlock detection delay
-// shorter than lockcore.RecordAfter, a wait's record is written when its
+// no longer than lockcore.RecordAfter, a wait's record is written when its
 // first look for a deadlock is due, and that look must see it (wait for
 // the write's reply), not skip the look and find the cycle only one delay
 // later. b waits for X (a holds it), recorded; then a waits for Y (b
@@ -35,7 +35,9 @@ type locker interface {
 // (a spin lock's waits have no channel: its timer alone brings the
 // record and the look).
 func TestReview35s6ShortDelayFirstLookFinds(t *testing.T) {
-	const after = 90 * time.Millisecond
+	// The longest such delay: the record and the first look are both due
+	// RecordAfter into the wait.
+	const after = lockcore.RecordAfter
 	kinds := []struct {
 		kind string
 		get  func(c *rlock.Client, name string) locker
