@@ -461,28 +461,19 @@ func (d *detector) confirm(cycle []CycleEdge) bool {
 // could not be read).
 func (w *Wait) detect() error {
 	r := w.rec
+	r.mu.Lock()
+	ok := r.ok
+	r.mu.Unlock()
+	if !ok {
+		// Not written (yet, or the write failed): no one sees this wait,
+		// and its since is not known.
+		return nil
+	}
 	c := w.core
 	ctx, cancel := context.WithTimeout(w.until, max(c.waits.after, time.Second))
 	defer cancel()
 	stop := context.AfterFunc(c.root, cancel)
 	defer stop()
-	// The record is written when the wait has lasted recordAfter, which
-	// is the detection delay when that is shorter: the first look is due
-	// as the write is sent, and waits for its reply (one round trip, as
-	// each of the look's reads).
-	select {
-	case <-r.writtenChan():
-	case <-ctx.Done():
-		return nil
-	}
-	r.mu.Lock()
-	ok := r.ok
-	r.mu.Unlock()
-	if !ok {
-		// The write failed: no one sees this wait, and its since is not
-		// known.
-		return nil
-	}
 	self := recordAt{key: c.waits.key, field: r.field, value: r.rec.Encode(), rec: r.rec}
 	if cycle := c.lookFor(ctx, self, nil); cycle != nil {
 		err := &deadlockError{cycle: cycle}

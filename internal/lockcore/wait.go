@@ -143,6 +143,10 @@ type Wait struct {
 	// call keeps one.
 	timer    *time.Timer
 	detectAt time.Time
+	// written, while set, is the record's write's channel: a look for a
+	// deadlock came due before the write was answered, and is made at
+	// its reply (see look).
+	written <-chan struct{}
 }
 
 // Waiting reports whether the call waits (its limit is not 0): a queue
@@ -338,14 +342,18 @@ func (w *Wait) run() (bool, error) {
 				if !w.detectAt.IsZero() && !now.Before(w.detectAt) {
 					// The wait lasted the detection delay: look for a
 					// cycle through it, and again a delay later.
-					if err := w.detect(); err != nil {
+					if err := w.look(); err != nil {
 						return w.finish(false, false, err)
 					}
-					w.detectAt = time.Now().Add(w.core.waits.after)
 				}
 				if retryAt.IsZero() || now.Before(retryAt) {
 					continue sleep
 				}
+			case <-w.written:
+				if err := w.look(); err != nil {
+					return w.finish(false, false, err)
+				}
+				continue sleep
 			case <-w.until.Done():
 				if w.Ctx.Err() == nil {
 					if canGrant {
@@ -400,6 +408,23 @@ func (w *Wait) arm(retryAt time.Time) <-chan time.Time {
 	return w.timer.C
 }
 
+// look makes the look for a deadlock that is due, and sets the next one a
+// delay later. When the record's write has not been answered yet, the
+// look is put off until its reply (w.written): with a detection delay no
+// longer than RecordAfter, the record and the first look are due at once,
+// and a look without the record skips (see detect), which would find a
+// cycle a whole delay late.
+func (w *Wait) look() error {
+	w.detectAt, w.written = time.Time{}, nil
+	if ch := w.rec.writtenChan(); !w.rec.isAnswered() {
+		w.written = ch
+		return nil
+	}
+	err := w.detect()
+	w.detectAt = time.Now().Add(w.core.waits.after)
+	return err
+}
+
 // finish is the one way out of run: the kind ends the call (End), and the
 // subscription is left, handing on a wake-up the call took and did not
 // use, or one more when passOn is set.
@@ -413,7 +438,7 @@ func (w *Wait) finish(done, passOn bool, err error) (bool, error) {
 		w.sub.Leave(w.woken || passOn)
 		w.sub, w.confirm = nil, nil
 	}
-	w.detectAt, w.recordAt = time.Time{}, time.Time{}
+	w.detectAt, w.recordAt, w.written = time.Time{}, time.Time{}, nil
 	w.unrecord(done)
 	w.waited()
 	return done, err

@@ -113,6 +113,13 @@ func (r *waitRecord) writtenChan() <-chan struct{} {
 	return r.written
 }
 
+// isAnswered reports whether r's write was answered.
+func (r *waitRecord) isAnswered() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answered
+}
+
 // beginDelete marks r as being deleted, so that no rewrite carries it
 // from now on, and waits (until ctx ends) for the reply of a rewrite in
 // flight that carries it: a delete sent after that reply reaches Redis
