@@ -181,7 +181,8 @@
 // call per Client per tick, pipelined with the holds' renewals), so the
 // records of a Client that died expire on their own. A record's write or
 // delete that fails does not fail the wait: the wait is then not shown
-// (and is no part of deadlock detection), or shown while its delete is
+// (and is no part of deadlock detection) until the write is sent again,
+// after the next tick that Redis answers, or shown while its delete is
 // sent again (every 100ms, for up to the watchdog timeout), then until
 // the next tick (which deletes what the Client no longer has) or the
 // hash's expiry: meanwhile it reads as a wait, to the deadlock detector
