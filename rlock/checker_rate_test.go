@@ -428,8 +428,17 @@ func (m *rateModel) checkpoint() {
 	for _, g := range m.grants {
 		g.epoch -= last
 	}
+	// An acquisition whose outcome is unknown (a fault crossed it, a
+	// paused server ran its script late) may hold its permits in the
+	// window until its settle plus an interval, past the round's end: it
+	// is kept while it can share a window with what comes, as grants are.
+	m.unknown = slices.DeleteFunc(m.unknown, func(g *rGrant) bool {
+		return g.epoch < last || e.settled(g.to).Add(m.epochs[g.epoch].interval).Before(now)
+	})
+	for _, g := range m.unknown {
+		g.epoch -= last
+	}
 	m.epochs = m.epochs[last:]
-	m.unknown = m.unknown[:0]
 	m.waits = m.waits[:0]
 	e.forgetPast()
 }

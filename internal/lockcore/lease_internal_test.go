@@ -59,7 +59,9 @@ func endedAt(t *testing.T, life context.Context, start time.Time, want, lease ti
 	}
 }
 
-// waitEnd waits for life to end, for an hour of the bubble's time at most.
+// waitEnd waits for life to end, for an hour of the bubble's time at most,
+// then for the bubble's other goroutines to block: a loss ends the hold's
+// life first and tells the lost handler after, on its own goroutine.
 func waitEnd(t *testing.T, life context.Context) {
 	t.Helper()
 	select {
@@ -67,6 +69,7 @@ func waitEnd(t *testing.T, life context.Context) {
 	case <-time.After(time.Hour):
 		t.Fatal("the hold's life has not ended after an hour")
 	}
+	synctest.Wait()
 }
 
 // ranOut is how the cause of a hold's end at its fixed lease says it.
