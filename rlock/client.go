@@ -206,10 +206,12 @@ func WithKeyPrefix(prefix string) Option {
 // lasts costs a few reads each after. The package documentation
 // (Waits and deadlocks) says more.
 //
-// The default is on, 1s; 0 turns it off (waits are still recorded, for
-// relock waits and status). A Client with detection off never ends a
-// wait, even one its cycle chose: turn it off in every Client that shares
-// locks, or in none. A negative delay is refused with ErrInvalidArgument.
+// The default is on, 1s; 0 turns it off (waits that last 100ms are still
+// recorded, for relock waits and status). A wait is recorded once it has
+// lasted 100ms, or after, when that is shorter, and never looks for a
+// cycle before its own record is written. A Client with detection off
+// never ends a wait, even one its cycle chose: turn it off in every
+// Client that shares locks, or in none. A negative delay is refused with ErrInvalidArgument.
 func WithDeadlockDetection(after time.Duration) Option {
 	return func(c *lockcore.Config) { c.DeadlockAfter, c.DeadlockAfterSet = after, true }
 }
