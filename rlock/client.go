@@ -208,7 +208,7 @@ func WithKeyPrefix(prefix string) Option {
 //
 // The default is on, 1s; 0 turns it off (waits that last 100ms are still
 // recorded, for relock waits and status). A wait is recorded once it has
-// lasted 100ms, or after, when that is shorter, and never looks for a
+// lasted 100ms, or the delay after when that is shorter, and never looks for a
 // cycle before its own record is written. A Client with detection off
 // never ends a wait, even one its cycle chose: turn it off in every
 // Client that shares locks, or in none. A negative delay is refused with ErrInvalidArgument.
