@@ -15,13 +15,6 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
-// locker is what the lock kinds of a deadlock test share.
-type locker interface {
-	Lock(ctx context.Context) error
-	TryLock(ctx context.Context, wait, lease time.Duration) (bool, error)
-	Unlock(ctx context.Context) error
-}
-
 // TestReview35s6ShortDelayFirstLookFinds: with a deadlock detection delay
 // no longer than lockcore.RecordAfter, a wait's record is written when its
 // first look for a deadlock is due, and that look must see it (wait for
@@ -40,12 +33,12 @@ func TestReview35s6ShortDelayFirstLookFinds(t *testing.T) {
 	const after = lockcore.RecordAfter
 	kinds := []struct {
 		kind string
-		get  func(c *rlock.Client, name string) locker
+		get  func(c *rlock.Client, name string) relocktest.Lockable
 	}{
-		{"lock", func(c *rlock.Client, name string) locker { return c.GetLock(name) }},
-		{"spin", func(c *rlock.Client, name string) locker { return c.GetSpinLock(name) }},
-		{"fair", func(c *rlock.Client, name string) locker { return c.GetFairLock(name) }},
-		{"write", func(c *rlock.Client, name string) locker { return c.GetReadWriteLock(name).WriteLock() }},
+		{"lock", func(c *rlock.Client, name string) relocktest.Lockable { return c.GetLock(name) }},
+		{"spin", func(c *rlock.Client, name string) relocktest.Lockable { return c.GetSpinLock(name) }},
+		{"fair", func(c *rlock.Client, name string) relocktest.Lockable { return c.GetFairLock(name) }},
+		{"write", func(c *rlock.Client, name string) relocktest.Lockable { return c.GetReadWriteLock(name).WriteLock() }},
 	}
 	raw := relocktest.Raw(t)
 	for _, k := range kinds {
