@@ -184,12 +184,12 @@ func (w *Wait) recordDue(now time.Time) {
 		return
 	}
 	w.recordAsked, w.recordAt = true, time.Time{}
-	w.record(now)
+	w.record()
 }
 
 // record starts writing w's record, once per call, for a call that has
 // waited since w.waitFrom.
-func (w *Wait) record(now time.Time) {
+func (w *Wait) record() {
 	c := w.core
 	// The write's goroutine is one that Close waits for: counted only
 	// while the Client is open (c.mu orders it before Close).
