@@ -14,6 +14,8 @@
 -- KEYS[6] with ARGV[5..6], the record of refused clients (KEYS[5] is then
 --         KEYS[1] when the caller does not register), as for
 --         lock_acquire.lua
+-- KEYS[7] with ARGV[7], the grantees of the lock (KEYS[6] is then KEYS[1]
+--         when the caller does not knock), as for lock_acquire.lua
 -- Returns {1, token} when the field holds the lock after the call, with a
 -- count of exactly 1 (from 0 by HINCRBY), the lease reset and a token from
 -- the counter that no acquisition had before (a field that was already
@@ -33,5 +35,6 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
   return {1, token}
 end
 register(KEYS[5], ARGV[3], ARGV[4])
+offer_grant(KEYS[7], ARGV[3], ARGV[7], ARGV[4])
 knock(KEYS[6], ARGV[5], ARGV[6])
 return {0, redis.call('pttl', KEYS[1])}

@@ -18,6 +18,12 @@
 -- ARGV[5] missing or the caller's client ID: when the lock is held by
 --         another, the client is recorded as refused (see knock in
 --         wake.lua), for ARGV[6] ms
+-- KEYS[6] with ARGV[7], the grantees of the lock relock_grantees:{name}
+--         (KEYS[5] is then KEYS[1] when the caller does not knock, and
+--         ARGV[5..6] '')
+-- ARGV[7] missing or '', or, with ARGV[3], the grant a release may make
+--         to the caller (see offer_grant in wake.lua), recorded with the
+--         registration
 -- Returns nil when the field holds the lock after the call, with a count
 -- of exactly 1 and the lease reset; else the holder's remaining lease in ms
 -- (-1 when the key has no expiry).
@@ -50,5 +56,6 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   return nil
 end
 register(KEYS[4], ARGV[3], ARGV[4])
+offer_grant(KEYS[6], ARGV[3], ARGV[7], ARGV[4])
 knock(KEYS[5], ARGV[5], ARGV[6])
 return redis.call('pttl', KEYS[1])

@@ -21,21 +21,29 @@
 -- ARGV[10] with ARGV[6], '1' when the caller has a waiter for the lock
 --         (it may be the one woken), else '0'
 -- KEYS[3] (KEYS[1] again when wake-one is off: ARGV[6..10] are then ''),
---         KEYS[4] (the record of refused clients relock_knocks:{name}) and
---         KEYS[5] (for a fenced lock: its counter
---         redisson_lock_token:{name}) with ARGV[11]: a grant on release
--- ARGV[11] missing or '' (no grant), or the hash field of a waiter of
---         the caller's client (<clientID>:<owner>) that holds nothing and
---         takes the lock if this release frees it (see below)
+--         KEYS[4] (the record of refused clients relock_knocks:{name}),
+--         KEYS[5] (the fencing counter redisson_lock_token:{name}) and
+--         KEYS[6] (the grantees relock_grantees:{name} with ARGV[17],
+--         else KEYS[1]) with ARGV[11..17]: grants on release
+-- ARGV[11] missing or '' (no grant to the caller's own waiter), or the
+--         hash field of a waiter of the caller's client
+--         (<clientID>:<owner>) that holds nothing and takes the lock if
+--         this release frees it (see below)
 -- ARGV[12] with ARGV[11], the granted hold's lease in ms: a short
 --         confirmation window, which the waiter's client confirms (renews)
 --         once it handed the hold to the waiter
--- ARGV[13] with ARGV[11], the PUBSUB subcommand that counts KEYS[2]'s
---         subscribers ('numsub' or 'shardnumsub')
--- ARGV[14] with ARGV[11], the mark published on KEYS[2] by a release
---         that granted ('3'): it wakes nobody and tells those who watch
---         the channel (relock top, a Watch) that the lock changed hands
--- ARGV[15] with ARGV[11], the caller's client ID
+-- ARGV[13] the PUBSUB subcommand that counts KEYS[2]'s subscribers
+--         ('numsub' or 'shardnumsub')
+-- ARGV[14] the mark published on KEYS[2] by a release that granted to a
+--         waiter of its own client with nobody else subscribed ('3'): it
+--         wakes nobody and tells those who watch the channel (relock top,
+--         a Watch) that the lock changed hands
+-- ARGV[15] the caller's client ID
+-- ARGV[16] with ARGV[11], 'f' when that waiter's hold takes a token (a
+--         fenced lock's), else ''
+-- ARGV[17] with ARGV[6], '' (no grant to another client's waiter) or the
+--         start of the grant message published on a client's wake
+--         channel ('g ', see layout.GrantMessagePrefix)
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. At 0 the field is removed, and when that frees the lock
 -- waiters are told: on KEYS[2], always; with wake-one on and live clients
@@ -53,43 +61,99 @@
 -- count to leave, and left when it is there already (an earlier send of
 -- this request), so a resent request does not release twice (see
 -- count_down.lua); nothing else is written.
--- A grant on release: when the release frees the lock, ARGV[11] names a
--- waiter, KEYS[2] has at most one subscriber (the caller's client,
--- whose waiters listen there: no other client and no Redisson waiter
--- waits for the lock) and no other client was refused the lock lately
--- (KEYS[4]: a spin waiter, a poller or a client on the other kind of
--- pub/sub, which are no subscribers of KEYS[2], may want it), the
--- waiter's field is written (HINCRBY 1, PEXPIRE
--- ARGV[12]) instead of the unlock message (only the mark ARGV[14] is
--- published), and, with KEYS[5], a
--- token is taken from the counter as an acquisition takes one. The reply
--- is then {0, token} (token 0 without KEYS[5]): the count left (0) and
--- the grant. With another subscriber the release publishes as above:
--- waiters of other clients are never passed over by the caller's own.
+-- A grant on release, to the caller's own waiter: when the release
+-- frees the lock, ARGV[11] names a waiter, KEYS[2] has at most one
+-- subscriber (the caller's client, whose waiters listen there: no other
+-- client and no Redisson waiter waits for the lock) and no other client
+-- was refused the lock lately (KEYS[4]: a spin waiter, a poller or a
+-- client on the other kind of pub/sub, which are no subscribers of
+-- KEYS[2], may want it), the waiter's field is written (HINCRBY 1,
+-- PEXPIRE ARGV[12]) instead of the unlock message (only the mark ARGV[14]
+-- is published), and, with ARGV[16] 'f', a token is taken from the
+-- counter as an acquisition takes one. The reply is then {0, token}
+-- (token 0 for a plain lock): the count left (0) and the grant.
+-- A grant on release through the wake-one registry (ARGV[17]): when the
+-- release frees the lock and would wake a registered client (its turn,
+-- see above), every subscriber of KEYS[2] is accounted for by the
+-- registry (no more subscribers than live registrations, all of which
+-- the release looks at: no Redisson waiter and no client without
+-- wake-one waits) and no client was refused
+-- the lock lately, the turn's client is granted the lock instead of
+-- woken: when it is the caller and ARGV[11] names its waiter, that
+-- waiter, with the reply {0, token} as above; else the waiter its
+-- grantee entry in KEYS[6] names (recorded by that waiter's last refused
+-- attempt, "<kind> <window> <stamp> <field>"), whose field is written
+-- with the entry's window (and a token for kind 'f'), and told by the
+-- grant message ARGV[17] .. "<kind> <token> <stamp> <field>" on its
+-- client's wake channel; the reply is {0, 0, 1}. The turn's entry is used up
+-- either way. The mark ARGV[8] and the unlock message follow on KEYS[2],
+-- as for a wake-up: the clients with registered waiters let the message
+-- pass. A caller's own entry that names the field it releases (its
+-- waiter got the lock by an attempt) is removed first, so that no
+-- release grants the lock back to the field it frees. With another
+-- subscriber, or a knock, the release wakes and publishes as above:
+-- grants never pass over a waiter that is not registered.
+local function grant_to(field, window, fenced)
+  local token = 0
+  if fenced then
+    token = redis.call('incr', KEYS[5])
+  end
+  redis.call('hincrby', KEYS[1], field, 1)
+  redis.call('pexpire', KEYS[1], window)
+  return token
+end
+
 local target = tonumber(ARGV[5])
 if target <= 0 then
   if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then
     return -1
   end
   if redis.call('exists', KEYS[1]) == 0 then
-    if (ARGV[11] or '') ~= '' and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= 1 and
-        not knocked(KEYS[4], ARGV[15]) then
-      local token = 0
-      if KEYS[5] then
-        token = redis.call('incr', KEYS[5])
-      end
-      redis.call('hincrby', KEYS[1], ARGV[11], 1)
-      redis.call('pexpire', KEYS[1], ARGV[12])
+    local own = (ARGV[11] or '') ~= ''
+    if own and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= 1 and not knocked(KEYS[4], ARGV[15]) then
+      local token = grant_to(ARGV[11], ARGV[12], ARGV[16] == 'f')
       redis.call(ARGV[4], KEYS[2], ARGV[14])
       return {0, token}
     end
     if (ARGV[6] or '') ~= '' then
+      local remote = (ARGV[17] or '') ~= ''
+      if remote then
+        local mine = redis.call('hget', KEYS[6], ARGV[9])
+        if mine and string.sub(mine, -(#ARGV[3] + 1)) == ' ' .. ARGV[3] then
+          redis.call('hdel', KEYS[6], ARGV[9])
+        end
+      end
       local skip = nil
       if ARGV[10] == '0' then
         skip = ARGV[9]
       end
-      local first = next_waker(KEYS[3], ARGV[6], ARGV[7], skip)
+      local first, live = next_waker(KEYS[3], ARGV[6], ARGV[7], skip, remote)
       if first then
+        local g = nil
+        if remote then
+          g = redis.call('hget', KEYS[6], first)
+          if g then
+            redis.call('hdel', KEYS[6], first)
+          end
+        end
+        local turn = own and first == ARGV[9]
+        if (turn or g) and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= live and
+            not knocked(KEYS[4], nil) then
+          if turn then
+            local token = grant_to(ARGV[11], ARGV[12], ARGV[16] == 'f')
+            redis.call(ARGV[4], KEYS[2], ARGV[8])
+            redis.call(ARGV[4], KEYS[2], ARGV[1])
+            return {0, token}
+          end
+          local kind, window, stamp, field = string.match(g, '^(%a) (%d+) (%d+) (.+)$')
+          if field then
+            local token = grant_to(field, window, kind == 'f')
+            redis.call(ARGV[4], ARGV[6] .. first, ARGV[17] .. kind .. ' ' .. token .. ' ' .. stamp .. ' ' .. field)
+            redis.call(ARGV[4], KEYS[2], ARGV[8])
+            redis.call(ARGV[4], KEYS[2], ARGV[1])
+            return {0, 0, 1}
+          end
+        end
         redis.call(ARGV[4], ARGV[6] .. first, ARGV[1])
         redis.call(ARGV[4], KEYS[2], ARGV[8])
       end

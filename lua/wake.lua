@@ -4,10 +4,13 @@
 -- wake-up at a time, for ttl ms from now (the server's clock), when id is
 -- given (not nil or ''): the attempts of a waiter that goes on waiting
 -- register its client; and
--- next_waker(registry, prefix, numsub, skip): the client registered
+-- offer_grant(grantees, id, value, ttl): records the waiter a release may
+-- grant the lock to (see below);
+-- next_waker(registry, prefix, numsub, skip, all): the client registered
 -- longest ago in the sorted set registry (client ID -> deadline) that
 -- still listens on its wake channel prefix .. ID, other than skip; nil
--- when there is none. On the way it drops the registrations whose
+-- when there is none. With all, it looks at every registration, and
+-- returns as its second value the number of live ones (skip's too). On the way it drops the registrations whose
 -- deadline passed and those of clients that no longer listen (closed, or
 -- dead: the server dropped their connection), so that a dead client never
 -- swallows a wake-up. numsub is the PUBSUB subcommand that counts a
@@ -20,6 +23,17 @@ local function register(registry, id, ttl)
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('zadd', registry, now + tonumber(ttl), id)
   redis.call('pexpire', registry, ttl)
+end
+
+-- offer_grant records, in the hash grantees, value as the grant a
+-- release may make to client id's waiter (see layout.Grantees), for ttl
+-- ms (the registration's lifetime). No-op when value is missing or ''.
+local function offer_grant(grantees, id, value, ttl)
+  if (value or '') == '' then
+    return
+  end
+  redis.call('hset', grantees, id, value)
+  redis.call('pexpire', grantees, ttl)
 end
 
 -- knock records, in the sorted set knocks, that the client id was refused
@@ -41,16 +55,24 @@ local function knocked(knocks, id)
   return false
 end
 
-local function next_waker(registry, prefix, numsub, skip)
+local function next_waker(registry, prefix, numsub, skip, all)
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('zremrangebyscore', registry, '-inf', now)
+  local first = nil
+  local live = 0
   for _, id in ipairs(redis.call('zrange', registry, 0, -1)) do
     if redis.call('pubsub', numsub, prefix .. id)[2] == 0 then
       redis.call('zrem', registry, id)
-    elseif id ~= skip then
-      return id
+    else
+      live = live + 1
+      if not first and id ~= skip then
+        first = id
+        if not all then
+          return first, live
+        end
+      end
     end
   end
-  return nil
+  return first, live
 end

@@ -837,7 +837,10 @@ func (m *holdsModel) deadWaiterRound(how string) {
 	}
 	switch how {
 	case "kill":
-		e.kill(ch, m.fair)
+		at := e.kill(ch, m.fair)
+		// A release the server ran before it saw the child's connections
+		// close may have granted the lock to it (grant across Clients).
+		m.grantedChild(ch, at, at)
 	case "stop":
 		at := e.stop(ch)
 		if m.fair {
@@ -845,6 +848,10 @@ func (m *holdsModel) deadWaiterRound(how string) {
 			e.excuse(at, at.Add(e.kind.queueDelay), "child "+ch.who+" stopped in the queue")
 			e.mu.Unlock()
 		}
+		// Its registration lives up to 3s after its last attempt, made
+		// before it was stopped: until then a release may grant it the
+		// lock (grant across Clients).
+		m.grantedChild(ch, at, at.Add(3*time.Second))
 	default:
 		m.closeSlot(victim, m.fair, "waiting")
 	}

@@ -290,7 +290,7 @@ func chkKinds() []*chkKind {
 // own (TestCheckerSpinLock, TestCheckerCountingSemaphore,
 // TestCheckerRateLimiter).
 func allChkKinds() []*chkKind {
-	return append(chkKinds(), spinKind(), countingKind(), rateKind())
+	return append(append(chkKinds(), spinKind(), countingKind(), rateKind()), remoteGrantKinds()...)
 }
 
 func kindNames(ks []*chkKind) string {
@@ -447,9 +447,9 @@ func runChild(spec childSpec) {
 			sd = sR
 		}
 		switch spec.Kind {
-		case "Lock", "WakeOne":
+		case "Lock", "WakeOne", "WakeOneAll":
 			l = c.GetLock(spec.Name)
-		case "FencedLock":
+		case "FencedLock", "WakeOneFenced":
 			l = c.GetFencedLock(spec.Name)
 		case "SpinLock":
 			l = c.GetSpinLock(spec.Name)

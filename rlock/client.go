@@ -130,9 +130,14 @@ func WithoutReplicaSync() Option {
 // WithWakeOne makes a release wake one waiting process instead of one in
 // each process that waits (the default, and Redisson's way, where N
 // waiting processes race for one grant). Waiters of other Clients and of
-// Redisson still hear every release as before, at once. A waiter of a
-// Client with the option goes on within 2s of a release even when the
-// Client the release woke cannot act (its process stopped or dead). It
+// Redisson still hear every release as before, at once. With grants on
+// (the default, see WithoutGrantOnRelease), the release hands the lock to
+// the woken Client's waiter in Redis itself, when every waiter of the
+// lock is a registered Client's: the waiter needs no round trip of its
+// own. A waiter of a Client with the option goes on within 2s of a
+// release even when the Client the release woke cannot act (its process
+// stopped or dead), within 5s when the release granted the lock to it
+// (the grant's 3s window, then a retry). It
 // applies to Lock and FencedLock (a fair lock already wakes only the head
 // of its queue); on Redis Cluster it needs WithShardedPubSub. The package
 // documentation (Waking one process per release) says how it works. The
@@ -150,8 +155,10 @@ func WithWakeOne() Option {
 // granted hold's lease in Redis is a confirmation window of at most 3s
 // (its own lease when that is shorter) until the Client renews it, a
 // third of the window later: a process that dies in between keeps the
-// lock from others for at most the window. With this option every release
-// publishes and the woken waiter acquires, as Redisson's do. The package
+// lock from others for at most the window. With WithWakeOne, a release
+// also grants the lock to a waiter of the registered Client whose turn it
+// is. With this option every release publishes (or wakes one Client) and
+// the woken waiter acquires, as Redisson's do. The package
 // documentation (Grant on release) says more.
 func WithoutGrantOnRelease() Option {
 	return func(c *lockcore.Config) { c.NoGrant = true }

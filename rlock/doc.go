@@ -253,8 +253,9 @@
 // stopped process) swallows the wake-ups meant for it until its
 // registration ends, 3s after its last attempt: registered waiters
 // therefore try again after 1s to 2s without a wake-up, so such a lock is
-// taken within 2s of its release by a live waiter; a waiter that is not
-// registered is woken by the release itself. On Redis Cluster the option
+// taken within 2s of its release by a live waiter (within 5s when the
+// release granted it to that Client: see Grant on release); a waiter that
+// is not registered is woken by the release itself. On Redis Cluster the option
 // needs WithShardedPubSub: a release learns whether a registered Client
 // still listens by counting its wake channel's subscribers, which is
 // right only on the node that serves the channel's slot.
@@ -313,6 +314,30 @@
 // next attempt takes over a grant that was made, and a waiter that gives
 // up then removes it. WithoutGrantOnRelease turns it off: every release
 // publishes and the woken waiter acquires, as Redisson's do.
+//
+// With WithWakeOne, a release also grants across Clients. A registered
+// waiter's refused attempt records, beside its Client's registration, the
+// grant a release may make to it (relock_grantees:{<name>}, a hash: client
+// ID -> the waiter's field, kind, window, and the attempt's time on its
+// Client's clock). A release that frees the lock and whose turn falls to
+// a registered Client writes that waiter's field (count 1, the window as
+// its lease, a token for a FencedLock) instead of waking the Client, and
+// publishes the grant on the Client's wake channel; the entry is used up.
+// It does so only when every subscriber of the lock's channel is a live
+// registered Client (no Redisson waiter and no Client without the option
+// waits: otherwise it wakes as above) and no Client was refused the lock
+// lately. The "2" and "0" follow on the lock's channel as for a wake-up,
+// so Redisson's waiters notice the release as before. The Client that
+// hears the grant hands it to the waiter if that waiter still sleeps after
+// the attempt the entry came from, with no other call of its owner since,
+// and within half the window of that attempt; the hold's lease counts from
+// the attempt (an earlier moment than the grant), and the Client confirms
+// it within the window as above. Otherwise it gives the grant back at once
+// (the owner's count goes back to what the owner holds, which frees the
+// lock and wakes the next Client). A grant to a Client that died or whose
+// process is stopped holds the lock for the window (3s): the other
+// registered waiters try again within 2s, so they get it within 5s of the
+// release.
 //
 // # Failures
 //

@@ -156,9 +156,11 @@ func TestWakeOneAcrossClients(t *testing.T) {
 	// No lock is left, and the wake registry expires by itself within a
 	// registration's lifetime (3s) of the last wait.
 	raw := srv.Client(t)
-	relocktest.Eventually(t, 5*time.Second, "every key but the wake registry to go", func() bool {
+	relocktest.Eventually(t, 5*time.Second, "every key but the wake registry and its grantees to go", func() bool {
 		keys, err := raw.Do(context.Background(), raw.B().Keys().Pattern("*").Build()).AsStrSlice()
-		return err == nil && !slices.ContainsFunc(keys, func(k string) bool { return !strings.HasPrefix(k, layout.WakersPrefix) })
+		return err == nil && !slices.ContainsFunc(keys, func(k string) bool {
+			return !strings.HasPrefix(k, layout.WakersPrefix) && !strings.HasPrefix(k, layout.GranteesPrefix)
+		})
 	})
 	keys, err := raw.Do(t.Context(), raw.B().Keys().Pattern("*").Build()).AsStrSlice()
 	require.NoError(t, err)

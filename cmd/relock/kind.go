@@ -56,7 +56,7 @@ func detect(s *snapshot) (layout.Kind, error) {
 		return kindCounter, nil
 	case "none":
 		switch {
-		case s.present(layout.RoleQueue, layout.RoleTimeouts, layout.RoleToken, layout.RoleWakers, layout.RoleKnocks):
+		case s.present(layout.RoleQueue, layout.RoleTimeouts, layout.RoleToken, layout.RoleWakers, layout.RoleKnocks, layout.RoleGrantees):
 			return lockKind(s), nil
 		case s.present(layout.RoleLeases, layout.RoleWaitQueue, layout.RoleWaitDeadlines):
 			return layout.KindSemaphore, nil

@@ -36,6 +36,7 @@ type found struct {
 var attachOnly = map[layout.Role]bool{
 	layout.RoleWakers:        true,
 	layout.RoleKnocks:        true,
+	layout.RoleGrantees:      true,
 	layout.RoleWaitQueue:     true,
 	layout.RoleWaitDeadlines: true,
 	layout.RoleLatchOpened:   true,

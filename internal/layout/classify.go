@@ -57,6 +57,7 @@ func Classify(key, typ string) (m Match, ok bool) {
 		prefixed(RoleToken, TypeString, TokenPrefix),
 		prefixed(RoleWakers, TypeZSet, WakersPrefix),
 		prefixed(RoleKnocks, TypeZSet, KnocksPrefix),
+		prefixed(RoleGrantees, TypeHash, GranteesPrefix),
 		prefixed(RoleAlive, TypeZSet, AlivePrefix),
 		suffixed(RoleWaitDeadlines, SemaphoreQueueDeadlinesSuffix),
 		suffixed(RoleWaitQueue, SemaphoreQueueSuffix),
@@ -114,7 +115,8 @@ func Classify(key, typ string) (m Match, ok bool) {
 // DerivedKey reports whether key is a key that relock derives from a lock
 // name (Classify reads it, as a list, a sorted set or a string, as such a
 // key: a fair lock's queue, a fenced lock's token counter, a semaphore's
-// leases, a read hold's lease..., or as a hash, a semaphore's holders),
+// leases, a read hold's lease..., or as a hash, a semaphore's holders or
+// a lock's grantees),
 // and of which lock. A name that is one would share that key with the
 // lock it belongs to, so relock refuses it as a lock name. Another hash
 // is never one (every hash reads as a lock's own), nor is a name without
@@ -125,7 +127,7 @@ func DerivedKey(key string) (Match, bool) {
 			return m, true
 		}
 	}
-	if m, ok := Classify(key, TypeHash); ok && m.Role == RoleHolders {
+	if m, ok := Classify(key, TypeHash); ok && (m.Role == RoleHolders || m.Role == RoleGrantees) {
 		return m, true
 	}
 	return Match{}, false

@@ -56,6 +56,7 @@ const (
 	RoleLatchOpened // count-down latch's mark of its last opening (relock's, LatchOpened)
 	RoleHolders     // semaphore's record of who took each permit (relock's)
 	RoleKnocks      // the clients refused a lock lately (relock's, Knocks)
+	RoleGrantees    // the waiters a release may grant a lock to (relock's, Grantees)
 
 	// Channels.
 	RoleChannel       // lock's unlock channel (Channel)
@@ -74,7 +75,7 @@ var roleNames = [...]string{
 	RoleWaitQueue: "wait queue", RoleWaitDeadlines: "wait deadlines", RoleGrants: "grants", RoleLatchOpened: "opening mark",
 	RoleRateValue: "rate value", RoleRatePermits: "rate permits",
 	RoleRateClientValue: "client rate value", RoleRateClientPermits: "client rate permits", RoleHolders: "holders",
-	RoleKnocks:  "knocks",
+	RoleKnocks: "knocks", RoleGrantees: "grantees",
 	RoleChannel: "channel", RoleWaiterChannel: "waiter channel", RoleWakeChannel: "wake channel",
 	RoleRWChannel: "rwlock channel", RoleSemChannel: "semaphore channel", RoleLatchChannel: "latch channel",
 	RoleRateChannel: "rate limiter channel",
@@ -88,7 +89,7 @@ func (r Role) String() string {
 }
 
 // Kind is the kind a key or channel of role r implies: KindLock for the
-// roles that several kinds share (RoleLock, RoleWakers, RoleKnocks, RoleUnlockLatch,
+// roles that several kinds share (RoleLock, RoleWakers, RoleKnocks, RoleGrantees, RoleUnlockLatch,
 // RoleChannel: the value of the key, or other keys, tell which lock it
 // is), KindSemaphore for RoleCount and RoleSemChannel (a latch's count
 // and a counting semaphore's count and channel look the same).
@@ -145,8 +146,8 @@ type Spec struct {
 
 // Specs lists every kind.
 var Specs = []Spec{
-	{KindLock, "lock", []Role{RoleLock, RoleWakers, RoleKnocks}, RoleChannel},
-	{KindFenced, "fenced lock", []Role{RoleLock, RoleToken, RoleWakers, RoleKnocks}, RoleChannel},
+	{KindLock, "lock", []Role{RoleLock, RoleWakers, RoleKnocks, RoleGrantees}, RoleChannel},
+	{KindFenced, "fenced lock", []Role{RoleLock, RoleToken, RoleWakers, RoleKnocks, RoleGrantees}, RoleChannel},
 	{KindFair, "fair lock", []Role{RoleLock, RoleQueue, RoleTimeouts, RoleAlive}, RoleChannel},
 	{KindRWLock, "read-write lock", []Role{RoleLock}, RoleRWChannel},
 	{KindSemaphore, "semaphore", []Role{RoleCount, RoleLeases, RoleWaitQueue, RoleWaitDeadlines, RoleHolders}, RoleSemChannel},
@@ -180,6 +181,8 @@ func KeyOf(name string, r Role) Key {
 		return Key{Wakers(name), TypeZSet, r}
 	case RoleKnocks:
 		return Key{Knocks(name), TypeZSet, r}
+	case RoleGrantees:
+		return Key{Grantees(name), TypeHash, r}
 	case RoleToken:
 		return Key{Token(name), TypeString, r}
 	case RoleQueue:

@@ -48,6 +48,10 @@ const (
 	// which a release that would grant the lock to its own client's
 	// waiter reads (see Knocks).
 	KnocksPrefix = "relock_knocks"
+	// GranteesPrefix names relock's record, beside a lock's wake-one
+	// registry, of the waiter of each registered client that a release
+	// may hand the lock to (a hash: client ID -> grant; see Grantees).
+	GranteesPrefix = "relock_grantees"
 	// AlivePrefix names relock's heartbeats of a fair lock's waiters (a
 	// sorted set: waiter field -> server ms of its last heartbeat), by
 	// which relock finds its dead waiters without touching Redisson's
@@ -287,6 +291,22 @@ func Wakers(name string) string { return Derived(WakersPrefix, name) }
 // client is in it (spin waiters and pollers hear no release; a waiting
 // call subscribes and is not recorded).
 func Knocks(name string) string { return Derived(KnocksPrefix, name) }
+
+// Grantees is relock's record of the waiters that a release may grant a
+// lock to (wake-one with grant on release): for each client registered
+// in Wakers, the waiter of that client whose latest attempt registered
+// it, as "<kind> <window ms> <stamp> <field>" (kind "r" for a plain lock,
+// "f" for a fenced one; the window is the granted hold's lease until its
+// client confirms it; the stamp is the client's own clock at the attempt,
+// which the client reads back from the grant). A release that grants
+// removes the entry it used.
+func Grantees(name string) string { return Derived(GranteesPrefix, name) }
+
+// GrantMessagePrefix starts the message a release publishes on a
+// Client's wake channel when it granted the lock to the Client's waiter:
+// "g <kind> <token> <stamp> <field>", from the waiter's Grantees entry
+// (token 0 for a plain lock).
+const GrantMessagePrefix = "g "
 
 // WakeChannelPrefix is what a Client's wake channel for a lock starts
 // with; the client ID follows.

@@ -105,6 +105,10 @@ type acquisition struct {
 	unknown bool        // an attempt may have won unseen: settled at the end
 	offer   *grantOffer // the call's open or claimed grant offer (see grant.go)
 	offerV  grantOffer  // the value offer points to
+	// stamp and slots: the call's latest grantees entry (see grantee),
+	// -1 for none.
+	stamp int64
+	slots uint64
 	// abandoned: the call ended while a release carried its offer (see
 	// landGrant): the value is left to the collector, not reused.
 	abandoned bool
@@ -224,6 +228,8 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			r.Target = from + 1
 			at, err = a.m.kind.Reenter(w.ScriptContext(), r)
 		} else {
+			a.stamp = -1
+			r.Grantee = a.grantee(w.ScriptContext(), sent)
 			at, err = a.m.kind.Acquire(w.ScriptContext(), r)
 		}
 		if paused && (err != nil || !at.Acquired || w.Call.Err() != nil || at.Unsynced != nil) {

@@ -151,6 +151,9 @@ type Core struct {
 	numsub  string
 	// noGrant: see Config.NoGrant.
 	noGrant bool
+	// epoch is when the Core was made: the origin of the stamps of its
+	// grantees entries (see remotegrant.go).
+	epoch time.Time
 
 	// ext keeps what kinds built outside this package keep per Client
 	// (see Extension).
@@ -243,6 +246,7 @@ func NewCore(cfg Config) (*Core, error) {
 		anonLost:        make(map[string]error),
 		wakeOne:         cfg.WakeOne,
 		noGrant:         cfg.NoGrant,
+		epoch:           time.Now(),
 		numsub:          "numsub",
 		wakers:          make(map[string]*waker),
 		wakeChans:       make(map[string]int),

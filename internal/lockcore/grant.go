@@ -91,34 +91,43 @@ type grantKind interface {
 
 // ReleaseGrant runs lock_unlock.lua with a grant.
 func (Reentrant) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, error, error) {
-	return r.Core.releaseGrant(ctx, r, "")
+	return r.Core.releaseGrant(ctx, r, false)
 }
 
 // ReleaseGrant runs lock_unlock.lua with a grant that takes a token.
 func (Fenced) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, error, error) {
-	return r.Core.releaseGrant(ctx, r, layout.Token(r.Name))
+	return r.Core.releaseGrant(ctx, r, true)
 }
 
 // releaseGrant runs lock_unlock.lua for r with the grant arguments
-// (KEYS[3..5], ARGV[6..15]); token is the fencing counter's key, or "".
-func (c *Core) releaseGrant(ctx context.Context, r Request, token string) (int64, bool, int64, error, error) {
-	keys, args := c.withWake(r, append(make([]string, 0, 5), r.Name, r.Chan),
-		append(make([]string, 0, 15), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
+// (KEYS[3..6], ARGV[6..17]): a grant to r.GrantField, when set, whose
+// hold takes a token when fenced, and, with wake-one on, a grant to
+// another Client's registered waiter (see remotegrant.go). Such a grant
+// made by the release counts in GrantsMade; the release reports only the
+// grant to its own waiter.
+func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64, bool, int64, error, error) {
+	keys, args := c.withWake(r, append(make([]string, 0, 6), r.Name, r.Chan),
+		append(make([]string, 0, 17), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
+	grantees, remote := r.Name, ""
 	if len(keys) == 2 {
 		keys = append(keys, r.Name)
 		args = append(args, "", "", "", "", "")
+	} else if !c.noGrant {
+		grantees, remote = layout.Grantees(r.Name), layout.GrantMessagePrefix
 	}
-	keys = append(keys, layout.Knocks(r.Name))
-	if token != "" {
-		keys = append(keys, token)
+	kind := ""
+	if fenced {
+		kind = grantFenced
 	}
-	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID)
+	keys = append(keys, layout.Knocks(r.Name), layout.Token(r.Name), grantees)
+	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID, kind, remote)
 	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
 	return grantReply(res, unsynced)
 }
 
-// grantReply reads lock_unlock.lua's reply: the count left, or {0, token}
-// for a grant.
+// grantReply reads lock_unlock.lua's reply: the count left, {0, token}
+// for a grant to the caller's waiter, or {0, 0, 1} for a grant to
+// another Client's.
 func grantReply(res rueidis.RedisResult, unsynced error) (int64, bool, int64, error, error) {
 	msg, err := res.ToMessage()
 	if err != nil {
@@ -132,7 +141,11 @@ func grantReply(res rueidis.RedisResult, unsynced error) (int64, bool, int64, er
 	if err != nil {
 		return 0, false, 0, nil, err
 	}
-	if len(vals) != 2 || vals[0] != 0 {
+	switch {
+	case len(vals) == 3 && vals[0] == 0 && vals[2] == 1:
+		grantsMade.Add(1)
+		return 0, false, 0, nil, nil
+	case len(vals) != 2 || vals[0] != 0:
 		return 0, false, 0, nil, errUnexpected("unlock with a grant", vals)
 	}
 	return 0, true, vals[1], unsynced, nil
@@ -177,6 +190,12 @@ type grantOffer struct {
 	// counted is the record whose granting counts the claim, until the
 	// grant is landed (see grantLandedLocked).
 	counted *hold
+	// stamp and slots are the call's, as of the attempt the offer
+	// follows (see acquisition.grantee): a grant through the registry is
+	// taken only for that attempt's entry, with no call of the owner
+	// since (remotegrant.go).
+	stamp int64
+	slots uint64
 }
 
 type offerState uint8
@@ -228,7 +247,7 @@ func (a *acquisition) offerGrant() <-chan struct{} {
 	if done == nil || o.state == offerResolved {
 		done = make(chan struct{})
 	}
-	*o = grantOffer{a: a, window: grantWindowArg(a.lease), done: done}
+	*o = grantOffer{a: a, window: grantWindowArg(a.lease), done: done, stamp: a.stamp, slots: a.slots}
 	k := grantKey{a.m.name, a.m.kind}
 	if c.offers == nil {
 		c.offers = make(map[grantKey][]*grantOffer)
@@ -580,7 +599,10 @@ func (h *hold) confirmGrant(gen uint64, window time.Duration, sent time.Time) {
 	} else if h.renewal != nil {
 		h.renewal.lease.Limit(h.confirmBy)
 	}
-	h.confirmIn(window / 3)
+	// A third of the window from now, or sooner when the grant was made
+	// long before (one through the registry counts from its waiter's
+	// attempt): halfway to the hold's end as the Client counts it.
+	h.confirmIn(min(window/3, max(0, time.Until(h.confirmBy)/2)))
 }
 
 // confirmIn (re)starts h's confirmation timer. c.mu is held.

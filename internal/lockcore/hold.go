@@ -91,6 +91,10 @@ type hold struct {
 	mutex *Mutex
 
 	sem chan struct{}
+	// slots counts the times the call slot (sem) was taken: a grant
+	// through the registry is taken only if no call took it since the
+	// attempt it answers (see remotegrant.go).
+	slots atomic.Uint64
 
 	want      int
 	gen       uint64
@@ -198,6 +202,11 @@ func (c *Core) enter(m *Mutex, owner string) *hold {
 func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool, m *Mutex) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.enterFieldLocked(key, field, r, shared, m)
+}
+
+// enterFieldLocked is enterField with c.mu held.
+func (c *Core) enterFieldLocked(key holdKey, field string, r KindRenewer, shared bool, m *Mutex) *hold {
 	h := c.holds[key]
 	if h == nil {
 		if len(c.holds) >= c.sweepAt {
@@ -221,22 +230,33 @@ func (c *Core) enterField(key holdKey, field string, r KindRenewer, shared bool,
 // when the hold ended), so it is as fresh as a new one, and taking the
 // same lock again with it only finds in Redis what that owner may have
 // left, which was the Client's own. It saves the record, its owner and its
-// field on the way of every ownerless Lock.
+// field on the way of every ownerless Lock. A free record whose owner
+// has a record of m's lock in use (a grant to it being given back, see
+// enterGrantee) is dropped instead.
 func (c *Core) enterAnon(m *Mutex) *hold {
 	c.mu.Lock()
-	n := len(c.anonFree)
-	if n == 0 {
-		c.mu.Unlock()
-		h := c.enter(m, c.anonymousOwner())
-		c.mu.Lock()
-		h.anonymous = true
-		c.mu.Unlock()
-		return h
+	for n := len(c.anonFree); n > 0; n = len(c.anonFree) {
+		h := c.anonFree[n-1]
+		c.anonFree[n-1] = nil
+		c.anonFree = c.anonFree[:n-1]
+		if c.holds[m.holdKey(h.key.owner)] == nil {
+			c.adoptAnonLocked(h, m)
+			c.mu.Unlock()
+			return h
+		}
 	}
-	defer c.mu.Unlock()
-	h := c.anonFree[n-1]
-	c.anonFree[n-1] = nil
-	c.anonFree = c.anonFree[:n-1]
+	c.mu.Unlock()
+	h := c.enter(m, c.anonymousOwner())
+	c.mu.Lock()
+	h.anonymous = true
+	c.mu.Unlock()
+	return h
+}
+
+// adoptAnonLocked makes h, a free record of an ownerless acquisition
+// (taken out of Core.anonFree), the record of its owner's hold of m's
+// lock, in use once. c.mu is held.
+func (c *Core) adoptAnonLocked(h *hold, m *Mutex) {
 	if h.key.suffix != m.suffix {
 		h.field = layout.Field(c.ID, h.key.owner) + m.suffix
 	}
@@ -245,7 +265,6 @@ func (c *Core) enterAnon(m *Mutex) *hold {
 	h.shared, h.mutex = m.shared, m
 	h.users = 1
 	c.holds[h.key] = h
-	return h
 }
 
 // maxAnonFree bounds Core.anonFree.
@@ -359,11 +378,13 @@ func (c *Core) sweepIdleLocked() {
 func (h *hold) acquire(ctx context.Context) error {
 	select {
 	case h.sem <- struct{}{}:
+		h.slots.Add(1)
 		return nil
 	default:
 	}
 	select {
 	case h.sem <- struct{}{}:
+		h.slots.Add(1)
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)

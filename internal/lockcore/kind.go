@@ -40,6 +40,11 @@ type Request struct {
 	// the lock to if it frees it, and the granted hold's lease in ms.
 	GrantField    string
 	GrantLeaseArg string
+	// Grantee, on an attempt that registers its Client (Join), is the
+	// grant a release may make to the caller through the wake-one
+	// registry (see remotegrant.go), recorded with the registration; ""
+	// for none.
+	Grantee string
 }
 
 // Attempt is the outcome of one acquire script.
@@ -110,8 +115,8 @@ func (Reentrant) Acquire(ctx context.Context, r Request) (Attempt, error) {
 // its Client (see withKnock).
 func acquireLock(ctx context.Context, r Request, knock bool) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
-		append(make([]string, 0, 5), r.Name, layout.OtherKey(r.Name), layout.Queue(r.Name)),
-		append(make([]string, 0, 6), r.LeaseArg, r.Field))
+		append(make([]string, 0, 6), r.Name, layout.OtherKey(r.Name), layout.Queue(r.Name)),
+		append(make([]string, 0, 7), r.LeaseArg, r.Field))
 	if knock {
 		keys, args = r.Core.withKnock(r, keys, args)
 	}
@@ -132,8 +137,14 @@ func (Reentrant) Reenter(ctx context.Context, r Request) (Attempt, error) {
 	return r.Core.reenter(ctx, r)
 }
 
-// Release runs lock_unlock.lua.
+// Release runs lock_unlock.lua; with wake-one and grants on, with the
+// grant arguments, so that a release that frees the lock may grant it to
+// another Client's registered waiter (see remotegrant.go).
 func (Reentrant) Release(ctx context.Context, r Request) (int64, error) {
+	if r.Core.remoteGrants() {
+		n, _, _, _, err := r.Core.releaseGrant(ctx, r, false)
+		return n, err
+	}
 	keys, args := r.Core.withWake(r, append(make([]string, 0, 3), r.Name, r.Chan),
 		append(make([]string, 0, 10), layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.publish, strconv.Itoa(r.Target)))
 	return r.Core.RunRelease(ctx, lua.LockUnlock, keys, args).AsInt64()
@@ -171,8 +182,8 @@ type Fenced struct{ Reentrant }
 // Acquire runs fenced_acquire.lua.
 func (Fenced) Acquire(ctx context.Context, r Request) (Attempt, error) {
 	keys, args := r.Core.withJoin(r,
-		append(make([]string, 0, 6), r.Name, layout.Token(r.Name), layout.OtherKey(r.Name), layout.Queue(r.Name)),
-		append(make([]string, 0, 6), r.LeaseArg, r.Field))
+		append(make([]string, 0, 7), r.Name, layout.Token(r.Name), layout.OtherKey(r.Name), layout.Queue(r.Name)),
+		append(make([]string, 0, 7), r.LeaseArg, r.Field))
 	if !r.Waiting {
 		keys, args = r.Core.withKnock(r, keys, args)
 	}

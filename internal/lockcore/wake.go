@@ -122,7 +122,7 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		return true
 	}
 	c.mu.Unlock()
-	l, err := c.Hub.ListenAndWait(ctx, layout.WakeChannelPrefix(m.name)+c.ID, m.woken)
+	l, err := c.listenWake(ctx, m)
 	if err != nil {
 		return false
 	}
@@ -311,10 +311,16 @@ var knockTTLArg = strconv.FormatInt(KnockTTL.Milliseconds(), 10)
 // withJoin appends to the keys and args of an attempt by r the wake-one
 // registry key and the registration arguments (the client ID and the
 // registration's lifetime) when r registers, and returns them unchanged
-// when it does not (callers make room, as for withWake).
+// when it does not (callers make room, as for withWake). With r.Grantee,
+// the grantees key and the entry follow, after the place of the knocks
+// (the key and two empty strings: a registering call does not knock).
 func (c *Core) withJoin(r Request, keys, args []string) ([]string, []string) {
 	if !r.Join {
 		return keys, args
+	}
+	if r.Grantee != "" {
+		return append(keys, r.Wakers, r.Name, layout.Grantees(r.Name)),
+			append(args, c.ID, wakeTTLArg, "", "", r.Grantee)
 	}
 	return append(keys, r.Wakers), append(args, c.ID, wakeTTLArg)
 }

@@ -1,0 +1,248 @@
+package lockcore
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/pubsub"
+)
+
+// Grant on release across Clients (wake-one with grants on: Config.WakeOne
+// without Config.NoGrant). grant.go hands a lock to a waiter of the
+// releasing Client; wake-one (wake.go) wakes one registered Client, which
+// then sends an attempt. Together, the release hands the lock to the
+// registered Client's waiter itself, and its message is the grant:
+//
+//   - A waiting call's refused attempt that registers its Client also
+//     records, in the lock's grantees (layout.Grantees: client ID ->
+//     "<kind> <window> <stamp> <field>"), that a release may grant the
+//     lock to it: its field, its kind (a fenced lock's hold takes a
+//     token), its confirmation window (grantWindowFor its lease) and a
+//     stamp, the Client's own clock when the attempt was sent (ms since
+//     the Core was made). Only a call whose owner holds nothing of the
+//     lock records one, as only such a call offers itself to its Client's
+//     releases (grant.go). A Client that waits for replicas (a fixed
+//     number, or the server has replicas and it counts them) records
+//     none: a grant is not confirmed on them.
+//   - A release that frees the lock and picks a registered Client to wake
+//     (its turn) grants the lock to the waiter that Client's entry names,
+//     instead of waking it, when every subscriber of the lock's channel
+//     is registered (no Redisson waiter, no Client without wake-one) and
+//     no Client knocked lately: the waiter's field is written with the
+//     window as its lease, the entry is used up, and the grant message
+//     ("g <kind> <token> <stamp> <field>") goes to the Client's wake
+//     channel; the mark and the unlock message follow on the lock's
+//     channel, as for a wake-up (lock_unlock.lua). When the turn is the
+//     releasing Client's own and the release carries a claimed offer
+//     (grant.go), that offer's waiter is granted, and the release's reply
+//     says so as for any grant to its own waiter.
+//   - The Client that hears the grant hands it to the waiter it names
+//     when that waiter's call still sleeps on the offer its attempt was
+//     followed by (the entry's stamp is that attempt's), no other call of
+//     the owner took the owner's call slot since (a call of the same
+//     owner could have taken the granted field over, or settled it
+//     away), and less than half the window has passed since the stamp:
+//     the offer is claimed and resolved as granted at once, and the
+//     waiter takes the hold as from its own Client's release, its lease
+//     counted from the stamp (an earlier moment than the release's: the
+//     Client's end of the hold is never later than Redis's), and the
+//     Client confirms it within the window (confirmGrant).
+//   - Otherwise (the call woke, gave up, attempted again, or is gone; the
+//     Client has no waiter left) the Client gives the grant back at once:
+//     the owner's count in Redis goes back to what the owner holds, under
+//     its call slot (settleOnce), which frees the lock and wakes the next
+//     Client when the owner holds nothing, and leaves it when a call of
+//     the owner took the granted field over meanwhile (its attempt found
+//     the field and kept it, as it keeps a level whose reply was lost).
+//   - A Client that died, or closed, between the grant and the message
+//     holds the lock for at most the window (grantWindow, 3s): the field's
+//     lease. The other Clients' registered waiters try again within
+//     2*wakeCap of their last attempt, and find the lock free then.
+//
+// A release by a Client without wake-one, or with grants off, and
+// Redisson's, wake as before; so does any release that finds the
+// registered Client without an entry.
+
+// grantFenced and grantPlain are the kinds of hold a grant makes, as the
+// grantees entry and the grant message name them.
+const (
+	grantFenced = "f"
+	grantPlain  = "r"
+)
+
+// remoteGrants reports whether the Client's releases grant to other
+// Clients' registered waiters: wake-one and grants on.
+func (c *Core) remoteGrants() bool { return c.wakeOne && !c.noGrant }
+
+// stamp is t on the Client's own clock, in whole ms since the Core was
+// made (rounded down: stampTime(stamp(t)) is never after t).
+func (c *Core) stamp(t time.Time) int64 { return int64(t.Sub(c.epoch) / time.Millisecond) }
+
+// stampTime is the moment a stamp names.
+func (c *Core) stampTime(s int64) time.Time { return c.epoch.Add(time.Duration(s) * time.Millisecond) }
+
+// grantee returns the grantees entry for an attempt of the call sent at
+// sent, and records the attempt in the call (its stamp and the owner's
+// call slot count), or "" when the call cannot be granted to through the
+// registry (a Client that waits for replicas records none: nothing
+// confirms a grant on them). The caller holds the owner's call slot and
+// is the call's goroutine.
+func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
+	c := a.m.core
+	if !a.r.Join || c.noGrant || c.waitsForReplicas(ctx, a.m.name) {
+		return ""
+	}
+	kind := grantPlain
+	switch a.m.kind.(type) {
+	case Fenced:
+		kind = grantFenced
+	case Reentrant:
+	default:
+		return ""
+	}
+	a.stamp, a.slots = c.stamp(sent), a.h.slots.Load()
+	return kind + " " + strconv.FormatInt(Millis(grantWindowFor(a.lease)), 10) + " " +
+		strconv.FormatInt(a.stamp, 10) + " " + a.h.field
+}
+
+// waitsForReplicas reports whether the Client's acquisitions of the lock
+// name wait for replicas to confirm them.
+func (c *Core) waitsForReplicas(ctx context.Context, name string) bool {
+	switch c.replicaMode {
+	case ReplicasFixed:
+		return c.replicas > 0
+	case ReplicasCounted:
+		return c.replicaCount(ctx, name).n.Load() > 0
+	}
+	return false
+}
+
+// listenWake subscribes the Client's wake channel for m's lock (see
+// joinWake): a message is a wake-up, or a grant.
+func (c *Core) listenWake(ctx context.Context, m *Mutex) (*pubsub.Waiter, error) {
+	return c.Hub.ListenPayload(ctx, layout.WakeChannelPrefix(m.name)+c.ID, m.wakeMessage, m.woken)
+}
+
+// wakeMessage is the listener of the Client's wake channel for m's lock:
+// a grant message lands a grant (grantArrived), any other wakes one
+// waiter (woken). It runs on the pub/sub reader goroutine and does not
+// block.
+func (m *Mutex) wakeMessage(payload string) {
+	if g, ok := strings.CutPrefix(payload, layout.GrantMessagePrefix); ok {
+		if kind, token, stamp, field, ok := parseGrant(g); ok {
+			m.core.grantArrived(m, kind, token, stamp, field)
+			return
+		}
+	}
+	m.woken()
+}
+
+// parseGrant reads a grant message after its prefix: "<kind> <token>
+// <stamp> <field>".
+func parseGrant(g string) (kind Kind, token, stamp int64, field string, ok bool) {
+	k, rest, ok1 := strings.Cut(g, " ")
+	t, rest, ok2 := strings.Cut(rest, " ")
+	s, field, ok3 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || !ok3 || field == "" {
+		return nil, 0, 0, "", false
+	}
+	switch k {
+	case grantPlain:
+		kind = Reentrant{}
+	case grantFenced:
+		kind = Fenced{}
+	default:
+		return nil, 0, 0, "", false
+	}
+	token, err1 := strconv.ParseInt(t, 10, 64)
+	stamp, err2 := strconv.ParseInt(s, 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, 0, 0, "", false
+	}
+	return kind, token, stamp, field, true
+}
+
+// grantArrived lands a grant through the registry: to the waiter it names
+// when that waiter may take it, else given back (see the notes above).
+func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field string) {
+	sent := c.stampTime(stamp)
+	c.mu.Lock()
+	if c.CheckOpen() != nil {
+		// The granted hold ends with its window.
+		c.mu.Unlock()
+		return
+	}
+	for _, o := range c.offers[grantKey{m.name, kind}] {
+		a := o.a
+		if a.h.field != field {
+			continue
+		}
+		if o.stamp == stamp && a.h.slots.Load() == o.slots && a.h.want == 0 && a.h.settling == 0 &&
+			time.Since(sent) < grantWindowFor(a.lease)/2 {
+			o.state = offerClaimed
+			o.gen = a.h.gen
+			a.h.granting++
+			o.counted = a.h
+			c.dropOfferLocked(o)
+			c.mu.Unlock()
+			grantsLanded.Add(1)
+			c.resolveGrant(o, true, false, token, sent, nil)
+			return
+		}
+		break
+	}
+	owner, ok := strings.CutPrefix(field, c.ID+":")
+	if !ok || m.suffix != "" {
+		c.mu.Unlock()
+		return
+	}
+	c.background.Add(1)
+	c.mu.Unlock()
+	grantsReturned.Add(1)
+	go func() {
+		defer c.background.Done()
+		h := c.enterGrantee(m, owner)
+		r := Request{Core: c, Name: m.name, Field: h.field, LeaseMs: Millis(c.WatchdogTimeout),
+			LeaseArg: c.watchdogArg, Chan: m.channel, Wakers: m.wakers}
+		c.giveBackGone(m, h, r, grantWindow, true)
+	}()
+}
+
+// enterGrantee is enter for the owner of a grant that the Client gives
+// back, so that the give-back and every call of the owner on m's lock
+// share one record (its call slot): the owner's record of the lock when
+// one is in use; else, for an owner of an ownerless acquisition that
+// ended, its free record, taken out of the free list (enterAnon does not
+// reuse the owner for the lock while it is in use here); else a new one.
+func (c *Core) enterGrantee(m *Mutex, owner string) *hold {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holds[m.holdKey(owner)] == nil {
+		for i, h := range c.anonFree {
+			if h.key.owner == owner {
+				c.anonFree = slices.Delete(c.anonFree, i, i+1)
+				c.adoptAnonLocked(h, m)
+				return h
+			}
+		}
+	}
+	r, _ := m.kind.(KindRenewer)
+	return c.enterFieldLocked(m.holdKey(owner), "", r, m.shared, m)
+}
+
+// grantsLanded and grantsReturned count the grants through the registry
+// that the process's Clients handed to their waiters, and gave back.
+var grantsLanded, grantsReturned atomic.Int64
+
+// GrantsLanded is the number of grants made by another Client's release
+// (through the wake-one registry) that a Client of the process handed to
+// its waiter; GrantsReturned the number it gave back. For the tests.
+func GrantsLanded() int64 { return grantsLanded.Load() }
+
+// GrantsReturned: see GrantsLanded.
+func GrantsReturned() int64 { return grantsReturned.Load() }
