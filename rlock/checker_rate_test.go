@@ -337,8 +337,11 @@ func (m *rateModel) busyTo(g *rGrant) time.Time {
 
 // checkWindowsLocked checks that no window of the interval surely holds
 // grants of more than the rate: grants of one rate whose calls all ran
-// within less than an interval. A grant whose call overlapped the setting
-// of a later rate may be of either: it is left out. e.mu is held.
+// within less than an interval less a millisecond (the layout stamps
+// grants in whole ms of the server's clock, Redisson's resolution: two
+// grants 490.1ms apart may be stamped 491ms apart, and a window of 491ms
+// has let the first go). A grant whose call overlapped the setting of a
+// later rate may be of either: it is left out. e.mu is held.
 func (m *rateModel) checkWindowsLocked() {
 	e := m.e
 	gs := slices.Clone(m.grants)
@@ -358,7 +361,7 @@ func (m *rateModel) checkWindowsLocked() {
 		interval := m.epochs[g.epoch].interval
 		n, in := 0, []string{}
 		for _, h := range gs[i:] {
-			if h.epoch == g.epoch && clean(h) && h.to.Sub(g.from) < interval {
+			if h.epoch == g.epoch && clean(h) && h.to.Sub(g.from) < interval-time.Millisecond {
 				n += h.n
 				in = append(in, fmt.Sprintf("%s (%v to %v)", h.who, e.at(h.from), e.at(h.to)))
 			}
