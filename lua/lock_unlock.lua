@@ -86,9 +86,15 @@
 -- with the entry's window (and a token for kind 'f'), and told by the
 -- grant message ARGV[17] .. "<kind> <token> <stamp> <field>" on its
 -- client's wake channel; the reply is {0, 0, 1}. The turn's entry is used up
--- either way. The mark ARGV[8] and the unlock message follow on KEYS[2],
--- as for a wake-up: the clients with registered waiters let the message
--- pass. A caller's own entry that names the field it releases (its
+-- either way. Nothing is published on KEYS[2] then: its subscribers are
+-- all registered clients (a registered client stays subscribed to KEYS[2]
+-- while its registration can be live), none of which the unlock message
+-- would wake, and the granted client tells KEYS[2] itself (the mark
+-- ARGV[14]) once its waiter has the lock, for those who watch it; the
+-- server then writes to two connections only (the caller's reply and the
+-- granted client's message), not to every subscriber, before the waiter
+-- goes on. A grant to the caller's own waiter in its turn publishes the
+-- mark ARGV[14] on KEYS[2], as a grant to its own waiter does. A caller's own entry that names the field it releases (its
 -- waiter got the lock by an attempt) is removed first, so that no
 -- release grants the lock back to the field it frees. With another
 -- subscriber, or a knock, the release wakes and publishes as above:
@@ -141,16 +147,13 @@ if target <= 0 then
             not knocked(KEYS[4], nil) then
           if turn then
             local token = grant_to(ARGV[11], ARGV[12], ARGV[16] == 'f')
-            redis.call(ARGV[4], KEYS[2], ARGV[8])
-            redis.call(ARGV[4], KEYS[2], ARGV[1])
+            redis.call(ARGV[4], KEYS[2], ARGV[14])
             return {0, token}
           end
           local kind, window, stamp, field = string.match(g, '^(%a) (%d+) (%d+) (.+)$')
           if field then
             local token = grant_to(field, window, kind == 'f')
             redis.call(ARGV[4], ARGV[6] .. first, ARGV[17] .. kind .. ' ' .. token .. ' ' .. stamp .. ' ' .. field)
-            redis.call(ARGV[4], KEYS[2], ARGV[8])
-            redis.call(ARGV[4], KEYS[2], ARGV[1])
             return {0, 0, 1}
           end
         end

@@ -325,9 +325,12 @@
 // publishes the grant on the Client's wake channel; the entry is used up.
 // It does so only when every subscriber of the lock's channel is a live
 // registered Client (no Redisson waiter and no Client without the option
-// waits: otherwise it wakes as above) and no Client was refused the lock
-// lately. The "2" and "0" follow on the lock's channel as for a wake-up,
-// so Redisson's waiters notice the release as before. The Client that
+// waits, nor does relock top watch: otherwise it wakes as above; a
+// registered Client keeps the lock's channel subscribed as long as its
+// wake channel) and no Client was refused the lock lately. It publishes
+// nothing on the lock's channel then, so that the server writes to the
+// granted Client at once, not after every waiting Client; the granted
+// Client publishes "3" there for those who watch the lock. The Client that
 // hears the grant hands it to the waiter if that waiter still sleeps after
 // the attempt the entry came from, with no other call of its owner since,
 // and within half the window of that attempt; the hold's lease counts from

@@ -1,6 +1,7 @@
 package rlock_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redissontest"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -237,4 +240,62 @@ func TestGrantMessageNotForAttempt(t *testing.T) {
 	require.NoError(t, holder.GetLock(name).Unlock(h))
 	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to take the lock at the release"))
 	require.NoError(t, waiter.GetLock(name).Unlock(w))
+}
+
+// TestGrantAcrossClientsNotPastUnregistered: a Client whose registration
+// outlives its waiter (its waiter got the lock, and releases it later)
+// is still counted as live by a release; it keeps the lock's channel
+// subscribed as long as that, so that the channel's subscribers still
+// outnumber the live registrations while a waiter that is not registered
+// (Redisson's) waits: the release does not grant the lock to a registered
+// Client's waiter past it, and publishes. Without that, the Client's
+// subscription would end with the hub's linger (pubsub.DefaultLinger)
+// and the release would grant past Redisson's waiter without a word.
+func TestGrantAcrossClientsNotPastUnregistered(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	ch := layout.Channel(name)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	a := relocktest.Client(t, rlock.WithWakeOne())
+	b := relocktest.Client(t, rlock.WithWakeOne())
+	h, ao, bo := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "a"), rlock.WithOwner(t.Context(), "b")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	gotA := make(chan error, 1)
+	go func() { gotA <- a.GetLock(name).Lock(ao) }()
+	relocktest.Eventually(t, 5*time.Second, "a's waiter to register", func() bool { return granteeOf(t, raw, name, a.ID()) != "" })
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	require.NoError(t, relocktest.Receive(t, gotA, 5*time.Second, "a's waiter to get the lock"))
+	gotB := make(chan error, 1)
+	go func() { gotB <- b.GetLock(name).Lock(bo) }()
+	relocktest.Eventually(t, 5*time.Second, "b's waiter to register", func() bool { return granteeOf(t, raw, name, b.ID()) != "" })
+	// a has no waiter left: the hub's own linger of the lock's channel
+	// ends now; a's registration (3s from its last attempt) does not.
+	// Nothing to wait for in the fixed code: give the linger its time.
+	time.Sleep(3 * pubsub.DefaultLinger)
+	before := numsub(raw, ch)
+	j := redissontest.New(t, relocktest.Raw(t))
+	jctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	gotJ := make(chan error, 1)
+	go func() { gotJ <- j.Lock(name).Lock(jctx, 1, 0) }()
+	relocktest.Eventually(t, 5*time.Second, "Redisson's waiter to subscribe", func() bool { return numsub(raw, ch) == before+1 })
+	t.Logf("subscribers of the lock's channel: %d (a, b and Redisson's waiter)", before+1)
+	grants := lockcore.GrantsMade()
+	require.NoError(t, a.GetLock(name).Unlock(ao))
+	assert.Equal(t, grants, lockcore.GrantsMade(), "releases that granted the lock while Redisson's waiter waited")
+	// Redisson's waiter or b's takes the lock (the release woke both).
+	select {
+	case err := <-gotJ:
+		require.NoError(t, err)
+		require.NoError(t, j.Lock(name).Unlock(t.Context(), 1))
+		require.NoError(t, relocktest.Receive(t, gotB, 10*time.Second, "b's waiter to get the lock after Redisson's"))
+		require.NoError(t, b.GetLock(name).Unlock(bo))
+	case err := <-gotB:
+		require.NoError(t, err)
+		require.NoError(t, b.GetLock(name).Unlock(bo))
+		require.NoError(t, relocktest.Receive(t, gotJ, 10*time.Second, "Redisson's waiter to get the lock after b's"))
+		require.NoError(t, j.Lock(name).Unlock(t.Context(), 1))
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody took the lock after a's release")
+	}
 }

@@ -36,11 +36,16 @@ import (
 //     no Client knocked lately: the waiter's field is written with the
 //     window as its lease, the entry is used up, and the grant message
 //     ("g <kind> <token> <stamp> <field>") goes to the Client's wake
-//     channel; the mark and the unlock message follow on the lock's
-//     channel, as for a wake-up (lock_unlock.lua). When the turn is the
+//     channel, and nothing to the lock's channel, whose subscribers are
+//     all registered Clients (a registered Client keeps the lock's
+//     channel subscribed as long as its wake channel, see waker): the
+//     server writes to the caller and to the granted Client only, not to
+//     every subscriber, before the waiter goes on (lock_unlock.lua). The
+//     granted Client then publishes the mark GrantedMessage there for
+//     those who watch the lock (tellGranted). When the turn is the
 //     releasing Client's own and the release carries a claimed offer
-//     (grant.go), that offer's waiter is granted, and the release's reply
-//     says so as for any grant to its own waiter.
+//     (grant.go), that offer's waiter is granted, the release publishes
+//     the mark, and its reply says so as for any grant to its own waiter.
 //   - The Client that hears the grant hands it to the waiter it names
 //     when that waiter's call still sleeps on the offer its attempt was
 //     followed by (the entry's stamp is that attempt's), no other call of
@@ -189,9 +194,11 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 			a.h.granting++
 			o.counted = a.h
 			c.dropOfferLocked(o)
+			c.background.Add(1)
 			c.mu.Unlock()
 			grantsLanded.Add(1)
 			c.resolveGrant(o, true, false, token, sent, nil)
+			go c.tellGranted(m.channel)
 			return
 		}
 		break
@@ -211,6 +218,21 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 			LeaseArg: c.watchdogArg, Chan: m.channel, Wakers: m.wakers}
 		c.giveBackGone(m, h, r, grantWindow, true)
 	}()
+}
+
+// tellGranted publishes the mark of a grant (layout.GrantedMessage) on
+// the lock's channel, for those who watch it (a Watch, relock top): the
+// release that granted the lock through the registry published nothing
+// there. The caller counted it in c.background.
+func (c *Core) tellGranted(channel string) {
+	defer c.background.Done()
+	ctx, cancel := context.WithTimeout(c.root, releaseTimeout)
+	defer cancel()
+	cmd := c.RDB.B().Publish().Channel(channel).Message(layout.GrantedMessage).Build()
+	if c.publish != "publish" {
+		cmd = c.RDB.B().Spublish().Channel(channel).Message(layout.GrantedMessage).Build()
+	}
+	_ = c.RDB.Do(ctx, cmd).Error()
 }
 
 // enterGrantee is enter for the owner of a grant that the Client gives

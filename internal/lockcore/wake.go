@@ -27,7 +27,9 @@ import (
 //   - A release by a Client with wake-one on wakes the registered Client
 //     that registered longest ago (each attempt registers again, so the
 //     turn goes round), on its wake channel, and then publishes on the
-//     lock's channel, always: first the mark RegistrantWokenMessage, then
+//     lock's channel, always (unless it granted the lock to that Client's
+//     waiter instead, when every subscriber is registered: see
+//     remotegrant.go): first the mark RegistrantWokenMessage, then
 //     the unlock message. Every waiter that is not registered hears the
 //     unlock message (Redisson's, those of Clients without wake-one or
 //     without a registered waiter), whoever else subscribes: the release counts no subscribers against registrants,
@@ -73,6 +75,12 @@ var wakeTTLArg = strconv.FormatInt(wakeTTL.Milliseconds(), 10)
 type waker struct {
 	n        int
 	listener waiter
+	// lockChan listens on the lock's channel as long as listener lives:
+	// a registered Client stays subscribed there while its registration
+	// can be live, so that a release that counts the channel's
+	// subscribers against the live registrations finds every waiter that
+	// is not registered (see remotegrant.go).
+	lockChan waiter
 	idle     *time.Timer
 }
 
@@ -126,6 +134,11 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
+	lc, err := c.Hub.Listen(m.channel, func() {})
+	if err != nil {
+		l.Leave(false)
+		return false
+	}
 	c.mu.Lock()
 	w = c.wakers[m.name]
 	if w == nil {
@@ -138,15 +151,16 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		w.idle.Stop()
 		w.idle = nil
 	}
-	var extra waiter
+	var extra, extraC waiter
 	if w.listener == nil && c.CheckOpen() == nil {
-		w.listener = l
+		w.listener, w.lockChan = l, lc
 	} else {
-		extra = l // another waiter made it first
+		extra, extraC = l, lc // another waiter made it first
 	}
 	c.mu.Unlock()
 	if extra != nil {
 		extra.Leave(false)
+		extraC.Leave(false)
 	}
 	return true
 }
@@ -181,10 +195,11 @@ func (m *Mutex) leaveWake(ctx context.Context, gaveUp bool) {
 			return
 		}
 		delete(c.wakers, m.name)
-		l := w.listener
+		l, lc := w.listener, w.lockChan
 		c.mu.Unlock()
 		if l != nil {
 			l.Leave(false)
+			lc.Leave(false)
 		}
 	})
 	c.mu.Unlock()
@@ -234,7 +249,7 @@ func (c *Core) stopWakers() {
 			w.idle.Stop()
 		}
 		if w.listener != nil {
-			ls = append(ls, w.listener)
+			ls = append(ls, w.listener, w.lockChan)
 		}
 		leave = append(leave, c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build())
 		delete(c.wakers, name)
