@@ -333,7 +333,7 @@
 // Client publishes "3" there for those who watch the lock. The Client that
 // hears the grant hands it to the waiter if that waiter still sleeps after
 // the attempt the entry came from, with no other call of its owner since,
-// and within half the window of that attempt; the hold's lease counts from
+// and within three quarters of the window of that attempt; the hold's lease counts from
 // the attempt (an earlier moment than the grant), and the Client confirms
 // it within the window as above. Otherwise it gives the grant back at once
 // (the owner's count goes back to what the owner holds, which frees the

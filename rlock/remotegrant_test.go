@@ -299,3 +299,45 @@ func TestGrantAcrossClientsNotPastUnregistered(t *testing.T) {
 		t.Fatal("nobody took the lock after a's release")
 	}
 }
+
+// TestGrantMessageTooLate: a grant message that answers the waiter's last
+// attempt but comes three quarters of the window after it is not taken:
+// the hold's lease counts from the attempt, and too little of it would be
+// left to confirm it in. The waiter's lease is a fixed 400ms (a window of
+// 400ms); the message is forged 320ms after its entry was seen (its
+// attempts come 1s to 2s apart: the stamp is still that attempt's).
+func TestGrantMessageTooLate(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	waiter := relocktest.Client(t, rlock.WithWakeOne())
+	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	got := make(chan error, 1)
+	go func() { got <- waiter.GetLock(name).LockLease(w, 400*time.Millisecond) }()
+	var entry string
+	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
+		entry = granteeOf(t, raw, name, waiter.ID())
+		return entry != ""
+	})
+	seen := time.Now()
+	parts := strings.SplitN(entry, " ", 4)
+	require.Len(t, parts, 4, "grantee entry %q", entry)
+	require.Equal(t, "400", parts[1], "the entry's window")
+	time.Sleep(320*time.Millisecond - time.Since(seen)) // the age the test is about
+	require.Equal(t, entry, granteeOf(t, raw, name, waiter.ID()), "the waiter attempted again meanwhile")
+	returned := lockcore.GrantsReturned()
+	msg := layout.GrantMessagePrefix + "r 0 " + parts[2] + " " + parts[3]
+	require.NoError(t, raw.Do(t.Context(), raw.B().Publish().Channel(layout.WakeChannel(name, waiter.ID())).Message(msg).Build()).Error())
+	relocktest.Eventually(t, 5*time.Second, "the Client to give the grant back", func() bool {
+		return lockcore.GrantsReturned() > returned
+	})
+	select {
+	case err := <-got:
+		t.Fatalf("the waiter's Lock returned (%v) on a grant too late to confirm", err)
+	default:
+	}
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to take the lock at the release"))
+	require.NoError(t, waiter.GetLock(name).Unlock(w))
+}

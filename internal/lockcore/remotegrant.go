@@ -51,7 +51,8 @@ import (
 //     followed by (the entry's stamp is that attempt's), no other call of
 //     the owner took the owner's call slot since (a call of the same
 //     owner could have taken the granted field over, or settled it
-//     away), and less than half the window has passed since the stamp:
+//     away), and less than three quarters of the window have passed since
+//     the stamp (a registered waiter attempts again within 2s):
 //     the offer is claimed and resolved as granted at once, and the
 //     waiter takes the hold as from its own Client's release, its lease
 //     counted from the stamp (an earlier moment than the release's: the
@@ -188,7 +189,7 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 			continue
 		}
 		if o.stamp == stamp && a.h.slots.Load() == o.slots && a.h.want == 0 && a.h.settling == 0 &&
-			time.Since(sent) < grantWindowFor(a.lease)/2 {
+			time.Since(sent) < grantWindowFor(a.lease)*3/4 {
 			o.state = offerClaimed
 			o.gen = a.h.gen
 			a.h.granting++
