@@ -70,9 +70,20 @@ var wakeTTLArg = strconv.FormatInt(wakeTTL.Milliseconds(), 10)
 // waker is a Client's registration for the wake-ups of one lock: how many
 // of its waiters count on it, the listener of its wake channel, and the
 // timer that ends the listener once the registration has expired.
+//
+// lock is a listener of the lock's channel, subscribed before the wake
+// channel and left after it: while the Client listens on its wake channel
+// (which makes its registration live, see wake.lua), it subscribes to the
+// lock's channel too, even when none of its waiters does any more (one
+// got the lock: its registration stays until its deadline). A release
+// that grants through the registry counts the live registrations
+// against the lock channel's subscribers (lock_unlock.lua): a live
+// registrant not subscribed there would let another subscriber (a
+// Redisson waiter) go uncounted, and be passed over.
 type waker struct {
 	n        int
 	listener waiter
+	lock     waiter
 	idle     *time.Timer
 }
 
@@ -122,8 +133,13 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		return true
 	}
 	c.mu.Unlock()
+	lk, err := c.Hub.ListenAndWait(ctx, m.channel, func() {})
+	if err != nil {
+		return false
+	}
 	l, err := c.listenWake(ctx, m)
 	if err != nil {
+		lk.Leave(false)
 		return false
 	}
 	c.mu.Lock()
@@ -138,15 +154,16 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		w.idle.Stop()
 		w.idle = nil
 	}
-	var extra waiter
+	var extra, extraLock waiter
 	if w.listener == nil && c.CheckOpen() == nil {
-		w.listener = l
+		w.listener, w.lock = l, lk
 	} else {
-		extra = l // another waiter made it first
+		extra, extraLock = l, lk // another waiter made it first
 	}
 	c.mu.Unlock()
 	if extra != nil {
 		extra.Leave(false)
+		extraLock.Leave(false)
 	}
 	return true
 }
@@ -181,10 +198,11 @@ func (m *Mutex) leaveWake(ctx context.Context, gaveUp bool) {
 			return
 		}
 		delete(c.wakers, m.name)
-		l := w.listener
+		l, lk := w.listener, w.lock
 		c.mu.Unlock()
 		if l != nil {
 			l.Leave(false)
+			lk.Leave(false)
 		}
 	})
 	c.mu.Unlock()
@@ -234,7 +252,7 @@ func (c *Core) stopWakers() {
 			w.idle.Stop()
 		}
 		if w.listener != nil {
-			ls = append(ls, w.listener)
+			ls = append(ls, w.listener, w.lock) // the lock's channel after the wake channel
 		}
 		leave = append(leave, c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build())
 		delete(c.wakers, name)

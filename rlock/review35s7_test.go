@@ -1,0 +1,96 @@
+package rlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redissontest"
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// TestReview35s7RedissonNotPassedOverStaleRegistration: a Client whose
+// waiter got the lock stays registered (and listens on its wake channel)
+// for a while after its lock channel's subscription went: the releases
+// must not count that registration against the lock channel's
+// subscribers, or a Redisson waiter subscribed there is passed over by a
+// grant to another Client's registered waiter.
+func TestReview35s7RedissonNotPassedOverStaleRegistration(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	channel := layout.Channel(name)
+	a := relocktest.Client(t, rlock.WithWakeOne())
+	c := relocktest.Client(t, rlock.WithWakeOne())
+	j := redissontest.New(t, relocktest.Raw(t))
+	a1, a2 := rlock.WithOwner(t.Context(), "a1"), rlock.WithOwner(t.Context(), "a2")
+	co := rlock.WithOwner(t.Context(), "c")
+
+	// a2 waits for a1 (registering a), and gets the lock from a1's
+	// release (a grant to a's own waiter).
+	require.NoError(t, a.GetLock(name).Lock(a1))
+	got := make(chan error, 1)
+	go func() { got <- a.GetLock(name).Lock(a2) }()
+	relocktest.Eventually(t, 5*time.Second, "a's waiter to register", func() bool {
+		return granteeOf(t, raw, name, a.ID()) != ""
+	})
+	require.NoError(t, a.GetLock(name).Unlock(a1))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "a2 to get the lock"))
+	// a no longer waits: its waiter's subscription of the lock channel
+	// goes after the linger (200ms), while its registration stays until
+	// its deadline (3s after a2's attempt). A Client that keeps the
+	// channel while it is registered stays subscribed: the wait is then
+	// cut short at 1s.
+	waitFor(time.Second, func() bool { return relocktest.Subscribers(raw, channel) == 0 })
+
+	cGot := make(chan error, 1)
+	go func() { cGot <- c.GetLock(name).Lock(co) }()
+	relocktest.Eventually(t, 5*time.Second, "c's waiter to register", func() bool {
+		return granteeOf(t, raw, name, c.ID()) != ""
+	})
+	jl := j.Lock(name)
+	jctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	jGot := redissontest.Async(func() error { return jl.Lock(jctx, 1, 0) })
+	redissontest.WaitSleeping(t, j, channel, 1)
+	require.GreaterOrEqual(t, relocktest.Subscribers(raw, channel), int64(2), "the lock channel's subscribers (c and Redisson's waiter)")
+	score, err := raw.Do(t.Context(), raw.B().Zscore().Key(layout.Wakers(name)).Member(a.ID()).Build()).AsFloat64()
+	require.NoError(t, err, "a's registration")
+	now, err := raw.Do(t.Context(), raw.B().Time().Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Greater(t, score, float64(mustInt(t, now[0])*1000), "a's registration is live")
+
+	made := lockcore.GrantsMade()
+	require.NoError(t, a.GetLock(name).Unlock(a2))
+	require.Zero(t, lockcore.GrantsMade()-made, "the release granted the lock to c's waiter, passing over Redisson's")
+
+	// Both waiters get the lock in turn.
+	for range 2 {
+		select {
+		case err := <-cGot:
+			require.NoError(t, err)
+			require.NoError(t, c.GetLock(name).Unlock(co))
+		case r := <-jGot:
+			require.NoError(t, r.Err)
+			require.NoError(t, jl.Unlock(t.Context(), 1))
+		case <-time.After(15 * time.Second):
+			t.Fatal("the waiters did not get the lock")
+		}
+	}
+}
+
+// waitFor waits up to d for cond, and reports whether it came true.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
