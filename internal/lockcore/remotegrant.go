@@ -178,6 +178,8 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 		return
 	}
 	for _, o := range c.offers[grantKey{m.name, kind}] {
+		// The owner may have several calls asleep: the entry is the
+		// latest attempt's, whose offer is the owner's last.
 		a := o.a
 		if a.h.field != field {
 			continue
@@ -194,7 +196,6 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 			c.resolveGrant(o, true, false, token, sent, nil)
 			return
 		}
-		break
 	}
 	owner, ok := strings.CutPrefix(field, c.ID+":")
 	if !ok || m.suffix != "" {
