@@ -94,3 +94,40 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		}
 	}
 }
+
+// TestReview35s7GarbageGranteeEntry: an entry in relock_grantees that no
+// Client wrote (a field of another Client or of nobody, a window longer
+// than any grant's, an unknown kind, a zero window) is not granted to: a
+// grant to a field its Client does not know holds the lock for the
+// window, and a window read from the entry as it is could hold it for
+// days. The release wakes the registered Client instead, whose waiter
+// takes the lock by its attempt.
+func TestReview35s7GarbageGranteeEntry(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	waiter := relocktest.Client(t, rlock.WithWakeOne())
+	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
+	field := layout.Field(waiter.ID(), "w")
+	for _, garbage := range []string{
+		"r 3000 0 " + layout.Field("someone-else", "w"),
+		"r 3000 0 nobody",
+		"r 86400000 0 " + field,
+		"x 3000 0 " + field,
+		"r 0 0 " + field,
+	} {
+		require.NoError(t, holder.GetLock(name).Lock(h))
+		got := make(chan error, 1)
+		go func() { got <- waiter.GetLock(name).Lock(w) }()
+		relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
+			return granteeOf(t, raw, name, waiter.ID()) != ""
+		})
+		require.NoError(t, raw.Do(t.Context(), raw.B().Hset().Key(layout.Grantees(name)).FieldValue().
+			FieldValue(waiter.ID(), garbage).Build()).Error())
+		made := lockcore.GrantsMade()
+		require.NoError(t, holder.GetLock(name).Unlock(h))
+		require.Zero(t, lockcore.GrantsMade()-made, "the release granted the lock to the entry %q", garbage)
+		require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to take the lock"))
+		require.NoError(t, waiter.GetLock(name).Unlock(w))
+	}
+}
