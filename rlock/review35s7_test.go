@@ -131,3 +131,38 @@ func TestReview35s7GarbageGranteeEntry(t *testing.T) {
 		require.NoError(t, waiter.GetLock(name).Unlock(w))
 	}
 }
+
+// TestReview35s7GranteeEntryLeavesWithClient: a Client whose waiter gave
+// up leaves the wake registry at once; its grantees entry must go with
+// it. The grantees hash lives as long as its latest entry (every
+// registering attempt sets its expiry), so while any other Client keeps
+// waiting, an entry left behind would stay for as long: one entry for
+// each Client that ever waited and gave up or closed. Two ways: the
+// waiter's TryLock runs out, and the Client closes while its waiter waits.
+func TestReview35s7GranteeEntryLeavesWithClient(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	h := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+
+	gaveUp := relocktest.Client(t, rlock.WithWakeOne())
+	ok, err := gaveUp.GetLock(name).TryLock(rlock.WithOwner(t.Context(), "g"), 300*time.Millisecond, 0)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.False(t, registered(t, raw, name, gaveUp.ID()), "registered after its waiter gave up")
+	require.Empty(t, granteeOf(t, raw, name, gaveUp.ID()), "the grantees entry of a Client whose waiter gave up")
+
+	closing, err := rlock.New(relocktest.Raw(t), rlock.WithWakeOne())
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() { got <- closing.GetLock(name).Lock(rlock.WithOwner(t.Context(), "c")) }()
+	relocktest.Eventually(t, 5*time.Second, "the closing Client's waiter to register", func() bool {
+		return granteeOf(t, raw, name, closing.ID()) != ""
+	})
+	require.NoError(t, closing.Close())
+	require.Error(t, relocktest.Receive(t, got, 5*time.Second, "the closing Client's Lock to end"))
+	require.False(t, registered(t, raw, name, closing.ID()), "registered after Close")
+	require.Empty(t, granteeOf(t, raw, name, closing.ID()), "the grantees entry of a closed Client")
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+}

@@ -208,9 +208,12 @@ func (m *Mutex) leaveWake(ctx context.Context, gaveUp bool) {
 	c.mu.Unlock()
 	if gaveUp {
 		// A waiter that joins meanwhile registers again with its next
-		// attempt, within wakeCap*2 (see wakeRetry).
+		// attempt, within wakeCap*2 (see wakeRetry). The Client's grantees
+		// entry goes with its registration: the grantees hash lives as
+		// long as its latest entry, so an entry left behind would stay
+		// while other Clients wait.
 		ctx, cancel := cleanupContext(ctx)
-		_ = c.RDB.Do(ctx, c.RDB.B().Zrem().Key(m.wakers).Member(c.ID).Build()).Error()
+		c.RDB.DoMulti(ctx, c.leaveCmds(m.name)...)
 		cancel()
 	}
 }
@@ -254,7 +257,7 @@ func (c *Core) stopWakers() {
 		if w.listener != nil {
 			ls = append(ls, w.listener, w.lock) // the lock's channel after the wake channel
 		}
-		leave = append(leave, c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build())
+		leave = append(leave, c.leaveCmds(name)...)
 		delete(c.wakers, name)
 	}
 	clear(c.wakeChans)
@@ -267,6 +270,17 @@ func (c *Core) stopWakers() {
 	for _, l := range ls {
 		l.Leave(false)
 	}
+}
+
+// leaveCmds are the commands that take the Client out of the wake
+// registry of the lock name: its registration, and its grantees entry
+// (see remotegrant.go) when it may have one.
+func (c *Core) leaveCmds(name string) rueidis.Commands {
+	cmds := rueidis.Commands{c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build()}
+	if !c.noGrant {
+		cmds = append(cmds, c.RDB.B().Hdel().Key(layout.Grantees(name)).Field(c.ID).Build())
+	}
+	return cmds
 }
 
 // wakeRetry caps a registered waiter's sleep: see the notes above.
