@@ -132,7 +132,11 @@ if target <= 0 then
       if ARGV[10] == '0' then
         skip = ARGV[9]
       end
-      local first, live = next_waker(KEYS[3], ARGV[6], ARGV[7], skip, remote)
+      local grantees = nil
+      if remote then
+        grantees = KEYS[6]
+      end
+      local first, live = next_waker(KEYS[3], ARGV[6], ARGV[7], skip, remote, grantees)
       if first then
         local g = nil
         if remote then

@@ -166,3 +166,29 @@ func TestReview35s7GranteeEntryLeavesWithClient(t *testing.T) {
 	require.Empty(t, granteeOf(t, raw, name, closing.ID()), "the grantees entry of a closed Client")
 	require.NoError(t, holder.GetLock(name).Unlock(h))
 }
+
+// TestReview35s7DeadGranteeEntryDropped: a release that drops the
+// registration of a Client that died (its wake channel has no
+// subscriber) or whose deadline passed drops its grantees entry too:
+// nothing else would while other Clients keep the hash alive.
+func TestReview35s7DeadGranteeEntryDropped(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	h := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	now, err := raw.Do(t.Context(), raw.B().Time().Build()).AsStrSlice()
+	require.NoError(t, err)
+	ms := float64(mustInt(t, now[0]) * 1000)
+	require.NoError(t, raw.Do(t.Context(), raw.B().Zadd().Key(layout.Wakers(name)).ScoreMember().
+		ScoreMember(ms+60000, "dead-client").ScoreMember(ms-1000, "late-client").Build()).Error())
+	for _, id := range []string{"dead-client", "late-client"} {
+		require.NoError(t, raw.Do(t.Context(), raw.B().Hset().Key(layout.Grantees(name)).FieldValue().
+			FieldValue(id, "r 3000 0 "+layout.Field(id, "w")).Build()).Error())
+	}
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	for _, id := range []string{"dead-client", "late-client"} {
+		require.False(t, registered(t, raw, name, id), "%s's registration", id)
+		require.Empty(t, granteeOf(t, raw, name, id), "%s's grantees entry", id)
+	}
+}
