@@ -325,8 +325,12 @@
 // publishes the grant on the Client's wake channel; the entry is used up.
 // It does so only when every subscriber of the lock's channel is a live
 // registered Client (no Redisson waiter and no Client without the option
-// waits: otherwise it wakes as above) and no Client was refused the lock
-// lately. The "2" and "0" follow on the lock's channel as for a wake-up,
+// waits: otherwise it wakes as above; a Client stays subscribed to the
+// lock's channel while it listens on its wake channel, so that every live
+// registration counts as one subscriber) and no Client was refused the
+// lock lately. An entry that no Client could have written (another
+// Client's field, a window over 3s) is used up without a grant. A Client
+// that leaves the registry, or is dropped from it, loses its entry too. The "2" and "0" follow on the lock's channel as for a wake-up,
 // so Redisson's waiters notice the release as before. The Client that
 // hears the grant hands it to the waiter if that waiter still sleeps after
 // the attempt the entry came from, with no other call of its owner since,
