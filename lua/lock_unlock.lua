@@ -24,7 +24,7 @@
 --         KEYS[4] (the record of refused clients relock_knocks:{name}),
 --         KEYS[5] (the fencing counter redisson_lock_token:{name}) and
 --         KEYS[6] (the grantees relock_grantees:{name} with ARGV[17],
---         else KEYS[1]) with ARGV[11..17]: grants on release
+--         else KEYS[1]) with ARGV[11..18]: grants on release
 -- ARGV[11] missing or '' (no grant to the caller's own waiter), or the
 --         hash field of a waiter of the caller's client
 --         (<clientID>:<owner>) that holds nothing and takes the lock if
@@ -44,6 +44,10 @@
 -- ARGV[17] with ARGV[6], '' (no grant to another client's waiter) or the
 --         start of the grant message published on a client's wake
 --         channel ('g ', see layout.GrantMessagePrefix)
+-- ARGV[18] with ARGV[17], the longest window of a grant in ms: an entry
+--         with a longer one (or none), of another kind than 'r' or 'f',
+--         or whose field is not of the entry's client, was not written
+--         by a client, and is not granted to
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. At 0 the field is removed, and when that frees the lock
 -- waiters are told: on KEYS[2], always; with wake-one on and live clients
@@ -85,16 +89,18 @@
 -- attempt, "<kind> <window> <stamp> <field>"), whose field is written
 -- with the entry's window (and a token for kind 'f'), and told by the
 -- grant message ARGV[17] .. "<kind> <token> <stamp> <field>" on its
--- client's wake channel; the reply is {0, 0, 1}. The turn's entry is used up
--- either way. Nothing is published on KEYS[2] then: its subscribers are
--- all registered clients (a registered client stays subscribed to KEYS[2]
--- while its registration can be live), none of which the unlock message
--- would wake, and the granted client tells KEYS[2] itself (the mark
--- ARGV[14]) once its waiter has the lock, for those who watch it; the
--- server then writes to two connections only (the caller's reply and the
--- granted client's message), not to every subscriber, before the waiter
--- goes on. A grant to the caller's own waiter in its turn publishes the
--- mark ARGV[14] on KEYS[2], as a grant to its own waiter does. A caller's own entry that names the field it releases (its
+-- client's wake channel; the reply is {0, 0, 1}. An entry that does not
+-- read so (see ARGV[18]) is used up, and the client woken. The turn's
+-- entry is used up either way. Nothing is published on KEYS[2] after a
+-- grant: its subscribers are all registered clients (a registered client
+-- stays subscribed to KEYS[2] while its registration can be live), none
+-- of which the unlock message would wake, and the granted client tells
+-- KEYS[2] itself (the mark ARGV[14]) once its waiter has the lock, for
+-- those who watch it; the server then writes to two connections only
+-- (the caller's reply and the granted client's message), not to every
+-- subscriber, before the waiter goes on. A grant to the caller's own
+-- waiter in its turn publishes the mark ARGV[14] on KEYS[2], as a grant
+-- to its own waiter does. A caller's own entry that names the field it releases (its
 -- waiter got the lock by an attempt) is removed first, so that no
 -- release grants the lock back to the field it frees. With another
 -- subscriber, or a knock, the release wakes and publishes as above:
@@ -133,7 +139,11 @@ if target <= 0 then
       if ARGV[10] == '0' then
         skip = ARGV[9]
       end
-      local first, live = next_waker(KEYS[3], ARGV[6], ARGV[7], skip, remote)
+      local grantees = nil
+      if remote then
+        grantees = KEYS[6]
+      end
+      local first, live = next_waker(KEYS[3], ARGV[6], ARGV[7], skip, remote, grantees)
       if first then
         local g = nil
         if remote then
@@ -150,8 +160,9 @@ if target <= 0 then
             redis.call(ARGV[4], KEYS[2], ARGV[14])
             return {0, token}
           end
-          local kind, window, stamp, field = string.match(g, '^(%a) (%d+) (%d+) (.+)$')
-          if field then
+          local kind, window, stamp, field = string.match(g, '^([rf]) (%d+) (%d+) (.+)$')
+          if field and string.sub(field, 1, #first + 1) == first .. ':' and
+              tonumber(window) > 0 and tonumber(window) <= tonumber(ARGV[18]) then
             local token = grant_to(field, window, kind == 'f')
             redis.call(ARGV[4], ARGV[6] .. first, ARGV[17] .. kind .. ' ' .. token .. ' ' .. stamp .. ' ' .. field)
             return {0, 0, 1}

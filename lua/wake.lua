@@ -6,15 +6,18 @@
 -- register its client; and
 -- offer_grant(grantees, id, value, ttl): records the waiter a release may
 -- grant the lock to (see below);
--- next_waker(registry, prefix, numsub, skip, all): the client registered
--- longest ago in the sorted set registry (client ID -> deadline) that
--- still listens on its wake channel prefix .. ID, other than skip; nil
--- when there is none. With all, it looks at every registration, and
--- returns as its second value the number of live ones (skip's too). On the way it drops the registrations whose
+-- next_waker(registry, prefix, numsub, skip, all, grantees): the client
+-- registered longest ago in the sorted set registry (client ID ->
+-- deadline) that still listens on its wake channel prefix .. ID, other
+-- than skip; nil when there is none. With all, it looks at every
+-- registration, and returns as its second value the number of live ones
+-- (skip's too). On the way it drops the registrations whose
 -- deadline passed and those of clients that no longer listen (closed, or
 -- dead: the server dropped their connection), so that a dead client never
--- swallows a wake-up. numsub is the PUBSUB subcommand that counts a
--- channel's subscribers ('numsub' or 'shardnumsub').
+-- swallows a wake-up; with grantees (the hash of grantees entries, see
+-- offer_grant), their entries too, which would otherwise stay as long as
+-- other clients' attempts keep the hash. numsub is the PUBSUB subcommand
+-- that counts a channel's subscribers ('numsub' or 'shardnumsub').
 local function register(registry, id, ttl)
   if (id or '') == '' then
     return
@@ -55,15 +58,23 @@ local function knocked(knocks, id)
   return false
 end
 
-local function next_waker(registry, prefix, numsub, skip, all)
+local function next_waker(registry, prefix, numsub, skip, all, grantees)
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if grantees then
+    for _, id in ipairs(redis.call('zrangebyscore', registry, '-inf', now)) do
+      redis.call('hdel', grantees, id)
+    end
+  end
   redis.call('zremrangebyscore', registry, '-inf', now)
   local first = nil
   local live = 0
   for _, id in ipairs(redis.call('zrange', registry, 0, -1)) do
     if redis.call('pubsub', numsub, prefix .. id)[2] == 0 then
       redis.call('zrem', registry, id)
+      if grantees then
+        redis.call('hdel', grantees, id)
+      end
     else
       live = live + 1
       if not first and id ~= skip then

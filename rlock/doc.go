@@ -326,11 +326,15 @@
 // It does so only when every subscriber of the lock's channel is a live
 // registered Client (no Redisson waiter and no Client without the option
 // waits, nor does relock top watch: otherwise it wakes as above; a
-// registered Client keeps the lock's channel subscribed as long as its
-// wake channel) and no Client was refused the lock lately. It publishes
-// nothing on the lock's channel then, so that the server writes to the
-// granted Client at once, not after every waiting Client; the granted
-// Client publishes "3" there for those who watch the lock. The Client that
+// Client stays subscribed to the lock's channel while it listens on its
+// wake channel, so that every live registration counts as one
+// subscriber) and no Client was refused the lock lately. An entry that no
+// Client could have written (another Client's field, a window over 3s) is
+// used up without a grant. A Client that leaves the registry, or is
+// dropped from it, loses its entry too. A release that grants publishes
+// nothing on the lock's channel, so that the server writes to the granted
+// Client at once, not after every waiting Client; the granted Client
+// publishes "3" there for those who watch the lock. The Client that
 // hears the grant hands it to the waiter if that waiter still sleeps after
 // the attempt the entry came from, with no other call of its owner since,
 // and within three quarters of the window of that attempt; the hold's lease counts from

@@ -314,8 +314,9 @@ func registered(t *testing.T, raw rueidis.Client, name, id string) bool {
 // when the holder's lease would have ended (30s). Two ways:
 //
 //   - "gave up": the scenario. The stopped Client's TryLock gave
-//     up; it listens on its wake channel (and on the lock's, as long as
-//     that). It must have left the registry when it gave up; and a
+//     up; it listens on its wake channel (and so on the lock's channel:
+//     a Client subscribes to it while it listens on its wake channel, see
+//     wake.go). It must have left the registry when it gave up; and a
 //     release that still woke it must publish on the lock's channel.
 //   - "waiting": the stopped Client still waits (it is registered and
 //     subscribes to both channels), and a dead Client registered after it
@@ -338,10 +339,7 @@ func TestWakeOneStoppedRegistrant(t *testing.T) {
 			require.Equal(t, int64(1), numsub(raw, ch), "subscribers of the lock's channel")
 
 			w, id := startWakeChild(t, name, act)
-			// The plain waiter's and the child's: a Client keeps the
-			// lock's channel subscribed as long as its wake channel (see
-			// lockcore's waker), also after its TryLock gave up.
-			subscribers := int64(2)
+			subscribers := int64(2) // the plain waiter's and the child's
 			if act == "try" {
 				_, err := w.Expect("gave up", 10*time.Second)
 				require.NoError(t, err, "the child's TryLock")

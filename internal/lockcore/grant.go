@@ -100,14 +100,14 @@ func (Fenced) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, 
 }
 
 // releaseGrant runs lock_unlock.lua for r with the grant arguments
-// (KEYS[3..6], ARGV[6..17]): a grant to r.GrantField, when set, whose
+// (KEYS[3..6], ARGV[6..18]): a grant to r.GrantField, when set, whose
 // hold takes a token when fenced, and, with wake-one on, a grant to
 // another Client's registered waiter (see remotegrant.go). Such a grant
 // made by the release counts in GrantsMade; the release reports only the
 // grant to its own waiter.
 func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64, bool, int64, error, error) {
 	keys, args := c.withWake(r, append(make([]string, 0, 6), r.Name, r.Chan),
-		append(make([]string, 0, 17), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
+		append(make([]string, 0, 18), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
 	grantees, remote := r.Name, ""
 	if len(keys) == 2 {
 		keys = append(keys, r.Name)
@@ -120,7 +120,7 @@ func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64,
 		kind = grantFenced
 	}
 	keys = append(keys, layout.Knocks(r.Name), layout.Token(r.Name), grantees)
-	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID, kind, remote)
+	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID, kind, remote, grantWindowMs)
 	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
 	return grantReply(res, unsynced)
 }

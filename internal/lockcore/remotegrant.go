@@ -28,12 +28,18 @@ import (
 //     lock records one, as only such a call offers itself to its Client's
 //     releases (grant.go). A Client that waits for replicas (a fixed
 //     number, or the server has replicas and it counts them) records
-//     none: a grant is not confirmed on them.
+//     none: a grant is not confirmed on them. The entry goes with the
+//     registration: when the Client leaves the registry (leaveWake,
+//     stopWakers) or a release drops it (wake.lua), so that entries do
+//     not pile up in a hash that other Clients' attempts keep alive.
 //   - A release that frees the lock and picks a registered Client to wake
 //     (its turn) grants the lock to the waiter that Client's entry names,
 //     instead of waking it, when every subscriber of the lock's channel
-//     is registered (no Redisson waiter, no Client without wake-one) and
-//     no Client knocked lately: the waiter's field is written with the
+//     is registered (no Redisson waiter, no Client without wake-one: a
+//     registered Client subscribes to the lock's channel while it
+//     listens on its wake channel, see waker) and no Client knocked
+//     lately, and the entry is one a Client could have written (its own
+//     field, a kind, a window of at most grantWindow): the waiter's field is written with the
 //     window as its lease, the entry is used up, and the grant message
 //     ("g <kind> <token> <stamp> <field>") goes to the Client's wake
 //     channel, and nothing to the lock's channel, whose subscribers are
@@ -184,6 +190,8 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 		return
 	}
 	for _, o := range c.offers[grantKey{m.name, kind}] {
+		// The owner may have several calls asleep: the entry is the
+		// latest attempt's, whose offer is the owner's last.
 		a := o.a
 		if a.h.field != field {
 			continue
@@ -202,7 +210,6 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 			go c.tellGranted(m.channel)
 			return
 		}
-		break
 	}
 	owner, ok := strings.CutPrefix(field, c.ID+":")
 	if !ok || m.suffix != "" {

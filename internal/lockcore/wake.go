@@ -72,15 +72,20 @@ var wakeTTLArg = strconv.FormatInt(wakeTTL.Milliseconds(), 10)
 // waker is a Client's registration for the wake-ups of one lock: how many
 // of its waiters count on it, the listener of its wake channel, and the
 // timer that ends the listener once the registration has expired.
+//
+// lock is a listener of the lock's channel, subscribed before the wake
+// channel and left after it: while the Client listens on its wake channel
+// (which makes its registration live, see wake.lua), it subscribes to the
+// lock's channel too, even when none of its waiters does any more (one
+// got the lock: its registration stays until its deadline). A release
+// that grants through the registry counts the live registrations
+// against the lock channel's subscribers (lock_unlock.lua): a live
+// registrant not subscribed there would let another subscriber (a
+// Redisson waiter) go uncounted, and be passed over.
 type waker struct {
 	n        int
 	listener waiter
-	// lockChan listens on the lock's channel as long as listener lives:
-	// a registered Client stays subscribed there while its registration
-	// can be live, so that a release that counts the channel's
-	// subscribers against the live registrations finds every waiter that
-	// is not registered (see remotegrant.go).
-	lockChan waiter
+	lock     waiter
 	idle     *time.Timer
 }
 
@@ -130,13 +135,13 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		return true
 	}
 	c.mu.Unlock()
-	l, err := c.listenWake(ctx, m)
+	lk, err := c.Hub.ListenAndWait(ctx, m.channel, func() {})
 	if err != nil {
 		return false
 	}
-	lc, err := c.Hub.Listen(m.channel, func() {})
+	l, err := c.listenWake(ctx, m)
 	if err != nil {
-		l.Leave(false)
+		lk.Leave(false)
 		return false
 	}
 	c.mu.Lock()
@@ -151,16 +156,16 @@ func (m *Mutex) joinWake(ctx context.Context) bool {
 		w.idle.Stop()
 		w.idle = nil
 	}
-	var extra, extraC waiter
+	var extra, extraLock waiter
 	if w.listener == nil && c.CheckOpen() == nil {
-		w.listener, w.lockChan = l, lc
+		w.listener, w.lock = l, lk
 	} else {
-		extra, extraC = l, lc // another waiter made it first
+		extra, extraLock = l, lk // another waiter made it first
 	}
 	c.mu.Unlock()
 	if extra != nil {
 		extra.Leave(false)
-		extraC.Leave(false)
+		extraLock.Leave(false)
 	}
 	return true
 }
@@ -195,19 +200,22 @@ func (m *Mutex) leaveWake(ctx context.Context, gaveUp bool) {
 			return
 		}
 		delete(c.wakers, m.name)
-		l, lc := w.listener, w.lockChan
+		l, lk := w.listener, w.lock
 		c.mu.Unlock()
 		if l != nil {
 			l.Leave(false)
-			lc.Leave(false)
+			lk.Leave(false)
 		}
 	})
 	c.mu.Unlock()
 	if gaveUp {
 		// A waiter that joins meanwhile registers again with its next
-		// attempt, within wakeCap*2 (see wakeRetry).
+		// attempt, within wakeCap*2 (see wakeRetry). The Client's grantees
+		// entry goes with its registration: the grantees hash lives as
+		// long as its latest entry, so an entry left behind would stay
+		// while other Clients wait.
 		ctx, cancel := cleanupContext(ctx)
-		_ = c.RDB.Do(ctx, c.RDB.B().Zrem().Key(m.wakers).Member(c.ID).Build()).Error()
+		c.RDB.DoMulti(ctx, c.leaveCmds(m.name)...)
 		cancel()
 	}
 }
@@ -249,9 +257,9 @@ func (c *Core) stopWakers() {
 			w.idle.Stop()
 		}
 		if w.listener != nil {
-			ls = append(ls, w.listener, w.lockChan)
+			ls = append(ls, w.listener, w.lock) // the lock's channel after the wake channel
 		}
-		leave = append(leave, c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build())
+		leave = append(leave, c.leaveCmds(name)...)
 		delete(c.wakers, name)
 	}
 	clear(c.wakeChans)
@@ -264,6 +272,17 @@ func (c *Core) stopWakers() {
 	for _, l := range ls {
 		l.Leave(false)
 	}
+}
+
+// leaveCmds are the commands that take the Client out of the wake
+// registry of the lock name: its registration, and its grantees entry
+// (see remotegrant.go) when it may have one.
+func (c *Core) leaveCmds(name string) rueidis.Commands {
+	cmds := rueidis.Commands{c.RDB.B().Zrem().Key(layout.Wakers(name)).Member(c.ID).Build()}
+	if !c.noGrant {
+		cmds = append(cmds, c.RDB.B().Hdel().Key(layout.Grantees(name)).Field(c.ID).Build())
+	}
+	return cmds
 }
 
 // wakeRetry caps a registered waiter's sleep: see the notes above.
