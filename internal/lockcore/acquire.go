@@ -71,8 +71,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 		a.h.obs.kind = a.w.Lock.Kind
 		m.core.mu.Unlock()
 	}
-	a.r = Request{Core: m.core, Name: m.name, Field: a.h.field, LeaseMs: Millis(a.lease), LeaseArg: leaseArg,
-		Chan: m.channel, Wakers: m.wakers, Waiting: wait != 0}
+	a.leaseArg = leaseArg
 	ok, err := m.core.Wait(&a.w, a)
 	return a.token, ok, err
 }
@@ -89,22 +88,22 @@ func (a *acquisition) free() {
 	acquisitions.Put(a)
 }
 
-// acquisition is one call of Mutex.Acquire: the Waiter of a lock.
+// acquisition is one call of Mutex.Acquire: the Waiter of a lock. A
+// waiting call keeps it while it sleeps: it is kept small (its Request
+// is made when needed, see req).
 type acquisition struct {
-	w       Wait
-	m       *Mutex
-	h       *hold
-	r       Request
-	lease   time.Duration
-	renew   bool
-	anonKey string // set for an anonymous acquisition
+	w        Wait
+	m        *Mutex
+	h        *hold
+	lease    time.Duration
+	leaseArg string // the lease as the scripts take it
+	anonKey  string // set for an anonymous acquisition
 
-	token   int64       // of the hold, once acquired
-	spins   int         // failed attempts of a Spinner kind so far
-	joined  bool        // counted in the Client's registration for wake-ups
-	unknown bool        // an attempt may have won unseen: settled at the end
-	offer   *grantOffer // the call's open or claimed grant offer (see grant.go)
-	offerV  grantOffer  // the value offer points to
+	token   int64 // of the hold, once acquired
+	spins   int   // failed attempts of a Spinner kind so far
+	renew   bool  // the lease is the watchdog's
+	joined  bool  // counted in the Client's registration for wake-ups
+	unknown bool  // an attempt may have won unseen: settled at the end
 	// stamp and slots: the call's latest grantees entry (see grantee),
 	// -1 for none.
 	stamp int64
@@ -112,10 +111,21 @@ type acquisition struct {
 	// abandoned: the call ended while a release carried its offer (see
 	// landGrant): the value is left to the collector, not reused.
 	abandoned bool
+	offer     *grantOffer // the call's open or claimed grant offer (see grant.go)
+	offerV    grantOffer  // the value offer points to
+}
+
+// req is the call's Request: the lock, the owner's field and the lease;
+// Join once the call joined the Client's registration for wake-ups, and
+// Waiting when the call waits (its limit is not 0).
+func (a *acquisition) req() Request {
+	m := a.m
+	return Request{Core: m.core, Name: m.name, Field: a.h.field, LeaseMs: Millis(a.lease), LeaseArg: a.leaseArg,
+		Chan: m.channel, Wakers: m.wakers, Waiting: a.w.Limit != 0, Join: a.joined}
 }
 
 // WaitChannel is the kind's wait channel.
-func (a *acquisition) WaitChannel() string { return a.m.kind.WaitChannel(a.r) }
+func (a *acquisition) WaitChannel() string { return a.m.kind.WaitChannel(a.req()) }
 
 // Attempt makes one attempt (see attempt) and bounds the sleep after a
 // failed one.
@@ -172,7 +182,7 @@ func (a *acquisition) mutable() bool {
 func (a *acquisition) join(ctx context.Context) {
 	if a.mutable() && !a.joined && a.m.core.subscribeHook == nil {
 		if a.m.joinWake(ctx) {
-			a.joined, a.r.Join = true, true
+			a.joined = true
 		}
 	}
 }
@@ -188,7 +198,7 @@ func (a *acquisition) End(w *Wait, done bool) {
 		if a.unknown {
 			a.settle(w.Ctx)
 		}
-		if a.r.Waiting {
+		if a.w.Limit != 0 {
 			a.abandon(w.Ctx)
 		}
 	}
@@ -216,7 +226,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			return Attempt{}, err
 		}
 		from, gen := a.h.state()
-		r := a.r
+		r := a.req()
 		// A re-entry on a fixed lease takes the hold off the watchdog:
 		// stop renewing first, or a renewal in flight could land after the
 		// script and cut the fixed lease down to the watchdog's.
@@ -309,7 +319,7 @@ func (a *acquisition) giveBack(ctx context.Context, from int) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	ctx = WithoutReplicaWait(ctx)
-	r := a.r
+	r := a.req()
 	r.Target = from
 	if _, err := a.m.release(ctx, a.h, r, false); err != nil {
 		a.unknown = true
@@ -325,10 +335,11 @@ func (a *acquisition) giveBack(ctx context.Context, from int) {
 // answers, the level's lease would have ended, or Close.
 func (a *acquisition) settle(ctx context.Context) {
 	ctx, cancel := cleanupContext(ctx)
-	err := a.m.settleOnce(ctx, a.h, a.r, settleAny)
+	r := a.req()
+	err := a.m.settleOnce(ctx, a.h, r, settleAny)
 	cancel()
 	if err != nil {
-		a.m.core.settleLater(a.m, a.h, a.r, time.Now().Add(time.Duration(a.r.LeaseMs)*time.Millisecond))
+		a.m.core.settleLater(a.m, a.h, r, time.Now().Add(time.Duration(r.LeaseMs)*time.Millisecond))
 	}
 }
 
@@ -471,7 +482,7 @@ func (c *Core) settleReserved(h *hold, s settleReservation, ended bool, until ti
 func (a *acquisition) abandon(ctx context.Context) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	_ = a.m.kind.Abandon(ctx, a.r)
+	_ = a.m.kind.Abandon(ctx, a.req())
 }
 
 // cleanupTimeout is how long the clean-up at the end of a failed

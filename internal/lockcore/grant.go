@@ -179,14 +179,9 @@ type grantOffer struct {
 	token    int64
 	sent     time.Time
 	unsynced error
-	// Set when the waiter left before the claim was resolved (see
-	// landGrant): its hold record (counted in its users), its request
-	// and the window's length, for the release to give back what it
-	// granted.
-	goneH      *hold
-	goneR      Request
-	goneM      *Mutex
-	goneWindow time.Duration
+	// gone is set when the waiter left before the claim was resolved
+	// (see landGrant): rarely, so it is a value of its own.
+	gone *grantGone
 	// counted is the record whose granting counts the claim, until the
 	// grant is landed (see grantLandedLocked).
 	counted *hold
@@ -196,6 +191,17 @@ type grantOffer struct {
 	// since (remotegrant.go).
 	stamp int64
 	slots uint64
+}
+
+// grantGone is what the release that claimed an offer needs to give
+// back what it granted, when the waiter left before the claim was
+// resolved: the waiter's hold record (counted in its users), its request
+// and the window's length.
+type grantGone struct {
+	h      *hold
+	r      Request
+	m      *Mutex
+	window time.Duration
 }
 
 type offerState uint8
@@ -318,7 +324,7 @@ func (a *acquisition) landGrant(w *Wait, keep bool) (got bool, err error) {
 		// (see resolveGrant); the record stays until then, and the call's
 		// value is not reused (the release still refers to it).
 		o.state = offerAbandoned
-		o.goneH, o.goneR, o.goneM, o.goneWindow = a.h, a.r, a.m, grantWindowFor(a.lease)
+		o.gone = &grantGone{h: a.h, r: a.req(), m: a.m, window: grantWindowFor(a.lease)}
 		a.h.users++
 		a.abandoned = true
 		c.mu.Unlock()
@@ -372,7 +378,7 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 		a.giveBack(w.Ctx, 0)
 		return false, notAcquired(fmt.Errorf("%q: %w", a.m.name, o.unsynced))
 	}
-	switch err := a.h.grant(0, gen, a.lease, a.r.LeaseArg, a.renew, a.anonKey, o.sent); {
+	switch err := a.h.grant(0, gen, a.lease, a.leaseArg, a.renew, a.anonKey, o.sent); {
 	case errors.Is(err, errHoldChanged):
 		return false, nil
 	case err != nil:
@@ -494,7 +500,7 @@ func (c *Core) resolveGrant(o *grantOffer, granted, unknown bool, token int64, s
 	o.state = offerResolved
 	o.granted, o.unknown, o.token, o.sent, o.unsynced = granted, unknown, token, sent, unsynced
 	done := o.done // o is its waiter's again once done is closed
-	h, r, m, window := o.goneH, o.goneR, o.goneM, o.goneWindow
+	g := o.gone
 	if gone || (!granted && !unknown) {
 		// Nothing to land: the release wrote nothing, or gives back
 		// itself what it wrote.
@@ -503,7 +509,7 @@ func (c *Core) resolveGrant(o *grantOffer, granted, unknown bool, token int64, s
 	c.mu.Unlock()
 	close(done)
 	if gone {
-		c.giveBackGone(m, h, r, window, granted || unknown)
+		c.giveBackGone(g.m, g.h, g.r, g.window, granted || unknown)
 	}
 }
 

@@ -82,9 +82,6 @@ type hold struct {
 	// renewer renews the hold on the watchdog lease (nil:
 	// lock_renew.lua; see KindRenewer).
 	renewer KindRenewer
-	// shared: the lock's role may be held by several owners at once (see
-	// Role.Shared).
-	shared bool
 	// mutex is a handle on the lock, for the release that settles a hold
 	// lost when no renewal answered in time (see settleReserved); nil for
 	// a permit.
@@ -96,18 +93,17 @@ type hold struct {
 	// attempt it answers (see remotegrant.go).
 	slots atomic.Uint64
 
-	want      int
-	gen       uint64
-	lease     time.Duration // of the latest acquisition; reset by partial releases
-	leaseArg  string        // lease in whole ms, as the scripts take it
-	renewal   *renewal      // nil unless on the watchdog lease
-	spare     *renewal      // a stopped registration, for the next arming
-	life      context.Context
-	end       context.CancelCauseFunc
-	anonKey   string // set while the hold is one of the Client's anonymous holds of its lock
-	listener  waiter // hears force-unlocks while the hold is watched (see watch)
-	listening bool   // set from the moment a listener is being made
-	users     int    // calls using the record
+	want     int
+	gen      uint64
+	lease    time.Duration // of the latest acquisition; reset by partial releases
+	leaseArg string        // lease in whole ms, as the scripts take it
+	renewal  *renewal      // nil unless on the watchdog lease
+	spare    *renewal      // a stopped registration, for the next arming
+	life     context.Context
+	end      context.CancelCauseFunc
+	anonKey  string // set while the hold is one of the Client's anonymous holds of its lock
+	listener waiter // hears force-unlocks while the hold is watched (see watch)
+	users    int    // calls using the record
 	// heard is set when a message heard on the lock's channel (where a
 	// force-unlock is published) brought the hold's renewal forward, and
 	// cleared by the next renewal sent (see Core.renew): a loss that
@@ -117,6 +113,14 @@ type hold struct {
 	// A renewal brought forward because a message may have been missed
 	// (the channel's subscription made) does not set it.
 	heard atomic.Bool
+	// shared: the lock's role may be held by several owners at once (see
+	// Role.Shared). (The record's flags are kept together: a waiting call
+	// keeps the record, and it is kept small.)
+	shared    bool
+	listening bool // set from the moment a listener is being made
+	// anonymous marks the record of an ownerless acquisition, reused once
+	// idle (see enterAnon).
+	anonymous bool
 	// fixed: the latest acquisition took a fixed lease (the hold is not
 	// on the watchdog). leaseAt is when that lease was last set, as the
 	// Client knows it: the send of the acquisition, re-entry or partial
@@ -138,9 +142,6 @@ type hold struct {
 	// until a release of the owner learns of it (takeLoss) or a new hold
 	// begins.
 	lost error
-	// anonymous marks the record of an ownerless acquisition, reused once
-	// idle (see enterAnon).
-	anonymous bool
 	// finishing counts ended holds whose renewal is still being stopped
 	// (see endLocked): until it is, a renewal may be reading the record's
 	// name and field, so the record is not idle and cannot be reused.
@@ -152,8 +153,8 @@ type hold struct {
 	// to want, sends nothing. settling counts settleOnce's sends in
 	// flight: a release claims no offer of the record meanwhile (the
 	// settle read want before the grant, and may run after it).
-	granting int
-	settling int
+	granting int32
+	settling int32
 	// replaced is the gen + 1 of a hold that a later anonymous hold of
 	// the Client took the lock from while a call was using the record
 	// (0: none). The call in flight (most often the hold's own Unlock,

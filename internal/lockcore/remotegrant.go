@@ -106,7 +106,7 @@ func (c *Core) stampTime(s int64) time.Time { return c.epoch.Add(time.Duration(s
 // is the call's goroutine.
 func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 	c := a.m.core
-	if !a.r.Join || c.noGrant || c.waitsForReplicas(ctx, a.m.name) {
+	if !a.joined || c.noGrant || c.waitsForReplicas(ctx, a.m.name) {
 		return ""
 	}
 	kind := grantPlain
