@@ -115,7 +115,7 @@ type topic struct {
 	n          int     // number of waiters
 	attempt    *attempt
 
-	idleAt             time.Time // when the last waiter left (valid if idle)
+	idleAt             time.Duration // when the last waiter left, since epoch (valid if idle)
 	idlePrev, idleNext *topic
 
 	op       op
@@ -126,6 +126,11 @@ type topic struct {
 	resub    bool // wake every waiter once subscribed again
 	muted    bool // the next message wakes nobody if it would wake one (Mute)
 }
+
+// epoch is what topic.idleAt counts from, on the monotonic clock: a
+// duration is a third of a time.Time, and the hub keeps a topic per
+// channel that has waiters.
+var epoch = time.Now()
 
 // attempt is one effort to subscribe a channel; the Subscribe calls that
 // need the channel's subscription wait for it to be done.
@@ -149,14 +154,11 @@ type Waiter struct {
 	c          *topic
 	prev, next *Waiter
 	wake       chan struct{}
-	left       bool
 	listen     func() // set for a listener
-	// payload, when set, is called instead of listen with each
-	// message's payload (see ListenPayload).
-	payload func(string)
-	// missed, when set, is called instead of listen when a message may
-	// have been missed (see ListenMissed).
-	missed func()
+	// more is set for a listener with functions other than listen (a
+	// waiter, most often one, does without them).
+	more *listenMore
+	left bool
 	// unconfirmed: a listener registered before its channel's
 	// subscription was confirmed.
 	unconfirmed bool
@@ -165,6 +167,16 @@ type Waiter struct {
 	// err: the server refused the channel when the hub subscribed it
 	// again after a lost connection (see Err).
 	err error
+}
+
+// listenMore are a listener's functions other than listen.
+type listenMore struct {
+	// payload, when set, is called instead of listen with each
+	// message's payload (see ListenPayload).
+	payload func(string)
+	// missed, when set, is called instead of listen when a message may
+	// have been missed (see ListenMissed).
+	missed func()
 }
 
 // New returns a hub that subscribes through rdb. It does no I/O: the
@@ -339,7 +351,7 @@ func (h *Hub) ListenMissed(channel string, onMessage, onMissed func()) (*Waiter,
 	if w == nil {
 		return nil, ErrClosed
 	}
-	w.missed = onMissed
+	w.more = &listenMore{missed: onMissed}
 	c := w.c
 	if !c.onServer || c.op != opNone {
 		// Not subscribed yet: fn is called once the server confirms, for
@@ -360,7 +372,7 @@ func (h *Hub) ListenMissed(channel string, onMessage, onMissed func()) (*Waiter,
 // first confirmed: ListenPayload returns then). On error no listener is
 // left registered.
 func (h *Hub) ListenPayload(ctx context.Context, channel string, onMessage func(payload string), onMissed func()) (*Waiter, error) {
-	return h.join(ctx, channel, func() {}, func(w *Waiter) { w.payload, w.missed = onMessage, onMissed })
+	return h.join(ctx, channel, func() {}, func(w *Waiter) { w.more = &listenMore{payload: onMessage, missed: onMissed} })
 }
 
 // registerLocked registers a waiter on channel (a listener when listen is
@@ -579,8 +591,8 @@ func (c *topic) missedListeners() []func() {
 
 // onMissed is what listener w calls when a message may have been missed.
 func (w *Waiter) onMissed() func() {
-	if w.missed != nil {
-		return w.missed
+	if w.more != nil && w.more.missed != nil {
+		return w.more.missed
 	}
 	return w.listen
 }
@@ -591,8 +603,8 @@ func (c *topic) listeners(payload string) []func() {
 	var fns []func()
 	for w := c.head; w != nil; w = w.next {
 		switch {
-		case w.payload != nil:
-			fn := w.payload
+		case w.more != nil && w.more.payload != nil:
+			fn := w.more.payload
 			fns = append(fns, func() { fn(payload) })
 		case w.listen != nil:
 			fns = append(fns, w.listen)
@@ -716,7 +728,7 @@ var errNoWaiters = errors.New("pubsub: no waiters left")
 // idlePush appends c to the linger list. h.mu is held.
 func (h *Hub) idlePush(c *topic) {
 	c.idle = true
-	c.idleAt = time.Now()
+	c.idleAt = time.Since(epoch)
 	c.idlePrev, c.idleNext = h.idleTail, nil
 	if h.idleTail != nil {
 		h.idleTail.idleNext = c

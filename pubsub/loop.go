@@ -180,7 +180,7 @@ func (h *Hub) nextDeadline() (time.Time, bool) {
 	if h.idleHead == nil {
 		return time.Time{}, false
 	}
-	return h.idleHead.idleAt.Add(h.linger), true
+	return epoch.Add(h.idleHead.idleAt + h.linger), true
 }
 
 // step sends one batch of SUBSCRIBE and one of UNSUBSCRIBE, if there is
@@ -255,7 +255,7 @@ func (h *Hub) takeExpired(now time.Time) []*topic {
 	defer h.mu.Unlock()
 	var out []*topic
 	for c := h.idleHead; c != nil && len(out) < maxBatch; c = h.idleHead {
-		if now.Before(c.idleAt.Add(h.linger)) {
+		if now.Sub(epoch) < c.idleAt+h.linger {
 			break
 		}
 		h.idleRemove(c)

@@ -88,8 +88,8 @@ type waitRecord struct {
 	from  time.Time      // when the wait began (local clock)
 
 	mu       sync.Mutex
-	answered bool          // the write was answered
 	written  chan struct{} // closed once answered; made by the first to wait for it
+	answered bool          // the write was answered
 	ok       bool          // the write succeeded (rec.Since set)
 	ended    bool          // the wait ended before the write was answered
 	// deleting: the record's delete is being sent; no rewrite carries it
