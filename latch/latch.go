@@ -217,7 +217,7 @@ func (a *awaiter) Attempt(w *lockcore.Wait) (lockcore.Outcome, error) {
 	if err := w.Over(); err != nil {
 		return lockcore.Outcome{}, err
 	}
-	opened, n, err := a.l.look(w.Call)
+	opened, n, err := a.l.look(w.Call())
 	switch {
 	case err != nil:
 		return lockcore.Outcome{}, err

@@ -47,7 +47,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 		a.h = m.core.enter(m, owner)
 	} else {
 		a.h = m.core.enterAnon(m)
-		a.anonKey = m.anonKey
+		a.anon = true
 	}
 	defer m.core.leave(a.h)
 	a.w = Wait{Ctx: ctx, Limit: wait, Lock: observe.Lock{Kind: label(m.kind), Name: m.name}, Owner: a.h.key.owner,
@@ -97,13 +97,13 @@ type acquisition struct {
 	h        *hold
 	lease    time.Duration
 	leaseArg string // the lease as the scripts take it
-	anonKey  string // set for an anonymous acquisition
 
 	token   int64 // of the hold, once acquired
 	spins   int   // failed attempts of a Spinner kind so far
 	renew   bool  // the lease is the watchdog's
 	joined  bool  // counted in the Client's registration for wake-ups
 	unknown bool  // an attempt may have won unseen: settled at the end
+	anon    bool  // the acquisition is anonymous (see anonKey)
 	// stamp and slots: the call's latest grantees entry (see grantee),
 	// -1 for none.
 	stamp int64
@@ -113,6 +113,15 @@ type acquisition struct {
 	abandoned bool
 	offer     *grantOffer // the call's open or claimed grant offer (see grant.go)
 	offerV    grantOffer  // the value offer points to
+}
+
+// anonKey is the lock's key of the Client's anonymous holds (Mutex.anonKey)
+// for an anonymous acquisition, else "".
+func (a *acquisition) anonKey() string {
+	if a.anon {
+		return a.m.anonKey
+	}
+	return ""
 }
 
 // req is the call's Request: the lock, the owner's field and the lease;
@@ -157,7 +166,7 @@ func (a *acquisition) Attempt(w *Wait) (Outcome, error) {
 // An anonymous owner is the call's alone: no other goroutine can be
 // granted a level of it, and the call waits on no channel for that.
 func (a *acquisition) granted() <-chan struct{} {
-	if a.anonKey != "" {
+	if a.anon {
 		return nil
 	}
 	return a.h.grantedChan()
@@ -242,7 +251,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			r.Grantee = a.grantee(w.ScriptContext(), sent)
 			at, err = a.m.kind.Acquire(w.ScriptContext(), r)
 		}
-		if paused && (err != nil || !at.Acquired || w.Call.Err() != nil || at.Unsynced != nil) {
+		if paused && (err != nil || !at.Acquired || w.Call().Err() != nil || at.Unsynced != nil) {
 			// The hold stays as it was, on the watchdog.
 			a.h.rearm(gen)
 		}
@@ -276,7 +285,7 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			a.giveBackWon(w.Ctx, from)
 			return Attempt{}, notAcquired(fmt.Errorf("%q: %w", a.m.name, at.Unsynced))
 		}
-		anon := a.anonKey
+		anon := a.anonKey()
 		if from > 0 {
 			anon = ""
 		}

@@ -163,8 +163,10 @@ type grantKey struct {
 type grantOffer struct {
 	a     *acquisition
 	state offerState
-	// window is the granted hold's lease in Redis, as the script takes it.
-	window string
+	// The resolution's flags (see below), beside state: a sleeping call
+	// keeps its offer, which is kept small.
+	granted bool
+	unknown bool
 	// gen is the waiter's hold number when a release claimed the offer:
 	// a grant is the waiter's only while no hold of its owner has begun
 	// since (see takeGrant).
@@ -174,8 +176,6 @@ type grantOffer struct {
 	// The resolution: granted (with token, the release sent at sent, and
 	// unsynced when too few replicas confirmed it), or unknown (the
 	// release's reply was lost; the field may have been written).
-	granted  bool
-	unknown  bool
 	token    int64
 	sent     time.Time
 	unsynced error
@@ -253,7 +253,7 @@ func (a *acquisition) offerGrant() <-chan struct{} {
 	if done == nil || o.state == offerResolved {
 		done = make(chan struct{})
 	}
-	*o = grantOffer{a: a, window: grantWindowArg(a.lease), done: done, stamp: a.stamp, slots: a.slots}
+	*o = grantOffer{a: a, done: done, stamp: a.stamp, slots: a.slots}
 	k := grantKey{a.m.name, a.m.kind}
 	if c.offers == nil {
 		c.offers = make(map[grantKey][]*grantOffer)
@@ -378,7 +378,7 @@ func (a *acquisition) takeGrant(w *Wait, o *grantOffer, keep bool) (bool, error)
 		a.giveBack(w.Ctx, 0)
 		return false, notAcquired(fmt.Errorf("%q: %w", a.m.name, o.unsynced))
 	}
-	switch err := a.h.grant(0, gen, a.lease, a.leaseArg, a.renew, a.anonKey, o.sent); {
+	switch err := a.h.grant(0, gen, a.lease, a.leaseArg, a.renew, a.anonKey(), o.sent); {
 	case errors.Is(err, errHoldChanged):
 		return false, nil
 	case err != nil:
@@ -540,7 +540,9 @@ const grantSendTimeout = releaseTimeout
 // resolves o; a resend after a lost reply or a refusal is a plain release.
 func (m *Mutex) releaseGranting(ctx context.Context, h *hold, r Request, o *grantOffer) (int64, error) {
 	g := m.kind.(grantKind)
-	r.GrantField, r.GrantLeaseArg = o.a.h.field, o.window
+	// The granted hold's lease in Redis is the window, as the script
+	// takes it.
+	r.GrantField, r.GrantLeaseArg = o.a.h.field, grantWindowArg(o.a.lease)
 	sctx, cancel := context.WithTimeout(ctx, grantSendTimeout)
 	sent := time.Now()
 	n, granted, token, unsynced, err := g.ReleaseGrant(sctx, r)

@@ -72,7 +72,7 @@ type Waiter interface {
 	// Attempt makes one attempt. It returns w.Over() when that is not nil
 	// before it sends anything, and w.Cancelled() when that is not nil
 	// once it has been answered (after giving back what it won). Its
-	// Redis calls run on w.Call, which the wait limit does not end.
+	// Redis calls run on w.Call(), which the wait limit does not end.
 	Attempt(w *Wait) (Outcome, error)
 	// WaitChannel is the pub/sub channel on which the kind's wake-ups
 	// arrive; "" for a kind that is never woken and is not subscribed
@@ -110,10 +110,6 @@ type Wait struct {
 	// the owner in Ctx, else Owner, else a made-up owner.
 	Field string
 
-	// Call is the context of an attempt's calls to Redis: Ctx. The wait
-	// limit does not end it: an attempt that was sent is answered.
-	Call context.Context
-
 	core     *Core
 	k        Waiter
 	until    context.Context // Ctx, or, when the wait is limited, one that ends with it (cause errWaitOver)
@@ -148,6 +144,10 @@ type Wait struct {
 	// its reply (see look).
 	written <-chan struct{}
 }
+
+// Call is the context of an attempt's calls to Redis: Ctx. The wait limit
+// does not end it: an attempt that was sent is answered.
+func (w *Wait) Call() context.Context { return w.Ctx }
 
 // Waiting reports whether the call waits (its limit is not 0): a queue
 // keeps its place then.
@@ -189,7 +189,7 @@ func (c *Core) Wait(w *Wait, k Waiter) (bool, error) {
 	if c.obs != nil {
 		c.obs.waitStart(w)
 	}
-	w.Call, w.until = w.Ctx, w.Ctx
+	w.until = w.Ctx
 	if w.Limit > 0 {
 		var cancel context.CancelFunc
 		w.until, cancel = context.WithTimeoutCause(w.Ctx, w.Limit, errWaitOver)
@@ -481,11 +481,11 @@ const scriptGrace = 100 * time.Millisecond
 func (w *Wait) ScriptContext() context.Context {
 	switch {
 	case w.script != nil:
-	case w.core.onePipeline || w.Call.Done() == nil:
-		w.script = w.Call
+	case w.core.onePipeline || w.Call().Done() == nil:
+		w.script = w.Call()
 	default:
-		ctx, cancel := context.WithCancel(context.WithoutCancel(w.Call))
-		w.unscript = context.AfterFunc(w.Call, func() { time.AfterFunc(scriptGrace, cancel) })
+		ctx, cancel := context.WithCancel(context.WithoutCancel(w.Call()))
+		w.unscript = context.AfterFunc(w.Call(), func() { time.AfterFunc(scriptGrace, cancel) })
 		w.script, w.cancel = ctx, cancel
 	}
 	return w.script
