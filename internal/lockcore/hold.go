@@ -247,7 +247,11 @@ func (c *Core) enterAnon(m *Mutex) *hold {
 		}
 	}
 	c.mu.Unlock()
-	h := c.enter(m, c.anonymousOwner())
+	// The owner is the tail of the field: one string for both.
+	field := layout.Field(c.ID, c.anonymousOwner()) + m.suffix
+	owner := field[len(c.ID)+1 : len(field)-len(m.suffix)]
+	r, _ := m.kind.(KindRenewer)
+	h := c.enterField(m.holdKey(owner), field, r, m.shared, m)
 	c.mu.Lock()
 	h.anonymous = true
 	c.mu.Unlock()
