@@ -33,6 +33,34 @@ func granteeOf(t *testing.T, raw rueidis.Client, name, id string) string {
 	return v
 }
 
+// grantScene is the start of the tests of one grant: a holder Client and
+// a waiter Client, both with wake-one, on one lock; the holder holds it
+// (owner "h"), and the waiter's call (owner "w", made by lock) sleeps,
+// registered with its grantees entry (entry, as first seen); got has the
+// call's result.
+type grantScene struct {
+	raw            rueidis.Client
+	name           string
+	holder, waiter *rlock.Client
+	h, w           context.Context
+	got            chan error
+	entry          string
+}
+
+func newGrantScene(t *testing.T, lock func(l *rlock.Lock, ctx context.Context) error) *grantScene {
+	t.Helper()
+	sc := &grantScene{raw: relocktest.Raw(t), name: relocktest.Name(t), holder: relocktest.Client(t, rlock.WithWakeOne()),
+		waiter: relocktest.Client(t, rlock.WithWakeOne()), h: rlock.WithOwner(t.Context(), "h"), w: rlock.WithOwner(t.Context(), "w"),
+		got: make(chan error, 1)}
+	require.NoError(t, sc.holder.GetLock(sc.name).Lock(sc.h))
+	go func() { sc.got <- lock(sc.waiter.GetLock(sc.name), sc.w) }()
+	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
+		sc.entry = granteeOf(t, sc.raw, sc.name, sc.waiter.ID())
+		return sc.entry != ""
+	})
+	return sc
+}
+
 // TestGrantAcrossClients: with wake-one, a release hands the lock to the
 // registered waiter of another Client in Redis itself: the waiter's Lock
 // returns with no attempt after the release, its field holds the lock,
@@ -118,17 +146,8 @@ func TestGrantAcrossClients(t *testing.T) {
 // Client's live waiter, which takes it, well before any retry of its own
 // would (1 to 2s) and before the window (3s) would end.
 func TestGrantAcrossClientsGivenBack(t *testing.T) {
-	raw := relocktest.Raw(t)
-	name := relocktest.Name(t)
-	holder := relocktest.Client(t, rlock.WithWakeOne())
-	waiter := relocktest.Client(t, rlock.WithWakeOne())
-	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
-	require.NoError(t, holder.GetLock(name).Lock(h))
-	got := make(chan error, 1)
-	go func() { got <- waiter.GetLock(name).Lock(w) }()
-	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
-		return granteeOf(t, raw, name, waiter.ID()) != ""
-	})
+	sc := newGrantScene(t, (*rlock.Lock).Lock)
+	raw, name, holder, waiter, h, w, got := sc.raw, sc.name, sc.holder, sc.waiter, sc.h, sc.w, sc.got
 	ghost := layout.Field(waiter.ID(), "ghost")
 	require.NoError(t, raw.Do(t.Context(), raw.B().Hset().Key(layout.Grantees(name)).FieldValue().
 		FieldValue(waiter.ID(), "r 3000 "+strconv.FormatInt(0, 10)+" "+ghost).Build()).Error())
@@ -189,19 +208,8 @@ func TestGrantAcrossClientsStoppedGrantee(t *testing.T) {
 // owner used the owner's call slot after that attempt (it could have
 // taken the granted field over, or settled it away).
 func TestGrantMessageNotForAttempt(t *testing.T) {
-	raw := relocktest.Raw(t)
-	name := relocktest.Name(t)
-	holder := relocktest.Client(t, rlock.WithWakeOne())
-	waiter := relocktest.Client(t, rlock.WithWakeOne())
-	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
-	require.NoError(t, holder.GetLock(name).Lock(h))
-	got := make(chan error, 1)
-	go func() { got <- waiter.GetLock(name).Lock(w) }()
-	var entry string
-	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
-		entry = granteeOf(t, raw, name, waiter.ID())
-		return entry != ""
-	})
+	sc := newGrantScene(t, (*rlock.Lock).Lock)
+	raw, name, holder, waiter, h, w, got, entry := sc.raw, sc.name, sc.holder, sc.waiter, sc.h, sc.w, sc.got, sc.entry
 	parts := strings.SplitN(entry, " ", 4)
 	require.Len(t, parts, 4, "grantee entry %q", entry)
 	stamp, err := strconv.ParseInt(parts[2], 10, 64)
@@ -307,19 +315,8 @@ func TestGrantAcrossClientsNotPastUnregistered(t *testing.T) {
 // 400ms); the message is forged 320ms after its entry was seen (its
 // attempts come 1s to 2s apart: the stamp is still that attempt's).
 func TestGrantMessageTooLate(t *testing.T) {
-	raw := relocktest.Raw(t)
-	name := relocktest.Name(t)
-	holder := relocktest.Client(t, rlock.WithWakeOne())
-	waiter := relocktest.Client(t, rlock.WithWakeOne())
-	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
-	require.NoError(t, holder.GetLock(name).Lock(h))
-	got := make(chan error, 1)
-	go func() { got <- waiter.GetLock(name).LockLease(w, 400*time.Millisecond) }()
-	var entry string
-	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
-		entry = granteeOf(t, raw, name, waiter.ID())
-		return entry != ""
-	})
+	sc := newGrantScene(t, func(l *rlock.Lock, ctx context.Context) error { return l.LockLease(ctx, 400*time.Millisecond) })
+	raw, name, holder, waiter, h, w, got, entry := sc.raw, sc.name, sc.holder, sc.waiter, sc.h, sc.w, sc.got, sc.entry
 	seen := time.Now()
 	parts := strings.SplitN(entry, " ", 4)
 	require.Len(t, parts, 4, "grantee entry %q", entry)
