@@ -198,15 +198,22 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 		}
 		if o.stamp == stamp && a.h.slots.Load() == o.slots && a.h.want == 0 && a.h.settling == 0 &&
 			time.Since(sent) < grantWindowFor(a.lease)*3/4 {
-			o.state = offerClaimed
+			// Claimed and resolved in one step: the waiter never sees
+			// the offer claimed, so it never leaves a give-back to this
+			// goroutine (the pub/sub reader's, which must not wait on
+			// Redis): a call that ends now gives the grant back itself
+			// (takeGrant).
 			o.gen = a.h.gen
 			a.h.granting++
 			o.counted = a.h
 			c.dropOfferLocked(o)
+			o.state = offerResolved
+			o.granted, o.unknown, o.token, o.sent, o.unsynced = true, false, token, sent, nil
+			done := o.done
 			c.background.Add(1)
 			c.mu.Unlock()
+			close(done)
 			grantsLanded.Add(1)
-			c.resolveGrant(o, true, false, token, sent, nil)
 			go c.tellGranted(m.channel)
 			return
 		}
