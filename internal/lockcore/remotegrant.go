@@ -35,23 +35,22 @@ import (
 //   - A release that frees the lock and picks a registered Client to wake
 //     (its turn) grants the lock to the waiter that Client's entry names,
 //     instead of waking it, when every subscriber of the lock's channel
-//     is registered (no Redisson waiter, no Client without wake-one: a
-//     registered Client subscribes to the lock's channel while it
-//     listens on its wake channel, see waker) and no Client knocked
-//     lately, and the entry is one a Client could have written (its own
-//     field, a kind, a window of at most grantWindow): the waiter's field is written with the
-//     window as its lease, the entry is used up, and the grant message
-//     ("g <kind> <token> <stamp> <field>") goes to the Client's wake
-//     channel, and nothing to the lock's channel, whose subscribers are
-//     all registered Clients (a registered Client keeps the lock's
-//     channel subscribed as long as its wake channel, see waker): the
-//     server writes to the caller and to the granted Client only, not to
-//     every subscriber, before the waiter goes on (lock_unlock.lua). The
-//     granted Client then publishes the mark GrantedMessage there for
-//     those who watch the lock (tellGranted). When the turn is the
-//     releasing Client's own and the release carries a claimed offer
-//     (grant.go), that offer's waiter is granted, the release publishes
-//     the mark, and its reply says so as for any grant to its own waiter.
+//     is a live registration (no Redisson waiter, no Client without
+//     wake-one, no relock top: a registered Client subscribes to the
+//     lock's channel while it listens on its wake channel, see waker), no
+//     Client knocked lately, and the entry is one a Client could have
+//     written (its own field, a kind, a window of at most grantWindow).
+//     The waiter's field is written with the window as its lease, the
+//     entry is used up, and the grant message ("g <kind> <token> <stamp>
+//     <field>") goes to the Client's wake channel, and nothing to the
+//     lock's channel: the server writes to the caller and to the granted
+//     Client only, not to every subscriber, before the waiter goes on
+//     (lock_unlock.lua). The granted Client then publishes the mark
+//     GrantedMessage there for those who watch the lock (tellGranted).
+//     When the turn is the releasing Client's own and the release carries
+//     a claimed offer (grant.go), that offer's waiter is granted, the
+//     release publishes the mark, and its reply says so as for any grant
+//     to its own waiter.
 //   - The Client that hears the grant hands it to the waiter it names
 //     when that waiter's call still sleeps on the offer its attempt was
 //     followed by (the entry's stamp is that attempt's), no other call of
@@ -59,7 +58,7 @@ import (
 //     owner could have taken the granted field over, or settled it
 //     away), and less than three quarters of the window have passed since
 //     the stamp (a registered waiter attempts again within 2s):
-//     the offer is claimed and resolved as granted at once, and the
+//     the offer is claimed and resolved as granted in one step, and the
 //     waiter takes the hold as from its own Client's release, its lease
 //     counted from the stamp (an earlier moment than the release's: the
 //     Client's end of the hold is never later than Redis's), and the
