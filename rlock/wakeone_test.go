@@ -149,10 +149,20 @@ func TestWakeOneAcrossClients(t *testing.T) {
 	const clients = 16
 	all := contend(t, srv, clients, false)
 	one := contend(t, srv, clients, true, rlock.WithWakeOne())
-	t.Logf("scripts per acquisition, %d Clients: %.1f waking every Client, %.1f with wake-one", clients, all, one)
-	// Three at best: a failed attempt, the woken one, the release.
-	assert.LessOrEqual(t, one, 6.0, "scripts per acquisition with wake-one")
-	assert.LessOrEqual(t, one, all/2, "scripts per acquisition with wake-one: at most half of waking every Client's")
+	// Without grants every release wakes (no grant across Clients skips
+	// the wake-up and the unlock message that the Clients let pass).
+	woken := contend(t, srv, clients, true, rlock.WithWakeOne(), rlock.WithoutGrantOnRelease())
+	t.Logf("scripts per acquisition, %d Clients: %.1f waking every Client, %.1f with wake-one (%.1f without grants)",
+		clients, all, one, woken)
+	// Three at best: a failed attempt, the woken one, the release (two
+	// when the release grants).
+	for _, c := range []struct {
+		what string
+		n    float64
+	}{{"with wake-one", one}, {"with wake-one, without grants", woken}} {
+		assert.LessOrEqual(t, c.n, 6.0, "scripts per acquisition %s", c.what)
+		assert.LessOrEqual(t, c.n, all/2, "scripts per acquisition %s: at most half of waking every Client's", c.what)
+	}
 	// No lock is left, and the wake registry expires by itself within a
 	// registration's lifetime (3s) of the last wait.
 	raw := srv.Client(t)
@@ -324,12 +334,24 @@ func registered(t *testing.T, raw rueidis.Client, name, id string) bool {
 //     wakes the stopped one; it must publish on the lock's channel
 //     whatever the count of its subscribers against the registry's.
 func TestWakeOneStoppedRegistrant(t *testing.T) {
-	for _, act := range []string{"try", "wait"} {
-		t.Run(map[string]string{"try": "gave up", "wait": "waiting"}[act], func(t *testing.T) {
+	for _, tc := range []struct {
+		act   string
+		grant bool
+	}{{"try", true}, {"wait", true}, {"wait", false}} {
+		act := tc.act
+		what := map[string]string{"try": "gave up", "wait": "waiting"}[act]
+		opts := []rlock.Option{rlock.WithWakeOne()}
+		if !tc.grant {
+			// Without grants the release stops at the first live
+			// registration: the dead one after it stays counted.
+			what += " without grants"
+			opts = append(opts, rlock.WithoutGrantOnRelease())
+		}
+		t.Run(what, func(t *testing.T) {
 			raw := relocktest.Raw(t)
 			name := relocktest.Name(t)
 			ch := layout.Channel(name)
-			holder := relocktest.Client(t, rlock.WithWakeOne())
+			holder := relocktest.Client(t, opts...)
 			h := rlock.WithOwner(t.Context(), "h")
 			require.NoError(t, holder.GetLock(name).Lock(h))
 			// The waiter that is not registered sleeps (on the holder's
