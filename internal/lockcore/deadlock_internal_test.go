@@ -609,3 +609,58 @@ func TestDeadlockLookBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlockReachesOtherCycle: a look reads every owner its wait
+// reaches, which can be more than its own cycle: here A and B wait for each
+// other (B for the write side of a name that A and C read), and C and D,
+// which B reaches through C's read, wait for each other too. Each cycle
+// ends its own youngest wait (B's, C's), whatever the other cycle's waits
+// are: a look that judged every owner it read as one set would find no
+// single wait that ends both cycles, pick the youngest of all (C's) from
+// B's and A's looks, and leave A and B waiting for ever.
+func TestDeadlockReachesOtherCycle(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	c, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prefix := fmt.Sprintf("dlother:%d:", time.Now().UnixNano())
+	m := &dlModel{holders: map[string][]dlHold{}, rw: map[string]bool{}}
+	for i := range 4 {
+		cl := uuid.NewString()
+		m.owners = append(m.owners, &dlOwner{client: cl, field: layout.Field(cl, fmt.Sprintf("o%d", i))})
+	}
+	const a, b, cc, d = 0, 1, 2, 3
+	name := func(s string) string {
+		n := prefix + s
+		m.names = append(m.names, n)
+		return n
+	}
+	n1, rw, n3, n4 := name("n1"), name("rw"), name("n3"), name("n4")
+	m.rw[rw] = true
+	m.holders[n1] = []dlHold{{owner: b}}
+	m.holders[rw] = []dlHold{{owner: a, read: true}, {owner: cc, read: true}}
+	m.holders[n3] = []dlHold{{owner: d}}
+	m.holders[n4] = []dlHold{{owner: cc}}
+	wait := func(i int, name, kind string, since int64) {
+		o := m.owners[i]
+		w := &dlWait{name: name, kind: kind, field: "1", since: since, key: waitrec.Key("", o.client)}
+		w.value = waitrec.Record{Owner: o.field, Name: name, Kind: kind, Since: since}.Encode()
+		o.wait = w
+	}
+	wait(a, n1, "lock", 1000)
+	wait(b, rw, "write", 1001)
+	wait(d, n4, "lock", 1002)
+	wait(cc, n3, "lock", 1003)
+	m.write(t, rdb)
+	defer m.clear(rdb)
+	want := map[int]bool{b: true, cc: true}
+	for i, o := range m.owners {
+		self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+			rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+		if got := c.lookFor(t.Context(), self, nil) != nil; got != want[i] {
+			t.Errorf("owner %c: ended %v, want %v", "ABCD"[i], got, want[i])
+		}
+	}
+}
