@@ -761,14 +761,27 @@ func TestWaitRecordFailureDoesNotFailTheWait(t *testing.T) {
 // TestDeadlockPhilosophers: five owners on five Clients, five locks in a
 // ring, each owner taking its left lock then its right one, again and
 // again: the order that deadlocks. Each deadlock ends one wait; its owner
-// releases its left lock and tries again, and every owner finishes its
-// rounds.
+// releases its left lock, waits until the neighbour it kept waiting has
+// eaten (or finished), and tries again; every owner finishes its rounds.
+//
+// The victim lets its neighbour go first, as operations.md advises (a
+// pause before the retry): a plain lock is not fair, and a victim that
+// tries again at once takes back the lock it just released before the
+// neighbour hears of the release, the same cycle forms, and the same wait
+// (again the youngest) ends, round after round (a flake of this test when
+// it tried again at once: 580 deadlocks in 60s, every one p1's).
 func TestDeadlockPhilosophers(t *testing.T) {
 	const n, rounds = 5, 8
 	names := make([]string, n)
 	for i := range names {
 		names[i] = relocktest.Name(t)
 	}
+	var (
+		mu       sync.Mutex
+		ate      = sync.NewCond(&mu)
+		meals    = make([]int, n)
+		finished = make([]bool, n)
+	)
 	var deadlocks atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
@@ -776,7 +789,19 @@ func TestDeadlockPhilosophers(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(rlock.WithOwner(t.Context(), fmt.Sprint("p", i)), 60*time.Second)
 			defer cancel()
+			defer context.AfterFunc(ctx, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				ate.Broadcast()
+			})()
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				finished[i] = true
+				ate.Broadcast()
+			}()
 			left, right := c.GetLock(names[i]), c.GetLock(names[(i+1)%n])
+			neighbour := (i + n - 1) % n // waits for left in a cycle
 			for done := 0; done < rounds; {
 				if err := left.Lock(ctx); err != nil {
 					t.Errorf("p%d: left: %v", i, err)
@@ -786,16 +811,29 @@ func TestDeadlockPhilosophers(t *testing.T) {
 				switch {
 				case errors.Is(err, rlock.ErrDeadlock):
 					deadlocks.Add(1)
+					mu.Lock()
+					before := meals[neighbour]
+					mu.Unlock()
+					_ = left.Unlock(ctx)
+					mu.Lock()
+					for meals[neighbour] == before && !finished[neighbour] && ctx.Err() == nil {
+						ate.Wait()
+					}
+					mu.Unlock()
+					continue
 				case err != nil:
 					t.Errorf("p%d: right: %v", i, err)
 					_ = left.Unlock(ctx)
 					return
-				default:
-					time.Sleep(time.Millisecond) // eat
-					_ = right.Unlock(ctx)
-					done++
 				}
+				time.Sleep(time.Millisecond) // eat
+				_ = right.Unlock(ctx)
 				_ = left.Unlock(ctx)
+				done++
+				mu.Lock()
+				meals[i]++
+				ate.Broadcast()
+				mu.Unlock()
 			}
 		})
 	}

@@ -212,7 +212,11 @@
 // nothing. Its call returns an error matching ErrDeadlock and
 // ErrNotAcquired that names the cycle's owners and names; it holds
 // nothing more than before the call. Its caller releases what it holds
-// (as after a database's deadlock error), and the others go on.
+// (as after a database's deadlock error), and the others go on. It tries
+// again after a short random pause: a plain lock is not fair, and a retry
+// at once can take back what it just released before the owner it
+// released it for hears of it, and meet the same cycle, as its youngest
+// wait again.
 //
 // Owners are threads of control, as a database's transactions are: an
 // owner that waits is taken to keep what it holds until its wait ends.
