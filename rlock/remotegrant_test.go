@@ -234,17 +234,35 @@ func TestGrantMessageNotForAttempt(t *testing.T) {
 	forge(stamp - 1)
 	// The right stamp, after another call of the owner used the slot (a
 	// TryLock with no wait, refused: it does not register). The waiter's
-	// own attempts may have registered again meanwhile (its retries):
-	// the stamp is read again after the call.
-	ok, err := waiter.GetLock(name).TryLock(w, 0, 0)
-	require.NoError(t, err)
-	require.False(t, ok)
-	entry = granteeOf(t, raw, name, waiter.ID())
-	parts = strings.SplitN(entry, " ", 4)
-	require.Len(t, parts, 4, "grantee entry %q", entry)
-	stamp, err = strconv.ParseInt(parts[2], 10, 64)
-	require.NoError(t, err)
-	forge(stamp)
+	// own attempts register again every second or two (its retries), and
+	// one that falls between the TryLock and the forged grant takes the
+	// slot after it: the grant, made from that attempt's entry, is then
+	// the waiter's to take, or (read before it) not its attempt's stamp.
+	// Neither tells whether the slot is looked at, so the step is made
+	// again until the entry is the same before the TryLock and after the
+	// grant was given back.
+	stampOf := func() int64 {
+		t.Helper()
+		parts := strings.SplitN(granteeOf(t, raw, name, waiter.ID()), " ", 4)
+		require.Len(t, parts, 4, "grantee entry %q", parts)
+		n, err := strconv.ParseInt(parts[2], 10, 64)
+		require.NoError(t, err)
+		return n
+	}
+	for try := 0; ; try++ {
+		require.Less(t, try, 10, "the waiter's retries fell into every try")
+		before := stampOf()
+		ok, err := waiter.GetLock(name).TryLock(w, 0, 0)
+		require.NoError(t, err)
+		require.False(t, ok)
+		if stampOf() != before {
+			continue
+		}
+		forge(before)
+		if stampOf() == before {
+			break
+		}
+	}
 	require.NoError(t, holder.GetLock(name).Unlock(h))
 	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to take the lock at the release"))
 	require.NoError(t, waiter.GetLock(name).Unlock(w))
