@@ -334,7 +334,8 @@
 // wake channel, so that every live registration counts as one
 // subscriber) and no Client was refused the lock lately. An entry that no
 // Client could have written (another Client's field, a window over 3s) is
-// used up without a grant. A Client that leaves the registry, or is
+// used up without a grant, and so is one of the name's other form ("x"
+// for "{x}", which share the grantees). A Client that leaves the registry, or is
 // dropped from it, loses its entry too. A release that grants publishes
 // nothing on the lock's channel, so that the server writes to the granted
 // Client at once, not after every waiting Client; the granted Client
