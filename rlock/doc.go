@@ -298,7 +298,9 @@
 // A granted hold's lease in Redis is a confirmation window, 3s (or the
 // waiter's own lease when that is shorter), until the Client confirms it a
 // third of the window later: on the watchdog lease by bringing the hold's
-// renewal forward, on a fixed lease by setting the rest of it. A process
+// renewal forward, on a fixed lease by setting the rest of it (publishing
+// "1" on the lock's channel when that is shorter than the lease left, so
+// that waiters that read the longer one look again). A process
 // that dies between the grant and the confirmation keeps the lock from
 // others for at most the window; a hold released before then needs no
 // confirmation. Until it is confirmed, the Client counts the hold as ending

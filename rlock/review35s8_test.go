@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/lockcore"
+	"github.com/relock-go/relock/internal/redissontest"
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
@@ -296,4 +299,320 @@ func TestReview35s8BracedNameGranted(t *testing.T) {
 			require.NoError(t, unlock(waiter, w))
 		}
 	}
+}
+
+// TestReview35s8CancelAtGrant: the waiter's context ends as the release
+// that grants it the lock across Clients returns (before or after the
+// grant message reaches its Client). Either the waiter's Lock returns nil
+// and its field holds the lock, or it returns the context's error and
+// the lock is free at once (given back), not held for the window; the
+// Client is never left counting a hold Redis does not have, nor Redis a
+// field no call owns.
+func TestReview35s8CancelAtGrant(t *testing.T) {
+	raw := relocktest.Raw(t)
+	f := relocktest.NewFaulty(relocktest.Raw(t))
+	holder, err := rlock.New(f, rlock.WithWakeOne())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close() })
+	var lost s8Losses
+	waiter := relocktest.Client(t, rlock.WithWakeOne(), lost.handler())
+	h := rlock.WithOwner(t.Context(), "h")
+	outcomes := map[string]int{}
+	for round := range 6 {
+		name := relocktest.Name(t)
+		require.NoError(t, holder.GetLock(name).Lock(h))
+		wctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "w"))
+		got := make(chan error, 1)
+		go func() { got <- waiter.GetLock(name).Lock(wctx) }()
+		s8Registered(t, raw, name, waiter.ID())
+		delay := time.Duration(round%3) * time.Millisecond
+		f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockUnlock.SHA1}, N: 1, Run: true, Keep: true, After: func([]string) {
+			time.Sleep(delay)
+			cancel()
+		}})
+		made := lockcore.GrantsMade()
+		require.NoError(t, holder.GetLock(name).Unlock(h))
+		require.Greater(t, lockcore.GrantsMade(), made, "the release granted the lock")
+		err := relocktest.Receive(t, got, 5*time.Second, "the waiter's Lock to return")
+		field := layout.Field(waiter.ID(), "w")
+		if err == nil {
+			outcomes["held"]++
+			require.True(t, s8Holds(t, raw, name, field), "the waiter's Lock returned nil without its field")
+			require.NoError(t, waiter.GetLock(name).Unlock(rlock.WithOwner(t.Context(), "w")))
+		} else {
+			outcomes["gave up"]++
+			require.ErrorIs(t, err, context.Canceled)
+			relocktest.Eventually(t, 500*time.Millisecond, "the grant to be given back", func() bool {
+				return s8PTTL(t, raw, name) == -2
+			})
+		}
+		cancel()
+	}
+	t.Logf("outcomes: %v", outcomes)
+	assert.Empty(t, lost.list(), "losses")
+}
+
+// TestReview35s8BothKindsOneClient: one Client waits for a name with a
+// Lock (owner p) and a FencedLock (owner f) at once; its wake channel's
+// listener is the Mutex of whichever joined first. Another Client's
+// releases, of either kind, grant the lock through the registry to the
+// waiter whose attempt came last; each waiter gets the lock in turn, the
+// fenced one with a token above every earlier one.
+func TestReview35s8BothKindsOneClient(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	var lost s8Losses
+	waiter := relocktest.Client(t, rlock.WithWakeOne(), lost.handler())
+	h := rlock.WithOwner(t.Context(), "h")
+	p, fo := rlock.WithOwner(t.Context(), "p"), rlock.WithOwner(t.Context(), "f")
+	first, err := holder.GetFencedLock(name).LockAndGetToken(h)
+	require.NoError(t, err)
+	gotP := make(chan error, 1)
+	gotF := make(chan int64, 1)
+	go func() { gotP <- waiter.GetLock(name).Lock(p) }()
+	relocktest.Eventually(t, 5*time.Second, "the plain waiter to register", func() bool {
+		return strings.HasSuffix(granteeOf(t, raw, name, waiter.ID()), ":p")
+	})
+	go func() {
+		tok, err := waiter.GetFencedLock(name).LockAndGetToken(fo)
+		assert.NoError(t, err)
+		gotF <- tok
+	}()
+	relocktest.Eventually(t, 5*time.Second, "the fenced waiter to register", func() bool {
+		return strings.HasPrefix(granteeOf(t, raw, name, waiter.ID()), "f ")
+	})
+	landed := lockcore.GrantsLanded()
+	require.NoError(t, holder.GetFencedLock(name).Unlock(h))
+	// The fenced waiter's entry came last: it is granted.
+	select {
+	case tok := <-gotF:
+		assert.Greater(t, tok, first, "the granted token")
+		relocktest.Eventually(t, time.Second, "the grant to land", func() bool { return lockcore.GrantsLanded() > landed })
+		require.NoError(t, waiter.GetFencedLock(name).Unlock(fo))
+	case err := <-gotP:
+		t.Fatalf("the plain waiter got the lock first (%v)", err)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the fenced waiter did not get the lock")
+	}
+	require.NoError(t, relocktest.Receive(t, gotP, 5*time.Second, "the plain waiter to get the lock"))
+	require.True(t, s8Holds(t, raw, name, layout.Field(waiter.ID(), "p")))
+	require.NoError(t, waiter.GetLock(name).Unlock(p))
+	assert.Empty(t, lost.list(), "losses")
+}
+
+// s8Exclusive watches the lock name's hash every few ms until the test
+// ends, and fails the test if it ever has two fields (two holders).
+func s8Exclusive(t *testing.T, name string) {
+	t.Helper()
+	raw := relocktest.Raw(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			m, err := raw.Do(ctx, raw.B().Hgetall().Key(name).Build()).AsStrMap()
+			if err == nil && len(m) > 1 {
+				t.Errorf("two holders at once: %v", m)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+}
+
+// TestReview35s8GrantsBehindLatency: two waiting Clients reach Redis
+// through a proxy that delays every byte (commands, replies and pub/sub
+// messages) by 20ms to 100ms each way; a third, direct, holds first. The
+// lock goes round by grants across Clients: never two holders, each
+// take-over soon after the release (no waiter left asleep while the lock
+// is free), each hold kept until its release (no loss), and Unlock finds
+// each hold there.
+func TestReview35s8GrantsBehindLatency(t *testing.T) {
+	srv := redistest.Shared(t)
+	for _, delay := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			name := relocktest.Name(t)
+			s8Exclusive(t, name)
+			p, err := relocktest.NewProxy(srv.Addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			p.SetDelay(delay)
+			var lost s8Losses
+			far := func() *rlock.Client {
+				c, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr()}, DisableCache: true},
+					rlock.WithWakeOne(), lost.handler())
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			a, b := far(), far()
+			holder := relocktest.Client(t, rlock.WithWakeOne(), lost.handler())
+			h := rlock.WithOwner(t.Context(), "h")
+			require.NoError(t, holder.GetLock(name).Lock(h))
+			type took struct {
+				who string
+				at  time.Time
+			}
+			took1 := make(chan took, 4)
+			release := make(chan struct{}, 4)
+			run := func(c *rlock.Client, who string) {
+				ctx := rlock.WithOwner(t.Context(), who)
+				if err := c.GetLock(name).Lock(ctx); err != nil {
+					t.Errorf("%s: %v", who, err)
+					return
+				}
+				took1 <- took{who, time.Now()}
+				<-release
+				if err := c.GetLock(name).Unlock(ctx); err != nil {
+					t.Errorf("%s's Unlock: %v", who, err)
+				}
+			}
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); run(a, "a") }()
+			go func() { defer wg.Done(); run(b, "b") }()
+			raw := relocktest.Raw(t)
+			s8Registered(t, raw, name, a.ID())
+			s8Registered(t, raw, name, b.ID())
+			landed := lockcore.GrantsLanded()
+			start := time.Now()
+			require.NoError(t, holder.GetLock(name).Unlock(h))
+			first := relocktest.Receive(t, took1, 5*time.Second, "a waiter to take the lock")
+			t.Logf("%s took the lock %v after the release", first.who, first.at.Sub(start).Round(time.Millisecond))
+			assert.Less(t, first.at.Sub(start), 2*time.Second+4*delay, "the first take-over")
+			time.Sleep(300 * time.Millisecond) // the hold lasts past a confirmation round trip
+			start = time.Now()
+			release <- struct{}{}
+			second := relocktest.Receive(t, took1, 5*time.Second, "the other waiter to take the lock")
+			t.Logf("%s took the lock %v after the release was asked", second.who, second.at.Sub(start).Round(time.Millisecond))
+			assert.Less(t, second.at.Sub(start), 2*time.Second+6*delay, "the second take-over")
+			release <- struct{}{}
+			wg.Wait()
+			t.Logf("grants landed: %d", lockcore.GrantsLanded()-landed)
+			assert.Empty(t, lost.list(), "losses")
+		})
+	}
+}
+
+// TestReview35s8MixedOptions: Clients that share a lock with different
+// options: a key prefix against the same name in full, a Client with
+// wake-one and grants off, a short watchdog. They take the lock in turns
+// (grants across Clients where the options allow, wake-ups elsewhere):
+// never two holders, no loss, no waiter left asleep for the bound of a
+// registered waiter's retry (2s) while the lock is free.
+func TestReview35s8MixedOptions(t *testing.T) {
+	name := relocktest.Name(t)
+	s8Exclusive(t, name)
+	var lost s8Losses
+	clients := map[string]*rlock.Client{
+		"prefixed": relocktest.Client(t, rlock.WithWakeOne(), rlock.WithKeyPrefix("relock-test:"), lost.handler()),
+		"nogrant":  relocktest.Client(t, rlock.WithWakeOne(), rlock.WithoutGrantOnRelease(), lost.handler()),
+		"short":    relocktest.Client(t, rlock.WithWakeOne(), rlock.WithWatchdogTimeout(400*time.Millisecond), lost.handler()),
+		"plain":    relocktest.Client(t, rlock.WithWakeOne(), lost.handler()),
+	}
+	nameOf := func(who string) string {
+		if who == "prefixed" {
+			return strings.TrimPrefix(name, "relock-test:")
+		}
+		return name
+	}
+	type took struct {
+		who string
+		at  time.Time
+	}
+	took1 := make(chan took, len(clients))
+	release := make(chan time.Time)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for who, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ctx := rlock.WithOwner(t.Context(), who)
+			l := c.GetLock(nameOf(who))
+			for range 2 {
+				if err := l.Lock(ctx); err != nil {
+					t.Errorf("%s: %v", who, err)
+					return
+				}
+				took1 <- took{who, time.Now()}
+				<-release
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("%s's Unlock: %v", who, err)
+				}
+			}
+		}()
+	}
+	close(start)
+	landed := lockcore.GrantsLanded()
+	last := relocktest.Receive(t, took1, 5*time.Second, "the first holder")
+	for i := 1; i < 2*len(clients); i++ {
+		time.Sleep(50 * time.Millisecond)
+		asked := time.Now()
+		release <- asked
+		next := relocktest.Receive(t, took1, 5*time.Second, "the next holder")
+		d := next.at.Sub(asked)
+		t.Logf("%s -> %s: %v", last.who, next.who, d.Round(time.Millisecond))
+		assert.Less(t, d, 2100*time.Millisecond, "%s's take-over after %s's release", next.who, last.who)
+		last = next
+	}
+	release <- time.Now()
+	wg.Wait()
+	t.Logf("grants across Clients landed: %d", lockcore.GrantsLanded()-landed)
+	assert.Empty(t, lost.list(), "losses")
+}
+
+// TestReview35s8FixedLeaseConfirmShortens: a grant across Clients counts
+// the waiter's fixed lease from its attempt, which came before the grant
+// (here 900ms before). With a lease a little over the window (3.2s), the
+// rest of the lease the confirmation sets is shorter than the window's
+// lease left in Redis: the confirmation cuts the lease. A waiter that
+// came after the grant and sleeps until the end of the lease it read (a
+// Redisson waiter) is left asleep after the lock's end when the lease is
+// cut without a word; a re-entry that shortens a lease publishes '1' on
+// the lock's channel for that (lease.lua), and so must the confirmation.
+func TestReview35s8FixedLeaseConfirmShortens(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	waiter := relocktest.Client(t, rlock.WithWakeOne())
+	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	got := make(chan error, 1)
+	go func() {
+		ok, err := waiter.GetLock(name).TryLock(w, 10*time.Second, 3200*time.Millisecond)
+		assert.True(t, ok)
+		got <- err
+	}()
+	s8Registered(t, raw, name, waiter.ID())
+	time.Sleep(900 * time.Millisecond) // the attempt's age at the grant (its next comes 1s to 2s after it)
+	landed := lockcore.GrantsLanded()
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock"))
+	relocktest.Eventually(t, time.Second, "the grant to land", func() bool { return lockcore.GrantsLanded() > landed })
+	j := redissontest.New(t, relocktest.Raw(t))
+	jctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	lateGot := make(chan time.Time, 1)
+	go func() {
+		if err := j.Lock(name).Lock(jctx, 1, 0); err != nil {
+			t.Errorf("the Redisson waiter: %v", err)
+		}
+		lateGot <- time.Now()
+	}()
+	var free time.Time
+	relocktest.Eventually(t, 5*time.Second, "the granted hold to end", func() bool {
+		if s8Holds(t, raw, name, layout.Field(waiter.ID(), "w")) {
+			return false
+		}
+		free = time.Now()
+		return true
+	})
+	at := relocktest.Receive(t, lateGot, 5*time.Second, "the Redisson waiter to get the lock")
+	t.Logf("the Redisson waiter took the lock %v after the granted hold ended", at.Sub(free).Round(time.Millisecond))
+	assert.Less(t, at.Sub(free), 200*time.Millisecond, "the Redisson waiter slept on after the lock's end")
+	require.NoError(t, j.Lock(name).Unlock(t.Context(), 1))
 }

@@ -657,7 +657,13 @@ func (h *hold) confirm() {
 		ctx, cancel := context.WithDeadline(c.root, by)
 		defer cancel()
 		arg := strconv.FormatInt(max(1, Millis(time.Until(end))), 10)
-		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name}, []string{arg, field}).AsInt64()
+		// The rest of the lease may be shorter than the window's lease
+		// left in Redis (a grant through the registry counts the lease
+		// from the waiter's attempt): set_lease then publishes '1', so
+		// that a waiter that read the window's lease (Redisson's sleeps
+		// until its end) looks again.
+		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name, layout.Channel(name)},
+			[]string{arg, field, c.publish}).AsInt64()
 		switch {
 		case err == nil && n == 0:
 			h.lose(gen, h.loss(h.goneWhy("confirmation of its grant"), nil))
