@@ -585,8 +585,10 @@ func GrantsMade() int64 { return grantsMade.Load() }
 // renewal that fails is retried within the window, and a hold none got
 // through for by its end is lost, as any hold whose renewals failed. On a
 // fixed lease longer than the window, the rest of the lease is set a
-// third of the window after the grant (lock_renew.lua), tried again until
-// the window ends; a hold found gone, or not confirmed by then, is lost.
+// third of the window after the grant (lock_renew.lua, which publishes
+// '1' on the lock's channel when that cuts the lease left: a grant through
+// the registry counts the lease from the waiter's attempt), tried again
+// until the window ends; a hold found gone, or not confirmed by then, is lost.
 // A hold released, or re-entered, before then needs no confirmation (the
 // re-entry resets the lease): the timer then finds nothing to do, or is
 // stopped.
