@@ -616,3 +616,76 @@ func TestReview35s8FixedLeaseConfirmShortens(t *testing.T) {
 	assert.Less(t, at.Sub(free), 200*time.Millisecond, "the Redisson waiter slept on after the lock's end")
 	require.NoError(t, j.Lock(name).Unlock(t.Context(), 1))
 }
+
+// TestReview35s8GrantMessageCut: the grant message to the waiter's
+// Client is lost with its connections (a network cut while the message
+// was on its way). The granted field is in Redis with the window's lease
+// and the waiter sleeps on: its next attempt (within 2s) finds its own
+// field and takes it over, so it gets the lock well within the window,
+// holds it after (renewed, no loss), and nobody else holds meanwhile.
+func TestReview35s8GrantMessageCut(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	s8Exclusive(t, name)
+	p, err := relocktest.NewProxy(redistest.Shared(t).Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	var lost s8Losses
+	waiter, err := rlock.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr()}, DisableCache: true},
+		rlock.WithWakeOne(), lost.handler())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = waiter.Close() })
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	got := make(chan error, 1)
+	go func() { got <- waiter.GetLock(name).Lock(w) }()
+	s8Registered(t, raw, name, waiter.ID())
+	p.Stall()
+	made := lockcore.GrantsMade()
+	start := time.Now()
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	require.Greater(t, lockcore.GrantsMade(), made, "the release granted the lock")
+	field := layout.Field(waiter.ID(), "w")
+	require.True(t, s8Holds(t, raw, name, field), "the granted field")
+	time.Sleep(20 * time.Millisecond) // the message reaches the proxy
+	p.Cut()
+	require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock"))
+	t.Logf("the waiter took the lock %v after the release", time.Since(start).Round(time.Millisecond))
+	assert.Less(t, time.Since(start), 3*time.Second, "the waiter's take-over after the release")
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		require.True(t, s8Holds(t, raw, name, field), "the waiter's hold is in Redis")
+	}
+	assert.Greater(t, s8PTTL(t, raw, name), 3*time.Second, "the hold's lease is the watchdog's")
+	require.NoError(t, waiter.GetLock(name).Unlock(w))
+	assert.Empty(t, lost.list(), "losses")
+}
+
+// TestReview35s8SharedRueidisSharded: TestReview35SharedRueidisClientFair
+// with sharded pub/sub: two Clients built with rlock.New on one rueidis
+// client. Client A's goroutines take turns; Client B's waiter must get
+// the lock within 3s (a release counts the lock channel's subscribers to
+// know whether another Client waits).
+func TestReview35s8SharedRueidisSharded(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	if !relocktest.Knows(t, rdb, "spublish") {
+		t.Skip("no sharded pub/sub")
+	}
+	ca, err := rlock.New(rdb, rlock.WithShardedPubSub())
+	require.NoError(t, err)
+	defer ca.Close()
+	cb, err := rlock.New(rdb, rlock.WithShardedPubSub())
+	require.NoError(t, err)
+	defer cb.Close()
+	name := relocktest.Name(t)
+	la, lb := ca.GetLock(name), cb.GetLock(name)
+	_, stop := takeTurns(t, la, 3, 200)
+	defer stop()
+	bctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	g0, t0 := lockcore.GrantsMade(), time.Now()
+	err = lb.Lock(rlock.WithOwner(bctx, "b"))
+	t.Logf("B waited %v; grants meanwhile %d", time.Since(t0), lockcore.GrantsMade()-g0)
+	require.NoError(t, err, "Client B's waiter did not get the lock in 3s while Client A's goroutines took turns")
+	require.NoError(t, lb.Unlock(rlock.WithOwner(t.Context(), "b")))
+}
