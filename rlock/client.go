@@ -258,8 +258,8 @@ func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
 // PipelineMultiplex -1, as NewClient builds, needs no such wait. With
 // WithShardedPubSub, Clients made by New on one rdb subscribe on its
 // connections together, where the server counts them as one subscriber:
-// with WithWakeOne, give each its own rdb (the package documentation,
-// Grant on release, says why).
+// with WithWakeOne, give each its own rdb (docs/kinds.md, Grant on
+// release, says why).
 func New(rdb rueidis.Client, opts ...Option) (*Client, error) {
 	cfg := config(opts)
 	cfg.RDB = rdb
