@@ -728,3 +728,41 @@ func TestReview35s8GrantBeforeReply(t *testing.T) {
 	}
 	assert.Empty(t, lost.list(), "losses")
 }
+
+// TestReview35s8CloseAtGrant: the waiter's Client closes as the release
+// that grants its waiter the lock across Clients returns. Close returns;
+// the waiter's Lock ends (ErrClosed, or nil when it had the hold first);
+// the lock is free within the window (3s) of the grant at the latest,
+// and nothing of the closed Client stays in the registry or the
+// grantees.
+func TestReview35s8CloseAtGrant(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	f := relocktest.NewFaulty(relocktest.Raw(t))
+	holder, err := rlock.New(f, rlock.WithWakeOne())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close() })
+	waiter, err := rlock.New(relocktest.Raw(t), rlock.WithWakeOne())
+	require.NoError(t, err)
+	h := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	got := make(chan error, 1)
+	go func() { got <- waiter.GetLock(name).Lock(rlock.WithOwner(t.Context(), "w")) }()
+	s8Registered(t, raw, name, waiter.ID())
+	closed := make(chan error, 1)
+	f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockUnlock.SHA1}, N: 1, Run: true, Keep: true, After: func([]string) {
+		go func() { closed <- waiter.Close() }()
+	}})
+	made := lockcore.GrantsMade()
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	start := time.Now()
+	require.Greater(t, lockcore.GrantsMade(), made, "the release granted the lock")
+	require.NoError(t, relocktest.Receive(t, closed, 5*time.Second, "Close to return"))
+	err = relocktest.Receive(t, got, 5*time.Second, "the waiter's Lock to end")
+	t.Logf("the waiter's Lock: %v", err)
+	relocktest.Eventually(t, 4*time.Second, "the lock to be free", func() bool { return s8PTTL(t, raw, name) == -2 })
+	t.Logf("the lock was free %v after the grant", time.Since(start).Round(time.Millisecond))
+	assert.Less(t, time.Since(start), 3100*time.Millisecond, "the lock's end after the grant")
+	assert.False(t, registered(t, raw, name, waiter.ID()), "registered after Close")
+	assert.Empty(t, granteeOf(t, raw, name, waiter.ID()), "the grantees entry after Close")
+}
