@@ -77,6 +77,30 @@ func s8Registered(t *testing.T, raw rueidis.Client, name, id string) string {
 	return e
 }
 
+// s8EndsFirst waits up to timeout for done (a watched hold's end) and
+// fails the test if Redis lets the hold's field go before the Client
+// ends the hold (allowing the end's timer 20ms to fire); it returns when
+// done is closed.
+func s8EndsFirst(t *testing.T, raw rueidis.Client, name, field string, done <-chan struct{}, timeout time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(timeout); time.Now().Before(end); {
+		select {
+		case <-done:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		if !s8Holds(t, raw, name, field) {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+				t.Fatal("Redis let the hold go before the Client's end of it")
+			}
+		}
+	}
+	t.Fatal("the hold did not end")
+}
+
 // TestReview35s8ShortWatchdogWaiter: the waiting Client's watchdog lease
 // (300ms) is far shorter than the holder Client's: its grantees entry
 // carries a window of 300ms, the grant's lease in Redis. The waiter gets
@@ -154,20 +178,16 @@ func TestReview35s8FixedLeaseGranted(t *testing.T) {
 	}
 	// Not renewed: the lease only goes down.
 	last := s8PTTL(t, raw, name)
-	for {
-		select {
-		case <-r.hold.Done():
-			require.True(t, s8Holds(t, raw, name, field), "the Client's end of the hold came after Redis's")
-			relocktest.Eventually(t, 2*time.Second, "the lock to expire", func() bool { return s8PTTL(t, raw, name) == -2 })
-			relocktest.Eventually(t, time.Second, "the loss to be told", func() bool { return len(lost.list()) == 1 })
-			assert.Contains(t, lost.list()[0], "fixed lease", "the loss's cause")
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
+	for range 10 {
+		time.Sleep(50 * time.Millisecond)
 		left := s8PTTL(t, raw, name)
 		require.LessOrEqual(t, left, last+5*time.Millisecond, "the fixed lease was renewed")
 		last = left
 	}
+	s8EndsFirst(t, raw, name, field, r.hold.Done(), 5*time.Second)
+	relocktest.Eventually(t, 2*time.Second, "the lock to expire", func() bool { return s8PTTL(t, raw, name) == -2 })
+	relocktest.Eventually(t, time.Second, "the loss to be told", func() bool { return len(lost.list()) == 1 })
+	assert.Contains(t, lost.list()[0], "fixed lease", "the loss's cause")
 }
 
 // TestReview35s8ShortFixedLeaseGranted: a waiter whose fixed lease
@@ -202,12 +222,7 @@ func TestReview35s8ShortFixedLeaseGranted(t *testing.T) {
 		r := relocktest.Receive(t, got, 5*time.Second, "the waiter to get the lock")
 		require.NoError(t, r.err)
 		field := layout.Field(waiter.ID(), "w")
-		select {
-		case <-r.hold.Done():
-			require.True(t, s8Holds(t, raw, name, field), "the Client's end of the hold came after Redis's")
-		case <-time.After(2 * time.Second):
-			t.Fatal("the hold did not end with its lease")
-		}
+		s8EndsFirst(t, raw, name, field, r.hold.Done(), 2*time.Second)
 		assert.Less(t, time.Since(start), 900*time.Millisecond, "the hold's end")
 		relocktest.Eventually(t, 2*time.Second, "the lock to expire", func() bool { return s8PTTL(t, raw, name) == -2 })
 		assert.Zero(t, rule.Hits(), "renewals of a hold on a fixed lease")
