@@ -241,7 +241,7 @@ func TestReview35s8ShortFixedLeaseGranted(t *testing.T) {
 // is woken instead, and takes its lock by its attempt.
 func TestReview35s8OtherFormGrant(t *testing.T) {
 	for _, braced := range []bool{false, true} {
-		t.Run(map[bool]string{false: "waiter of a", true: "waiter of {a}"}[braced], func(t *testing.T) {
+		t.Run(map[bool]string{false: "waiter of x", true: "waiter of braced x"}[braced], func(t *testing.T) {
 			raw := relocktest.Raw(t)
 			mine, other := namePair(t)
 			if braced {
@@ -262,10 +262,12 @@ func TestReview35s8OtherFormGrant(t *testing.T) {
 			require.NoError(t, raw.Do(t.Context(), raw.B().Del().Key(mine).Build()).Error())
 			require.NoError(t, holder.GetLock(other).Lock(h))
 			made := lockcore.GrantsMade()
+			start := time.Now()
 			require.NoError(t, holder.GetLock(other).Unlock(h))
 			assert.Zero(t, lockcore.GrantsMade()-made, "grants made by the release of %q", other)
 			field := layout.Field(waiter.ID(), "w")
 			require.NoError(t, relocktest.Receive(t, got, 3*time.Second, "the waiter to get the lock"))
+			assert.Less(t, time.Since(start), 500*time.Millisecond, "the waiter, woken, takes its lock")
 			assert.True(t, s8Holds(t, raw, mine, field), "the waiter's Lock of %q returned, and its field is not in %q", mine, mine)
 			assert.False(t, s8Holds(t, raw, other, field), "the waiter's field is in %q", other)
 			require.NoError(t, waiter.GetLock(mine).Unlock(w))
