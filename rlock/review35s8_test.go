@@ -783,3 +783,40 @@ func TestReview35s8CloseAtGrant(t *testing.T) {
 	assert.False(t, registered(t, raw, name, waiter.ID()), "registered after Close")
 	assert.Empty(t, granteeOf(t, raw, name, waiter.ID()), "the grantees entry after Close")
 }
+
+// TestReview35s8SameOwnerTwoCalls: two goroutines of one owner wait in
+// one Client; a release grants the lock across Clients to the call whose
+// attempt came last, and the other call re-enters: both return nil, the
+// owner's count in Redis is 2, as the Client counts it, and two Unlocks
+// free the lock.
+func TestReview35s8SameOwnerTwoCalls(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	var lost s8Losses
+	waiter := relocktest.Client(t, rlock.WithWakeOne(), lost.handler())
+	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	got := make(chan error, 2)
+	for range 2 {
+		go func() { got <- waiter.GetLock(name).Lock(w) }()
+	}
+	s8Registered(t, raw, name, waiter.ID())
+	time.Sleep(50 * time.Millisecond) // both calls asleep
+	landed := lockcore.GrantsLanded()
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	for range 2 {
+		require.NoError(t, relocktest.Receive(t, got, 3*time.Second, "the owner's calls to return"))
+	}
+	t.Logf("grants landed: %d", lockcore.GrantsLanded()-landed)
+	n, err := waiter.GetLock(name).HoldCount(w)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "the Client's count")
+	c, err := raw.Do(t.Context(), raw.B().Hget().Key(name).Field(layout.Field(waiter.ID(), "w")).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), c, "the count in Redis")
+	require.NoError(t, waiter.GetLock(name).Unlock(w))
+	require.NoError(t, waiter.GetLock(name).Unlock(w))
+	assert.Equal(t, time.Duration(-2), s8PTTL(t, raw, name), "the lock is free")
+	assert.Empty(t, lost.list(), "losses")
+}
