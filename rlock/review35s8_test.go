@@ -820,3 +820,38 @@ func TestReview35s8SameOwnerTwoCalls(t *testing.T) {
 	assert.Equal(t, time.Duration(-2), s8PTTL(t, raw, name), "the lock is free")
 	assert.Empty(t, lost.list(), "losses")
 }
+
+// TestReview35s8WatchSeesGrant: a Watch in the granted Client itself (its
+// subscription rides the Client's connection, so it does not keep the
+// release from granting across Clients) sees the hand-off: the holder's
+// release and the waiter's hold, soon after the release, though the
+// release published nothing on the lock's channel (the granted Client
+// publishes the mark 3 there).
+func TestReview35s8WatchSeesGrant(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	waiter := relocktest.Client(t, rlock.WithWakeOne())
+	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	got := make(chan error, 1)
+	go func() { got <- waiter.GetLock(name).Lock(w) }()
+	s8Registered(t, raw, name, waiter.ID())
+	wctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	watch, err := waiter.GetLock(name).Watch(wctx)
+	require.NoError(t, err)
+	landed := lockcore.GrantsLanded()
+	start := time.Now()
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	require.NoError(t, relocktest.Receive(t, got, 3*time.Second, "the waiter to get the lock"))
+	relocktest.Eventually(t, time.Second, "the grant to land", func() bool { return lockcore.GrantsLanded() > landed })
+	seen := map[string]bool{}
+	for !seen["released h"] || !seen["acquired w"] {
+		ev := relocktest.Receive(t, watch.Events(), 2*time.Second, "the watch's events")
+		seen[ev.Type.String()+" "+ev.Owner] = true
+	}
+	t.Logf("the watch saw the hand-off %v after the release", time.Since(start).Round(time.Millisecond))
+	assert.Less(t, time.Since(start), 500*time.Millisecond, "the watch's report of the hand-off")
+	require.NoError(t, waiter.GetLock(name).Unlock(w))
+}
