@@ -258,8 +258,10 @@ func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
 // PipelineMultiplex -1, as NewClient builds, needs no such wait. With
 // WithShardedPubSub, Clients made by New on one rdb subscribe on its
 // connections together, where the server counts them as one subscriber:
-// with WithWakeOne, give each its own rdb (docs/kinds.md, Grant on
-// release, says why).
+// their waiters then do not register for WithWakeOne's wake-ups (they
+// wait as without it), and their releases grant nothing to their own
+// waiters while another of them waits; give each its own rdb to keep
+// those (docs/kinds.md, Grant on release, says why).
 func New(rdb rueidis.Client, opts ...Option) (*Client, error) {
 	cfg := config(opts)
 	cfg.RDB = rdb

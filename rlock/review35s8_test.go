@@ -855,3 +855,63 @@ func TestReview35s8WatchSeesGrant(t *testing.T) {
 	assert.Less(t, time.Since(start), 500*time.Millisecond, "the watch's report of the hand-off")
 	require.NoError(t, waiter.GetLock(name).Unlock(w))
 }
+
+// TestReview35s8SharedRueidisWakeOne: two Clients with wake-one and
+// sharded pub/sub on one rueidis client wait, beside a Client without
+// wake-one on its own connection. Registered, the two would count as two
+// live registrations and one subscriber of the lock's channel, and the
+// release would grant the lock to one of them through the registry,
+// passing over the third. They wait unregistered instead: the release
+// grants nothing, and wakes every waiter.
+func TestReview35s8SharedRueidisWakeOne(t *testing.T) {
+	raw := relocktest.Raw(t)
+	rdb := redistest.Shared(t).Client(t)
+	if !relocktest.Knows(t, rdb, "spublish") {
+		t.Skip("no sharded pub/sub")
+	}
+	name := relocktest.Name(t)
+	s8Exclusive(t, name)
+	x, err := rlock.New(rdb, rlock.WithShardedPubSub(), rlock.WithWakeOne())
+	require.NoError(t, err)
+	defer x.Close()
+	y, err := rlock.New(rdb, rlock.WithShardedPubSub(), rlock.WithWakeOne())
+	require.NoError(t, err)
+	defer y.Close()
+	h := relocktest.Client(t, rlock.WithShardedPubSub(), rlock.WithWakeOne())
+	z := relocktest.Client(t, rlock.WithShardedPubSub())
+	ho := rlock.WithOwner(t.Context(), "h")
+	require.NoError(t, h.GetLock(name).Lock(ho))
+	got := make(chan string, 3)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for who, c := range map[string]*rlock.Client{"x": x, "y": y, "z": z} {
+		wg.Go(func() {
+			ctx := rlock.WithOwner(t.Context(), who)
+			if err := c.GetLock(name).Lock(ctx); err != nil {
+				t.Errorf("%s: %v", who, err)
+				return
+			}
+			got <- who
+			time.Sleep(10 * time.Millisecond)
+			if err := c.GetLock(name).Unlock(ctx); err != nil {
+				t.Errorf("%s's Unlock: %v", who, err)
+			}
+		})
+	}
+	ch := layout.Channel(name)
+	relocktest.Eventually(t, 5*time.Second, "the waiters to subscribe", func() bool {
+		n, err := raw.Do(t.Context(), raw.B().PubsubShardnumsub().Channel(ch).Build()).ToArray()
+		if err != nil || len(n) < 2 {
+			return false
+		}
+		c, _ := n[1].AsInt64()
+		return c == 2 // the shared connection and z's
+	})
+	time.Sleep(100 * time.Millisecond) // every waiter asleep
+	made := lockcore.GrantsMade()
+	require.NoError(t, h.GetLock(name).Unlock(ho))
+	assert.Zero(t, lockcore.GrantsMade()-made, "grants made past z's waiter")
+	for range 3 {
+		t.Logf("%s took the lock", relocktest.Receive(t, got, 5*time.Second, "the waiters to take the lock in turn"))
+	}
+}

@@ -20,11 +20,17 @@ import (
 // tell: a Client's release grants nothing while another Client on its
 // rueidis client is subscribed to the lock's channel (sharesChannel).
 //
-// Two Clients on different wrappers of one rueidis client are not seen,
-// nor are grants across Clients (wake-one): two registered Clients on one
-// connection count as two live registrations and one subscriber, which
-// leaves room for a subscriber that is not registered (docs/kinds.md,
-// known limits).
+// The same holds for grants across Clients (wake-one): a release grants
+// through the registry while the lock's channel has no more subscribers
+// than live registrations (lock_unlock.lua), and two Clients registered
+// on one connection would count as two registrations and one subscriber,
+// leaving room for a waiter that is not registered (a Redisson waiter, a
+// Client without wake-one), which the release would pass over. So the
+// waiters of a Client whose rueidis client another live Client shares do
+// not register (sharingRDB): they wait as without wake-one, subscribed
+// and counted, hearing every release.
+//
+// Two Clients on different wrappers of one rueidis client are not seen.
 var shared struct {
 	mu    sync.Mutex
 	cores map[rueidis.Client][]*Core
@@ -64,6 +70,17 @@ func (c *Core) shareLeave() {
 	} else {
 		shared.cores[c.RDB] = list
 	}
+}
+
+// sharingRDB reports whether another live Client shares c's rueidis
+// client (sharded pub/sub).
+func (c *Core) sharingRDB() bool {
+	if !c.sharesRDB {
+		return false
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return len(shared.cores[c.RDB]) > 1
 }
 
 // sharesChannel reports whether another Client on c's rueidis client
