@@ -85,7 +85,7 @@ import (
 // grantees entry and the grant message name them.
 //
 // An entry's kind also says which form of the name its waiter waits for
-// (entryForm): lower case for a name without a '{' ("x"), upper case for
+// (see grantee): lower case for a name without a '{' ("x"), upper case for
 // a name that has one ("{x}", "a{b}"). The names "x" and "{x}" share the
 // grantees, the wake registry and the channels (layout.OtherForm), and a
 // release grants only an entry of its own form: a release of "{x}" that
@@ -130,7 +130,7 @@ func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 	}
 	if strings.Contains(a.m.name, "{") {
 		// The name is its own hash tag: its entry says so, since the
-		// name without its braces shares the grantees (see entryForm).
+		// name without its braces shares the grantees (see grantPlain).
 		kind = strings.ToUpper(kind)
 	}
 	a.stamp, a.slots = c.stamp(sent), a.h.slots.Load()
