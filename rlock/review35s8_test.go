@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -913,5 +914,45 @@ func TestReview35s8SharedRueidisWakeOne(t *testing.T) {
 	assert.Zero(t, lockcore.GrantsMade()-made, "grants made past z's waiter")
 	for range 3 {
 		t.Logf("%s took the lock", relocktest.Receive(t, got, 5*time.Second, "the waiters to take the lock in turn"))
+	}
+}
+
+// TestReview35s8ReplicasNoRemoteGrant: on a server with a replica, a
+// Client that counts the replicas (the default) waits for them at each
+// acquisition, and a grant across Clients is confirmed on none: its
+// waiter records no grantees entry, so no release grants it the lock
+// through the registry; the release wakes it, and its own attempt (with
+// WAIT) takes the lock at once. A Client without replica sync beside it
+// (WithoutReplicaSync) is granted as usual.
+func TestReview35s8ReplicasNoRemoteGrant(t *testing.T) {
+	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
+	startReplica(t, master)
+	raw := master.Client(t)
+	holder := relocktest.ClientOn(t, master, rlock.WithWakeOne())
+	counted := relocktest.ClientOn(t, master, rlock.WithWakeOne())
+	unsynced := relocktest.ClientOn(t, master, rlock.WithWakeOne(), rlock.WithoutReplicaSync())
+	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
+	for i, c := range []*rlock.Client{counted, unsynced} {
+		// A name each: a Client stays registered a while after its waiter.
+		name := "review35s8:replicas:" + strconv.Itoa(i)
+		require.NoError(t, holder.GetLock(name).Lock(h))
+		got := make(chan error, 1)
+		go func() { got <- c.GetLock(name).Lock(w) }()
+		relocktest.Eventually(t, 5*time.Second, "the waiter to register", func() bool { return registered(t, raw, name, c.ID()) })
+		time.Sleep(50 * time.Millisecond) // asleep
+		entry := granteeOf(t, raw, name, c.ID())
+		made := lockcore.GrantsMade()
+		start := time.Now()
+		require.NoError(t, holder.GetLock(name).Unlock(h))
+		require.NoError(t, relocktest.Receive(t, got, 3*time.Second, "the waiter to get the lock"))
+		assert.Less(t, time.Since(start), 500*time.Millisecond, "the waiter's take-over")
+		if c == counted {
+			assert.Empty(t, entry, "the grantees entry of a Client that waits for replicas")
+			assert.Equal(t, made, lockcore.GrantsMade(), "grants to a Client that waits for replicas")
+		} else {
+			assert.NotEmpty(t, entry, "the grantees entry of a Client without replica sync")
+			assert.Greater(t, lockcore.GrantsMade(), made, "grants to a Client without replica sync")
+		}
+		require.NoError(t, c.GetLock(name).Unlock(w))
 	}
 }
