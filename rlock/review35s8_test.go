@@ -956,3 +956,59 @@ func TestReview35s8ReplicasNoRemoteGrant(t *testing.T) {
 		require.NoError(t, c.GetLock(name).Unlock(w))
 	}
 }
+
+// TestReview35s8FixedLeaseBesideWatched: a waiter on a fixed lease
+// (500ms, never released: its hold ends by its lease, silently) and a
+// waiter on the watchdog's lease, of two Clients, wait for a third's
+// lock. Whichever the release grants it to, the other gets the lock:
+// after the fixed lease's end within a registered waiter's retry bound
+// (2s), or at the watched hold's Unlock; never two holders.
+func TestReview35s8FixedLeaseBesideWatched(t *testing.T) {
+	raw := relocktest.Raw(t)
+	name := relocktest.Name(t)
+	s8Exclusive(t, name)
+	holder := relocktest.Client(t, rlock.WithWakeOne())
+	fc := relocktest.Client(t, rlock.WithWakeOne())
+	lc := relocktest.Client(t, rlock.WithWakeOne())
+	h, fo, lo := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "f"), rlock.WithOwner(t.Context(), "l")
+	require.NoError(t, holder.GetLock(name).Lock(h))
+	type took struct {
+		who string
+		at  time.Time
+	}
+	got := make(chan took, 2)
+	go func() {
+		ok, err := fc.GetLock(name).TryLock(fo, 10*time.Second, 500*time.Millisecond)
+		assert.NoError(t, err)
+		assert.True(t, ok)
+		got <- took{"f", time.Now()}
+	}()
+	go func() {
+		assert.NoError(t, lc.GetLock(name).Lock(lo))
+		got <- took{"l", time.Now()}
+	}()
+	s8Registered(t, raw, name, fc.ID())
+	s8Registered(t, raw, name, lc.ID())
+	require.NoError(t, holder.GetLock(name).Unlock(h))
+	first := relocktest.Receive(t, got, 3*time.Second, "a waiter to get the lock")
+	if first.who == "l" {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		require.NoError(t, lc.GetLock(name).Unlock(lo))
+		second := relocktest.Receive(t, got, 3*time.Second, "the fixed-lease waiter to get the lock")
+		assert.Less(t, second.at.Sub(start), 500*time.Millisecond, "the fixed-lease waiter's take-over")
+		return
+	}
+	var free time.Time
+	relocktest.Eventually(t, 3*time.Second, "the fixed lease to end", func() bool {
+		if s8Holds(t, raw, name, layout.Field(fc.ID(), "f")) {
+			return false
+		}
+		free = time.Now()
+		return true
+	})
+	second := relocktest.Receive(t, got, 5*time.Second, "the watched waiter to get the lock")
+	t.Logf("the watched waiter took the lock %v after the fixed lease's end", second.at.Sub(free).Round(time.Millisecond))
+	assert.Less(t, second.at.Sub(free), 2100*time.Millisecond, "the watched waiter's take-over")
+	require.NoError(t, lc.GetLock(name).Unlock(lo))
+}
