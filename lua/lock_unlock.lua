@@ -25,6 +25,11 @@
 --         KEYS[5] (the fencing counter redisson_lock_token:{name}) and
 --         KEYS[6] (the grantees relock_grantees:{name} with ARGV[17],
 --         else KEYS[1]) with ARGV[11..18]: grants on release
+-- KEYS[7] with the grant arguments, the fair lock's queue
+--         redisson_lock_queue:{name}: while it exists, a plain or fenced
+--         acquisition is refused (see refuse.lua), and no release grants
+--         the lock (it wakes and publishes as without grants), so that no
+--         grant takes the lock past the queue
 -- ARGV[11] missing or '' (no grant to the caller's own waiter), or the
 --         hash field of a waiter of the caller's client
 --         (<clientID>:<owner>) that holds nothing and takes the lock if
@@ -127,7 +132,10 @@ if target <= 0 then
     return -1
   end
   if redis.call('exists', KEYS[1]) == 0 then
-    local own = (ARGV[11] or '') ~= ''
+    -- A fair lock's queue beside the lock: a plain or fenced acquisition
+    -- is refused (refuse.lua), so no grant makes one past the queue.
+    local queued = KEYS[7] ~= nil and redis.call('exists', KEYS[7]) == 1
+    local own = (ARGV[11] or '') ~= '' and not queued
     if own and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= 1 and not knocked(KEYS[4], ARGV[15]) then
       local token = grant_to(ARGV[11], ARGV[12], ARGV[16] == 'f')
       redis.call(ARGV[4], KEYS[2], ARGV[14])
@@ -159,7 +167,7 @@ if target <= 0 then
           end
         end
         local turn = own and first == ARGV[9]
-        if (turn or g) and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= live and
+        if (turn or g) and not queued and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= live and
             not knocked(KEYS[4], nil) then
           if turn then
             local token = grant_to(ARGV[11], ARGV[12], ARGV[16] == 'f')

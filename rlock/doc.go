@@ -337,7 +337,8 @@
 // subscriber) and no Client was refused the lock lately. An entry that no
 // Client could have written (another Client's field, a window over 3s) is
 // used up without a grant, and so is one of the name's other form ("x"
-// for "{x}", which share the grantees). A Client that leaves the registry, or is
+// for "{x}", which share the grantees). No release grants while a fair
+// lock's queue is beside the lock (a plain acquisition is refused there). A Client that leaves the registry, or is
 // dropped from it, loses its entry too. A release that grants publishes
 // nothing on the lock's channel, so that the server writes to the granted
 // Client at once, not after every waiting Client; the granted Client

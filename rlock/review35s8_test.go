@@ -1012,3 +1012,58 @@ func TestReview35s8FixedLeaseBesideWatched(t *testing.T) {
 	assert.Less(t, second.at.Sub(free), 2100*time.Millisecond, "the watched waiter's take-over")
 	require.NoError(t, lc.GetLock(name).Unlock(lo))
 }
+
+// TestReview35s8GrantNotPastFairQueue: a plain acquisition is refused
+// while a fair lock's queue is beside the lock (ErrWrongKind: it would
+// take the lock past the queue, and its release would not wake the
+// queue's head). A waiter of the plain lock that began before the queue
+// did must not get the lock by a grant, at a release, past that queue,
+// whether the grant is across Clients or to the releasing Client's own
+// waiter: the release publishes, the fair waiter gets the lock, and the
+// plain waiter's attempt is refused as any other (or, made once the fair
+// waiter left the queue for the lock, waits for it).
+func TestReview35s8GrantNotPastFairQueue(t *testing.T) {
+	for _, remote := range []bool{true, false} {
+		t.Run(map[bool]string{true: "across Clients", false: "own waiter"}[remote], func(t *testing.T) {
+			raw := relocktest.Raw(t)
+			name := relocktest.Name(t)
+			holder := relocktest.Client(t, rlock.WithWakeOne())
+			waiter := holder
+			if remote {
+				waiter = relocktest.Client(t, rlock.WithWakeOne())
+			}
+			fair := relocktest.Client(t)
+			h, w, f := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w"), rlock.WithOwner(t.Context(), "f")
+			require.NoError(t, holder.GetLock(name).Lock(h))
+			got := make(chan error, 1)
+			go func() { got <- waiter.GetLock(name).Lock(w) }()
+			if remote {
+				s8Registered(t, raw, name, waiter.ID())
+			} else {
+				time.Sleep(100 * time.Millisecond) // asleep, offered
+			}
+			fairGot := make(chan error, 1)
+			go func() { fairGot <- fair.GetFairLock(name).Lock(f) }()
+			relocktest.Eventually(t, 5*time.Second, "the fair waiter to queue", func() bool {
+				n, err := raw.Do(t.Context(), raw.B().Llen().Key(layout.Queue(name)).Build()).AsInt64()
+				return err == nil && n == 1
+			})
+			made := lockcore.GrantsMade()
+			require.NoError(t, holder.GetLock(name).Unlock(h))
+			assert.Equal(t, made, lockcore.GrantsMade(), "grants made past the fair queue")
+			require.NoError(t, relocktest.Receive(t, fairGot, 3*time.Second, "the fair waiter to get the lock"))
+			// The plain waiter was refused (it tried while the queue
+			// was there), or waits on (it tried once the fair waiter
+			// had left the queue for the lock) and gets the lock next.
+			select {
+			case err := <-got:
+				require.ErrorIs(t, err, rlock.ErrWrongKind, "the plain waiter's Lock")
+				require.NoError(t, fair.GetFairLock(name).Unlock(f))
+			case <-time.After(100 * time.Millisecond):
+				require.NoError(t, fair.GetFairLock(name).Unlock(f))
+				require.NoError(t, relocktest.Receive(t, got, 3*time.Second, "the plain waiter to get the lock"))
+				require.NoError(t, waiter.GetLock(name).Unlock(w))
+			}
+		})
+	}
+}

@@ -61,7 +61,9 @@ import (
 //     beside a plain one) sleeps: it is offered only to its kind's
 //     releases.
 //     Redisson's spin waiters leave none (a known limit: they get the
-//     lock when a run of grants ends).
+//     lock when a run of grants ends). Nor while a fair lock's queue is
+//     beside the lock: a plain or fenced acquisition is refused there, and
+//     a grant would take the lock past the queue (lock_unlock.lua, KEYS[7]).
 //
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
@@ -106,7 +108,7 @@ func (Fenced) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, 
 // made by the release counts in GrantsMade; the release reports only the
 // grant to its own waiter.
 func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64, bool, int64, error, error) {
-	keys, args := c.withWake(r, append(make([]string, 0, 6), r.Name, r.Chan),
+	keys, args := c.withWake(r, append(make([]string, 0, 7), r.Name, r.Chan),
 		append(make([]string, 0, 18), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
 	grantees, remote := r.Name, ""
 	if len(keys) == 2 {
@@ -119,7 +121,7 @@ func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64,
 	if fenced {
 		kind = grantFenced
 	}
-	keys = append(keys, layout.Knocks(r.Name), layout.Token(r.Name), grantees)
+	keys = append(keys, layout.Knocks(r.Name), layout.Token(r.Name), grantees, layout.Queue(r.Name))
 	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID, kind, remote, grantWindowMs)
 	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
 	return grantReply(res, unsynced)
