@@ -25,6 +25,11 @@
 --         KEYS[5] (the fencing counter redisson_lock_token:{name}) and
 --         KEYS[6] (the grantees relock_grantees:{name} with ARGV[17],
 --         else KEYS[1]) with ARGV[11..18]: grants on release
+-- KEYS[7] with the grant arguments, the fair lock's queue
+--         redisson_lock_queue:{name}: while it exists, a plain or fenced
+--         acquisition is refused (see refuse.lua), and no release grants
+--         the lock (it wakes and publishes as without grants), so that no
+--         grant takes the lock past the queue
 -- ARGV[11] missing or '' (no grant to the caller's own waiter), or the
 --         hash field of a waiter of the caller's client
 --         (<clientID>:<owner>) that holds nothing and takes the lock if
@@ -47,7 +52,12 @@
 -- ARGV[18] with ARGV[17], the longest window of a grant in ms: an entry
 --         with a longer one (or none), of another kind than 'r' or 'f',
 --         or whose field is not of the entry's client, was not written
---         by a client, and is not granted to
+--         by a client, and is not granted to; nor is one of the other
+--         form of the name: the kind is upper case ('R', 'F') in the
+--         entries of a name with a '{' (KEYS[1] is then its own hash
+--         tag), lower case in those of a name without, and the names
+--         "x" and "{x}" share KEYS[6] (a grant of an entry of "x" by a
+--         release of "{x}" would write the field in "{x}")
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left. At 0 the field is removed, and when that frees the lock
 -- waiters are told: on KEYS[2], always; with wake-one on and live clients
@@ -88,7 +98,8 @@
 -- grantee entry in KEYS[6] names (recorded by that waiter's last refused
 -- attempt, "<kind> <window> <stamp> <field>"), whose field is written
 -- with the entry's window (and a token for kind 'f'), and told by the
--- grant message ARGV[17] .. "<kind> <token> <stamp> <field>" on its
+-- grant message ARGV[17] .. "<kind> <token> <stamp> <field>" (the kind
+-- in lower case) on its
 -- client's wake channel; the reply is {0, 0, 1}. An entry that does not
 -- read so (see ARGV[18]) is used up, and the client woken. The turn's
 -- entry is used up either way. Nothing is published on KEYS[2] after a
@@ -121,7 +132,10 @@ if target <= 0 then
     return -1
   end
   if redis.call('exists', KEYS[1]) == 0 then
-    local own = (ARGV[11] or '') ~= ''
+    -- A fair lock's queue beside the lock: a plain or fenced acquisition
+    -- is refused (refuse.lua), so no grant makes one past the queue.
+    local queued = KEYS[7] ~= nil and redis.call('exists', KEYS[7]) == 1
+    local own = (ARGV[11] or '') ~= '' and not queued
     if own and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= 1 and not knocked(KEYS[4], ARGV[15]) then
       local token = grant_to(ARGV[11], ARGV[12], ARGV[16] == 'f')
       redis.call(ARGV[4], KEYS[2], ARGV[14])
@@ -153,16 +167,19 @@ if target <= 0 then
           end
         end
         local turn = own and first == ARGV[9]
-        if (turn or g) and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= live and
+        if (turn or g) and not queued and redis.call('pubsub', ARGV[13], KEYS[2])[2] <= live and
             not knocked(KEYS[4], nil) then
           if turn then
             local token = grant_to(ARGV[11], ARGV[12], ARGV[16] == 'f')
             redis.call(ARGV[4], KEYS[2], ARGV[14])
             return {0, token}
           end
-          local kind, window, stamp, field = string.match(g, '^([rf]) (%d+) (%d+) (.+)$')
-          if field and string.sub(field, 1, #first + 1) == first .. ':' and
+          local kind, window, stamp, field = string.match(g, '^([rfRF]) (%d+) (%d+) (.+)$')
+          local braced = string.find(KEYS[1], '{', 1, true) ~= nil
+          if field and (kind == string.upper(kind)) == braced and
+              string.sub(field, 1, #first + 1) == first .. ':' and
               tonumber(window) > 0 and tonumber(window) <= tonumber(ARGV[18]) then
+            kind = string.lower(kind)
             local token = grant_to(field, window, kind == 'f')
             redis.call(ARGV[4], ARGV[6] .. first, ARGV[17] .. kind .. ' ' .. token .. ' ' .. stamp .. ' ' .. field)
             return {0, 0, 1}

@@ -229,7 +229,7 @@ var (
 	LockForceUnlock = script(lockForceUnlock, false)
 	// LockRenew resets the lease of a hold that still exists. Owner-checked,
 	// so resending it is safe.
-	LockRenew = script(lockRenew, true)
+	LockRenew = script(lease+lockRenew, true)
 	// LockReenter adds a level to an existing hold of any lock kind, or
 	// reports it gone. Safe to resend (by relock).
 	LockReenter = script(refuse+countDown+lease+lockReenter, false)

@@ -255,7 +255,13 @@ func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
 // default): an acquisition whose context ends while its script is in
 // flight then waits up to 100ms more for the script's reply, so that what
 // it won is given back after it, in order. A client with
-// PipelineMultiplex -1, as NewClient builds, needs no such wait.
+// PipelineMultiplex -1, as NewClient builds, needs no such wait. With
+// WithShardedPubSub, Clients made by New on one rdb subscribe on its
+// connections together, where the server counts them as one subscriber:
+// their waiters then do not register for WithWakeOne's wake-ups (they
+// wait as without it), and their releases grant nothing to their own
+// waiters while another of them waits; give each its own rdb to keep
+// those (docs/kinds.md, Grant on release, says why).
 func New(rdb rueidis.Client, opts ...Option) (*Client, error) {
 	cfg := config(opts)
 	cfg.RDB = rdb

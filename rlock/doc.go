@@ -298,7 +298,9 @@
 // A granted hold's lease in Redis is a confirmation window, 3s (or the
 // waiter's own lease when that is shorter), until the Client confirms it a
 // third of the window later: on the watchdog lease by bringing the hold's
-// renewal forward, on a fixed lease by setting the rest of it. A process
+// renewal forward, on a fixed lease by setting the rest of it (publishing
+// "1" on the lock's channel when that is shorter than the lease left, so
+// that waiters that read the longer one look again). A process
 // that dies between the grant and the confirmation keeps the lock from
 // others for at most the window; a hold released before then needs no
 // confirmation. Until it is confirmed, the Client counts the hold as ending
@@ -334,7 +336,9 @@
 // wake channel, so that every live registration counts as one
 // subscriber) and no Client was refused the lock lately. An entry that no
 // Client could have written (another Client's field, a window over 3s) is
-// used up without a grant. A Client that leaves the registry, or is
+// used up without a grant, and so is one of the name's other form ("x"
+// for "{x}", which share the grantees). No release grants while a fair
+// lock's queue is beside the lock (a plain acquisition is refused there). A Client that leaves the registry, or is
 // dropped from it, loses its entry too. A release that grants publishes
 // nothing on the lock's channel, so that the server writes to the granted
 // Client at once, not after every waiting Client; the granted Client

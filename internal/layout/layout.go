@@ -296,10 +296,12 @@ func Knocks(name string) string { return Derived(KnocksPrefix, name) }
 // lock to (wake-one with grant on release): for each client registered
 // in Wakers, the waiter of that client whose latest attempt registered
 // it, as "<kind> <window ms> <stamp> <field>" (kind "r" for a plain lock,
-// "f" for a fenced one; the window is the granted hold's lease until its
-// client confirms it; the stamp is the client's own clock at the attempt,
-// which the client reads back from the grant). A release that grants
-// removes the entry it used.
+// "f" for a fenced one, in upper case, "R" and "F", for a name with a '{':
+// the name and its other form share the grantees, and a release grants
+// only an entry of its own form; the window is the granted hold's lease
+// until its client confirms it; the stamp is the client's own clock at
+// the attempt, which the client reads back from the grant). A release
+// that grants removes the entry it used.
 func Grantees(name string) string { return Derived(GranteesPrefix, name) }
 
 // GrantMessagePrefix starts the message a release publishes on a

@@ -189,7 +189,7 @@ func (a *acquisition) mutable() bool {
 // wake-one releases that woke another registered Client pass (see
 // wake.go).
 func (a *acquisition) join(ctx context.Context) {
-	if a.mutable() && !a.joined && a.m.core.subscribeHook == nil {
+	if a.mutable() && !a.joined && a.m.core.subscribeHook == nil && !a.m.core.sharingRDB() {
 		if a.m.joinWake(ctx) {
 			a.joined = true
 		}

@@ -205,6 +205,10 @@ type Core struct {
 	// the knocks of the Client's own ID).
 	refused     map[string]time.Time
 	refusedKept int // len(refused) after its last sweep
+	// sharesRDB: the Client's subscriptions ride its rueidis client's
+	// connections (sharded pub/sub), which other Clients may share (see
+	// shareconn.go).
+	sharesRDB bool
 }
 
 // NewCore builds the shared state. It does no I/O.
@@ -275,6 +279,7 @@ func NewCore(cfg Config) (*Core, error) {
 	}
 	c.Hub = pubsub.New(cfg.RDB, pubsub.Options{Linger: cfg.Linger, Policy: c.wakePolicy, Sharded: cfg.ShardedPubSub})
 	c.Watchdog = watchdog.New(watchdog.Config{Renew: c.obs.renewFunc(c.renew)})
+	c.shareJoin()
 	return c, nil
 }
 
@@ -370,6 +375,7 @@ func (c *Core) Close() error {
 		c.closeWaits()
 		c.Watchdog.Close()
 		c.closeErr = c.Hub.Close()
+		c.shareLeave()
 		c.awaitWaits()
 		if c.ownsRDB {
 			c.RDB.Close()

@@ -61,7 +61,9 @@ import (
 //     beside a plain one) sleeps: it is offered only to its kind's
 //     releases.
 //     Redisson's spin waiters leave none (a known limit: they get the
-//     lock when a run of grants ends).
+//     lock when a run of grants ends). Nor while a fair lock's queue is
+//     beside the lock: a plain or fenced acquisition is refused there, and
+//     a grant would take the lock past the queue (lock_unlock.lua, KEYS[7]).
 //
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
@@ -106,7 +108,7 @@ func (Fenced) ReleaseGrant(ctx context.Context, r Request) (int64, bool, int64, 
 // made by the release counts in GrantsMade; the release reports only the
 // grant to its own waiter.
 func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64, bool, int64, error, error) {
-	keys, args := c.withWake(r, append(make([]string, 0, 6), r.Name, r.Chan),
+	keys, args := c.withWake(r, append(make([]string, 0, 7), r.Name, r.Chan),
 		append(make([]string, 0, 18), layout.UnlockMessage, r.LeaseArg, r.Field, c.publish, strconv.Itoa(r.Target)))
 	grantees, remote := r.Name, ""
 	if len(keys) == 2 {
@@ -119,7 +121,7 @@ func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64,
 	if fenced {
 		kind = grantFenced
 	}
-	keys = append(keys, layout.Knocks(r.Name), layout.Token(r.Name), grantees)
+	keys = append(keys, layout.Knocks(r.Name), layout.Token(r.Name), grantees, layout.Queue(r.Name))
 	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID, kind, remote, grantWindowMs)
 	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
 	return grantReply(res, unsynced)
@@ -398,6 +400,11 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 	if !c.grants(m) {
 		return nil
 	}
+	if c.sharesRDB && c.sharesChannel(m.channel) {
+		// Another Client on the Client's rueidis client waits for the
+		// lock: see shareconn.go.
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.offers) == 0 {
@@ -585,8 +592,10 @@ func GrantsMade() int64 { return grantsMade.Load() }
 // renewal that fails is retried within the window, and a hold none got
 // through for by its end is lost, as any hold whose renewals failed. On a
 // fixed lease longer than the window, the rest of the lease is set a
-// third of the window after the grant (lock_renew.lua), tried again until
-// the window ends; a hold found gone, or not confirmed by then, is lost.
+// third of the window after the grant (lock_renew.lua, which publishes
+// '1' on the lock's channel when that cuts the lease left: a grant through
+// the registry counts the lease from the waiter's attempt), tried again
+// until the window ends; a hold found gone, or not confirmed by then, is lost.
 // A hold released, or re-entered, before then needs no confirmation (the
 // re-entry resets the lease): the timer then finds nothing to do, or is
 // stopped.
@@ -657,7 +666,13 @@ func (h *hold) confirm() {
 		ctx, cancel := context.WithDeadline(c.root, by)
 		defer cancel()
 		arg := strconv.FormatInt(max(1, Millis(time.Until(end))), 10)
-		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name}, []string{arg, field}).AsInt64()
+		// The rest of the lease may be shorter than the window's lease
+		// left in Redis (a grant through the registry counts the lease
+		// from the waiter's attempt): set_lease then publishes '1', so
+		// that a waiter that read the window's lease (Redisson's sleeps
+		// until its end) looks again.
+		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name, layout.Channel(name)},
+			[]string{arg, field, c.publish}).AsInt64()
 		switch {
 		case err == nil && n == 0:
 			h.lose(gen, h.loss(h.goneWhy("confirmation of its grant"), nil))

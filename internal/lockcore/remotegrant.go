@@ -22,7 +22,8 @@ import (
 //     records, in the lock's grantees (layout.Grantees: client ID ->
 //     "<kind> <window> <stamp> <field>"), that a release may grant the
 //     lock to it: its field, its kind (a fenced lock's hold takes a
-//     token), its confirmation window (grantWindowFor its lease) and a
+//     token; the letter's case is the name's form, see grantPlain), its
+//     confirmation window (grantWindowFor its lease) and a
 //     stamp, the Client's own clock when the attempt was sent (ms since
 //     the Core was made). Only a call whose owner holds nothing of the
 //     lock records one, as only such a call offers itself to its Client's
@@ -39,7 +40,8 @@ import (
 //     wake-one, no relock top: a registered Client subscribes to the
 //     lock's channel while it listens on its wake channel, see waker), no
 //     Client knocked lately, and the entry is one a Client could have
-//     written (its own field, a kind, a window of at most grantWindow).
+//     written for the released name (its own field, a kind in the
+//     name's form, a window of at most grantWindow).
 //     The waiter's field is written with the window as its lease, the
 //     entry is used up, and the grant message ("g <kind> <token> <stamp>
 //     <field>") goes to the Client's wake channel, and nothing to the
@@ -81,6 +83,16 @@ import (
 
 // grantFenced and grantPlain are the kinds of hold a grant makes, as the
 // grantees entry and the grant message name them.
+//
+// An entry's kind also says which form of the name its waiter waits for
+// (see grantee): lower case for a name without a '{' ("x"), upper case for
+// a name that has one ("{x}", "a{b}"). The names "x" and "{x}" share the
+// grantees, the wake registry and the channels (layout.OtherForm), and a
+// release grants only an entry of its own form: a release of "{x}" that
+// granted a waiter of "x" would write its field in the hash "{x}", and
+// the waiter's Lock of "x" would return holding nothing of "x"
+// (lock_unlock.lua uses such an entry up and wakes the Client instead).
+// The grant message names the kind in lower case.
 const (
 	grantFenced = "f"
 	grantPlain  = "r"
@@ -115,6 +127,11 @@ func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 	case Reentrant:
 	default:
 		return ""
+	}
+	if strings.Contains(a.m.name, "{") {
+		// The name is its own hash tag: its entry says so, since the
+		// name without its braces shares the grantees (see grantPlain).
+		kind = strings.ToUpper(kind)
 	}
 	a.stamp, a.slots = c.stamp(sent), a.h.slots.Load()
 	return kind + " " + strconv.FormatInt(Millis(grantWindowFor(a.lease)), 10) + " " +
