@@ -49,6 +49,10 @@ type cTake struct {
 	certain bool
 	// dead: taken by a holder that died: they never come back.
 	dead bool
+	// refilled: the round already added as many permits for them (a
+	// dead holder's round refills to wake its waiters): the checkpoint
+	// forgets them without adding them again.
+	refilled bool
 	// releasing: a Release of them is in flight.
 	releasing bool
 }
@@ -368,10 +372,16 @@ func (m *countingModel) freeLocked() int {
 	return n
 }
 
-// fill takes every free permit with the actors of slot i, one at a time.
+// fill takes every free permit with the actors of slot i, one at a time,
+// until an attempt is refused: the rounds that fill the semaphore count on
+// no permit being left free (a child that finds one takes it and dies as
+// it starts, see spawn). The model's count bounds the attempts.
 func (m *countingModel) fill(i int) {
 	e := m.e
-	for j := 0; j < 8; j++ {
+	e.mu.Lock()
+	most := max(m.freeLocked(), 0) + 1
+	e.mu.Unlock()
+	for range most {
 		var a *cActor
 		for _, x := range m.actors {
 			if x.slot == i && (a == nil || len(x.takes) < len(a.takes)) {
@@ -385,6 +395,27 @@ func (m *countingModel) fill(i int) {
 			return
 		}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.violation("c%d took the %d permits the model has free, and one more: the model has too few", i, most-1)
+}
+
+// spawn starts a child of the kind for spec, which asks for n permits; a
+// child that dies as it starts (it did not say it holds or waits in time,
+// or it took its permits at once when it was to wait) may have taken them,
+// for good: its call's outcome is unknown to the model, which the
+// checkpoint settles from the count.
+func (m *countingModel) spawn(spec childSpec, n int) *child {
+	e := m.e
+	start := time.Now()
+	ch := e.spawn(spec)
+	if ch == nil {
+		e.mu.Lock()
+		e.logLocked("  model: a child that died as it started may have taken %d permits for good", n)
+		m.takes = append(m.takes, &cTake{n: n, who: "a child that died as it started (outcome unknown)", start: start, from: start})
+		e.mu.Unlock()
+	}
+	return ch
 }
 
 // waiter starts an Acquire of n permits for a, which gives them back
@@ -430,8 +461,9 @@ func (m *countingModel) deadHolderRound(kill bool) {
 	victim := e.intn(e.kind.slots)
 	var ch *child
 	var ct *cTake // the child's
+	var dt *cTake // the dead holder's
 	if kill {
-		ch = e.spawn(childSpec{Act: "hold", Expect: n})
+		ch = m.spawn(childSpec{Act: "hold", Expect: n}, n)
 		if ch == nil {
 			return
 		}
@@ -440,6 +472,7 @@ func (m *countingModel) deadHolderRound(kill bool) {
 		m.checkTakeLocked(ct, "child "+ch.who+" Acquire")
 		m.takes = append(m.takes, ct)
 		e.mu.Unlock()
+		dt = ct
 	} else {
 		a := m.slotActors(victim)[0]
 		e.call()
@@ -449,6 +482,9 @@ func (m *countingModel) deadHolderRound(kill bool) {
 		}) {
 			return
 		}
+		e.mu.Lock()
+		dt = a.takes[len(a.takes)-1]
+		e.mu.Unlock()
 	}
 	other := 1 - victim
 	m.fill(other)
@@ -472,7 +508,14 @@ func (m *countingModel) deadHolderRound(kill bool) {
 	e.logLocked("  model: the %d permits of the dead holder are taken for good (no lease, by design)", n)
 	e.mu.Unlock()
 	time.Sleep(e.ms(100))
-	m.refill(other, n, "for the dead holder's")
+	if m.refill(other, n, "for the dead holder's") {
+		// The refill replaces the dead holder's permits: the checkpoint
+		// must not add them again (the semaphore would grow by n each
+		// such round, past what fill takes).
+		e.mu.Lock()
+		dt.refilled = true
+		e.mu.Unlock()
+	}
 	wg.Wait()
 	if !kill {
 		e.replaceSlot(victim)
@@ -492,7 +535,7 @@ func (m *countingModel) deadWaiterRound(kill bool) {
 	var wg sync.WaitGroup
 	var ch *child
 	if kill {
-		ch = e.spawn(childSpec{Act: "wait", Expect: 1})
+		ch = m.spawn(childSpec{Act: "wait", Expect: 1}, 1)
 		if ch == nil {
 			m.drain()
 			return
@@ -659,13 +702,17 @@ func (m *countingModel) checkpoint() {
 	m.checkTriesLocked(now)
 	m.livenessLocked(now)
 	m.calls, m.tries = m.calls[:0], m.tries[:0]
-	// What is taken for good is refilled below: the model forgets it.
-	dead := 0
+	// What is taken for good is refilled below, unless its round refilled
+	// it already: the model forgets it.
+	dead, refill := 0, 0
 	var keep []*cTake
 	for _, t := range m.takes {
 		switch {
 		case t.dead && t.to.IsZero():
 			dead += t.n
+			if !t.refilled {
+				refill += t.n
+			}
 		case t.to.IsZero():
 			keep = append(keep, t)
 		}
@@ -675,8 +722,8 @@ func (m *countingModel) checkpoint() {
 	m.waits = m.waits[:0]
 	e.forgetPast()
 	e.mu.Unlock()
-	if dead > 0 {
-		m.refill(0, dead, "for permits taken for good")
+	if refill > 0 {
+		m.refill(0, refill, "for permits taken for good")
 	}
 	e.mu.Lock()
 	m.top = m.total
