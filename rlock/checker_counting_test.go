@@ -331,6 +331,14 @@ func (m *countingModel) addPermits(a *cActor) {
 // slot i, and reports whether it did.
 func (m *countingModel) refill(i, n int, why string) bool {
 	e := m.e
+	// The permits may be there before the reply: a waiter they wake can
+	// answer first, and its take is judged against the most the
+	// semaphore may have (a flake: "took 1 permits while 3 others were
+	// taken, and the semaphore has 3", the refill's reply logged 1ms
+	// after the woken Acquire's).
+	e.mu.Lock()
+	m.top = max(m.top, m.total+n)
+	e.mu.Unlock()
 	err := m.sem(e.slot(i)).AddPermits(context.Background(), n)
 	e.mu.Lock()
 	defer e.mu.Unlock()
