@@ -331,6 +331,11 @@ func (m *countingModel) addPermits(a *cActor) {
 // slot i, and reports whether it did.
 func (m *countingModel) refill(i, n int, why string) bool {
 	e := m.e
+	// A waiter the refill wakes may take a permit before the reply below
+	// is read: the most the semaphore has is raised first.
+	e.mu.Lock()
+	m.top = max(m.top, m.total+n)
+	e.mu.Unlock()
 	err := m.sem(e.slot(i)).AddPermits(context.Background(), n)
 	e.mu.Lock()
 	defer e.mu.Unlock()
