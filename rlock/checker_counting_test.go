@@ -76,6 +76,9 @@ type countingModel struct {
 	total int
 	steps []step
 	top   int
+	// down is what AddPermits calls in flight take away: the model's
+	// total has them off already, Redis may not yet.
+	down  int
 	takes []*cTake
 	waits []cWait
 	// calls are the acquisitions of this round, and tries those that
@@ -313,12 +316,14 @@ func (m *countingModel) addPermits(a *cActor) {
 	}
 	old := m.total
 	m.total += n
-	m.top = max(m.top, m.total)
+	m.down += max(-n, 0)
+	m.top = max(m.top, m.total+m.down)
 	m.steps = append(m.steps, step{from: time.Now(), n: min(old, m.total)})
 	e.mu.Unlock()
 	err := m.sem(e.slot(a.slot)).AddPermits(context.Background(), n)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	m.down -= max(-n, 0)
 	e.logLocked("%v AddPermits(%d) -> %v (now %d)", a, n, errText(err), m.total)
 	if err != nil {
 		e.violation("%v: AddPermits(%d) = %v in a round without a fault", a, n, err)
@@ -331,13 +336,10 @@ func (m *countingModel) addPermits(a *cActor) {
 // slot i, and reports whether it did.
 func (m *countingModel) refill(i, n int, why string) bool {
 	e := m.e
-	// The permits may be there before the reply: a waiter they wake can
-	// answer first, and its take is judged against the most the
-	// semaphore may have (a flake: "took 1 permits while 3 others were
-	// taken, and the semaphore has 3", the refill's reply logged 1ms
-	// after the woken Acquire's).
+	// A waiter the refill wakes may take a permit before the reply below
+	// is read: the most the semaphore has is raised first.
 	e.mu.Lock()
-	m.top = max(m.top, m.total+n)
+	m.top = max(m.top, m.total+n+m.down)
 	e.mu.Unlock()
 	err := m.sem(e.slot(i)).AddPermits(context.Background(), n)
 	e.mu.Lock()
