@@ -54,11 +54,20 @@ func newGrantScene(t *testing.T, lock func(l *rlock.Lock, ctx context.Context) e
 		got: make(chan error, 1)}
 	require.NoError(t, sc.holder.GetLock(sc.name).Lock(sc.h))
 	go func() { sc.got <- lock(sc.waiter.GetLock(sc.name), sc.w) }()
-	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
-		sc.entry = granteeOf(t, sc.raw, sc.name, sc.waiter.ID())
-		return sc.entry != ""
-	})
+	sc.entry = awaitGrantee(t, sc.raw, sc.name, sc.waiter.ID())
 	return sc
+}
+
+// awaitGrantee waits for the waiter Client id to be registered with its
+// grantees entry for name, and returns the entry.
+func awaitGrantee(t *testing.T, raw rueidis.Client, name, id string) string {
+	t.Helper()
+	var e string
+	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
+		e = granteeOf(t, raw, name, id)
+		return e != ""
+	})
+	return e
 }
 
 // TestGrantAcrossClients: with wake-one, a release hands the lock to the

@@ -66,18 +66,6 @@ func s8Holds(t *testing.T, raw rueidis.Client, name, field string) bool {
 	return n == 1
 }
 
-// s8Registered waits for the waiter Client id to be registered with its
-// grantees entry for name, and returns the entry.
-func s8Registered(t *testing.T, raw rueidis.Client, name, id string) string {
-	t.Helper()
-	var e string
-	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
-		e = granteeOf(t, raw, name, id)
-		return e != ""
-	})
-	return e
-}
-
 // s8EndsFirst waits up to timeout for done (a watched hold's end) and
 // fails the test if Redis lets the hold's field go before the Client
 // ends the hold (allowing the end's timer 20ms to fire); it returns when
@@ -119,7 +107,7 @@ func TestReview35s8ShortWatchdogWaiter(t *testing.T) {
 		require.NoError(t, holder.GetLock(name).Lock(h))
 		got := make(chan error, 1)
 		go func() { got <- waiter.GetLock(name).Lock(w) }()
-		entry := s8Registered(t, raw, name, waiter.ID())
+		entry := awaitGrantee(t, raw, name, waiter.ID())
 		require.Contains(t, entry, "r 300 ", "the entry's window")
 		time.Sleep(time.Duration(round) * 400 * time.Millisecond) // the entry's age at the release
 		start := time.Now()
@@ -157,7 +145,7 @@ func TestReview35s8FixedLeaseGranted(t *testing.T) {
 		hd, err := waiter.GetLock(name).TryAcquire(w, 10*time.Second, 4*time.Second)
 		got <- res{hd, err}
 	}()
-	entry := s8Registered(t, raw, name, waiter.ID())
+	entry := awaitGrantee(t, raw, name, waiter.ID())
 	require.Contains(t, entry, "r 3000 ", "the entry's window")
 	landed := lockcore.GrantsLanded()
 	granted := time.Now()
@@ -216,7 +204,7 @@ func TestReview35s8ShortFixedLeaseGranted(t *testing.T) {
 			hd, err := waiter.GetLock(name).TryAcquire(w, 10*time.Second, 800*time.Millisecond)
 			got <- res{hd, err}
 		}()
-		entry := s8Registered(t, raw, name, waiter.ID())
+		entry := awaitGrantee(t, raw, name, waiter.ID())
 		require.Contains(t, entry, "r 800 ", "the entry's window")
 		start := time.Now()
 		require.NoError(t, holder.GetLock(name).Unlock(h))
@@ -255,7 +243,7 @@ func TestReview35s8OtherFormGrant(t *testing.T) {
 			require.NoError(t, holder.GetLock(mine).Lock(h))
 			got := make(chan error, 1)
 			go func() { got <- waiter.GetLock(mine).Lock(w) }()
-			first := s8Registered(t, raw, mine, waiter.ID())
+			first := awaitGrantee(t, raw, mine, waiter.ID())
 			// Just after a fresh attempt: the waiter sleeps 1s to 2s.
 			relocktest.Eventually(t, 5*time.Second, "the waiter's next attempt", func() bool {
 				return granteeOf(t, raw, mine, waiter.ID()) != first
@@ -307,7 +295,7 @@ func TestReview35s8BracedNameGranted(t *testing.T) {
 			require.NoError(t, lock(holder, h))
 			got := make(chan error, 1)
 			go func() { got <- lock(waiter, w) }()
-			entry := s8Registered(t, raw, name, waiter.ID())
+			entry := awaitGrantee(t, raw, name, waiter.ID())
 			require.Equal(t, map[bool]string{false: "R", true: "F"}[fenced], entry[:1], "the entry %q of %q", entry, name)
 			landed := lockcore.GrantsLanded()
 			require.NoError(t, unlock(holder, h))
@@ -342,7 +330,7 @@ func TestReview35s8CancelAtGrant(t *testing.T) {
 		wctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "w"))
 		got := make(chan error, 1)
 		go func() { got <- waiter.GetLock(name).Lock(wctx) }()
-		s8Registered(t, raw, name, waiter.ID())
+		awaitGrantee(t, raw, name, waiter.ID())
 		delay := time.Duration(round%3) * time.Millisecond
 		f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockUnlock.SHA1}, N: 1, Run: true, Keep: true, After: func([]string) {
 			time.Sleep(delay)
@@ -492,8 +480,8 @@ func TestReview35s8GrantsBehindLatency(t *testing.T) {
 			go func() { defer wg.Done(); run(a, "a") }()
 			go func() { defer wg.Done(); run(b, "b") }()
 			raw := relocktest.Raw(t)
-			s8Registered(t, raw, name, a.ID())
-			s8Registered(t, raw, name, b.ID())
+			awaitGrantee(t, raw, name, a.ID())
+			awaitGrantee(t, raw, name, b.ID())
 			landed := lockcore.GrantsLanded()
 			start := time.Now()
 			require.NoError(t, holder.GetLock(name).Unlock(h))
@@ -593,19 +581,12 @@ func TestReview35s8MixedOptions(t *testing.T) {
 // cut without a word; a re-entry that shortens a lease publishes '1' on
 // the lock's channel for that (lease.lua), and so must the confirmation.
 func TestReview35s8FixedLeaseConfirmShortens(t *testing.T) {
-	raw := relocktest.Raw(t)
-	name := relocktest.Name(t)
-	holder := relocktest.Client(t, rlock.WithWakeOne())
-	waiter := relocktest.Client(t, rlock.WithWakeOne())
-	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
-	require.NoError(t, holder.GetLock(name).Lock(h))
-	got := make(chan error, 1)
-	go func() {
-		ok, err := waiter.GetLock(name).TryLock(w, 10*time.Second, 3200*time.Millisecond)
+	sc := newGrantScene(t, func(l *rlock.Lock, ctx context.Context) error {
+		ok, err := l.TryLock(ctx, 10*time.Second, 3200*time.Millisecond)
 		assert.True(t, ok)
-		got <- err
-	}()
-	s8Registered(t, raw, name, waiter.ID())
+		return err
+	})
+	raw, name, holder, waiter, h, got := sc.raw, sc.name, sc.holder, sc.waiter, sc.h, sc.got
 	time.Sleep(900 * time.Millisecond) // the attempt's age at the grant (its next comes 1s to 2s after it)
 	landed := lockcore.GrantsLanded()
 	require.NoError(t, holder.GetLock(name).Unlock(h))
@@ -658,7 +639,7 @@ func TestReview35s8GrantMessageCut(t *testing.T) {
 	require.NoError(t, holder.GetLock(name).Lock(h))
 	got := make(chan error, 1)
 	go func() { got <- waiter.GetLock(name).Lock(w) }()
-	s8Registered(t, raw, name, waiter.ID())
+	awaitGrantee(t, raw, name, waiter.ID())
 	p.Stall()
 	made := lockcore.GrantsMade()
 	start := time.Now()
@@ -727,7 +708,7 @@ func TestReview35s8GrantBeforeReply(t *testing.T) {
 		require.NoError(t, holder.GetLock(name).Lock(h))
 		got := make(chan error, 1)
 		go func() { got <- waiter.GetLock(name).Lock(w) }()
-		first := s8Registered(t, raw, name, waiter.ID())
+		first := awaitGrantee(t, raw, name, waiter.ID())
 		for end := time.Now().Add(5 * time.Second); granteeOf(t, raw, name, waiter.ID()) == first; time.Sleep(time.Millisecond) {
 			require.True(t, time.Now().Before(end), "the waiter attempted no more")
 		}
@@ -766,7 +747,7 @@ func TestReview35s8CloseAtGrant(t *testing.T) {
 	require.NoError(t, holder.GetLock(name).Lock(h))
 	got := make(chan error, 1)
 	go func() { got <- waiter.GetLock(name).Lock(rlock.WithOwner(t.Context(), "w")) }()
-	s8Registered(t, raw, name, waiter.ID())
+	awaitGrantee(t, raw, name, waiter.ID())
 	closed := make(chan error, 1)
 	f.Inject(&relocktest.Rule{SHA1s: []string{lua.LockUnlock.SHA1}, N: 1, Run: true, Keep: true, After: func([]string) {
 		go func() { closed <- waiter.Close() }()
@@ -802,7 +783,7 @@ func TestReview35s8SameOwnerTwoCalls(t *testing.T) {
 	for range 2 {
 		go func() { got <- waiter.GetLock(name).Lock(w) }()
 	}
-	s8Registered(t, raw, name, waiter.ID())
+	awaitGrantee(t, raw, name, waiter.ID())
 	time.Sleep(50 * time.Millisecond) // both calls asleep
 	landed := lockcore.GrantsLanded()
 	require.NoError(t, holder.GetLock(name).Unlock(h))
@@ -829,15 +810,8 @@ func TestReview35s8SameOwnerTwoCalls(t *testing.T) {
 // release published nothing on the lock's channel (the granted Client
 // publishes the mark 3 there).
 func TestReview35s8WatchSeesGrant(t *testing.T) {
-	raw := relocktest.Raw(t)
-	name := relocktest.Name(t)
-	holder := relocktest.Client(t, rlock.WithWakeOne())
-	waiter := relocktest.Client(t, rlock.WithWakeOne())
-	h, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "w")
-	require.NoError(t, holder.GetLock(name).Lock(h))
-	got := make(chan error, 1)
-	go func() { got <- waiter.GetLock(name).Lock(w) }()
-	s8Registered(t, raw, name, waiter.ID())
+	sc := newGrantScene(t, (*rlock.Lock).Lock)
+	name, holder, waiter, h, w, got := sc.name, sc.holder, sc.waiter, sc.h, sc.w, sc.got
 	wctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	watch, err := waiter.GetLock(name).Watch(wctx)
@@ -987,8 +961,8 @@ func TestReview35s8FixedLeaseBesideWatched(t *testing.T) {
 		assert.NoError(t, lc.GetLock(name).Lock(lo))
 		got <- took{"l", time.Now()}
 	}()
-	s8Registered(t, raw, name, fc.ID())
-	s8Registered(t, raw, name, lc.ID())
+	awaitGrantee(t, raw, name, fc.ID())
+	awaitGrantee(t, raw, name, lc.ID())
 	require.NoError(t, holder.GetLock(name).Unlock(h))
 	first := relocktest.Receive(t, got, 3*time.Second, "a waiter to get the lock")
 	if first.who == "l" {
@@ -1038,7 +1012,7 @@ func TestReview35s8GrantNotPastFairQueue(t *testing.T) {
 			got := make(chan error, 1)
 			go func() { got <- waiter.GetLock(name).Lock(w) }()
 			if remote {
-				s8Registered(t, raw, name, waiter.ID())
+				awaitGrantee(t, raw, name, waiter.ID())
 			} else {
 				time.Sleep(100 * time.Millisecond) // asleep, offered
 			}

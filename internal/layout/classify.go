@@ -186,7 +186,7 @@ func untag(s string) (name, alt string, ok bool) {
 	if len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' && !strings.Contains(s[1:len(s)-1], "{") {
 		return s[1 : len(s)-1], s, true
 	}
-	if strings.Contains(s, "{") {
+	if SelfTagged(s) {
 		return s, "", true
 	}
 	return "", "", false

@@ -171,11 +171,15 @@ const (
 // a '{' (Redisson's rule): the start of every key Suffixed derives from
 // name.
 func Tagged(name string) string {
-	if strings.Contains(name, "{") {
+	if SelfTagged(name) {
 		return name
 	}
 	return "{" + name + "}"
 }
+
+// SelfTagged reports whether name has a '{', so that Tagged leaves it as
+// it is: name, not "{name}", starts the keys derived from it.
+func SelfTagged(name string) bool { return strings.Contains(name, "{") }
 
 // OtherForm is the other name that derives the same keys as name, and
 // false when there is none. Because Tagged leaves a name with a '{' as it
@@ -217,7 +221,7 @@ func OtherKey(name string) string {
 // Derived is the key or channel prefix derives from name: "prefix:{name}",
 // or "prefix:name" when name has a '{'. Either way it shares name's slot.
 func Derived(prefix, name string) string {
-	if strings.Contains(name, "{") {
+	if SelfTagged(name) {
 		return prefix + ":" + name
 	}
 	return prefix + ":{" + name + "}" // one allocation: it is made on every acquisition

@@ -400,7 +400,7 @@ func (c *Core) claimGrant(m *Mutex, h *hold) *grantOffer {
 	if !c.grants(m) {
 		return nil
 	}
-	if c.sharesRDB && c.sharesChannel(m.channel) {
+	if c.sharesChannel(m.channel) {
 		// Another Client on the Client's rueidis client waits for the
 		// lock: see shareconn.go.
 		return nil

@@ -128,7 +128,7 @@ func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 	default:
 		return ""
 	}
-	if strings.Contains(a.m.name, "{") {
+	if layout.SelfTagged(a.m.name) {
 		// The name is its own hash tag: its entry says so, since the
 		// name without its braces shares the grantees (see grantPlain).
 		kind = strings.ToUpper(kind)
