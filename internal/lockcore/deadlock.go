@@ -29,7 +29,13 @@ import (
 // Each name and each record hash is read on its own (they may be in
 // different Cluster slots), once per look, and a look reads at most
 // maxDetectReads keys: a larger graph, or a read that failed, ends
-// nothing.
+// nothing. The records of the look's own Client are not read from Redis
+// but from what the Client knows it wrote there and has not deleted (see
+// waitBook.ownWaits): a Client with N waiting calls would otherwise read
+// all N records in each of their looks. What a look sees of them is what
+// a read would have returned a moment earlier or later, as the members of
+// a cycle read at different moments anyway; the victim's confirmation
+// reads every record of the cycle but its own from Redis.
 //
 // Owners are threads of control, as a database's transactions are: an
 // owner that waits is taken to hold what it holds until its wait ends.
@@ -181,9 +187,13 @@ func parseHolders(m map[string]string) []holding {
 	return hs
 }
 
-// waitsOf returns the records of owner's waits.
+// waitsOf returns the records of owner's waits: an owner of the look's
+// own Client from the Client's book, any other from its Client's hash.
 func (d *detector) waitsOf(owner string) []recordAt {
 	id, _ := layout.SplitField(owner)
+	if id == d.c.ID {
+		return d.c.waits.ownWaits(owner)
+	}
 	recs, ok := d.records[id]
 	if !ok {
 		if !d.read() {

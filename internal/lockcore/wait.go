@@ -416,8 +416,9 @@ func (w *Wait) arm(retryAt time.Time) <-chan time.Time {
 // cycle a whole delay late.
 func (w *Wait) look() error {
 	w.detectAt, w.written = time.Time{}, nil
-	if ch := w.rec.writtenChan(); !w.rec.isAnswered() {
-		w.written = ch
+	if !w.rec.isAnswered() {
+		// Closed at once when the reply came meanwhile.
+		w.written = w.rec.writtenChan()
 		return nil
 	}
 	err := w.detect()

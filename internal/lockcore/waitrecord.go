@@ -2,7 +2,9 @@ package lockcore
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,10 +69,14 @@ type waitBook struct {
 	after time.Duration // deadlock detection delay; 0: off
 	off   bool          // no records (tests on a model of Redis)
 
-	mu    sync.Mutex
-	seq   uint64                 // the last field given
-	live  map[string]*waitRecord // records written or being written, by field
-	dirty bool                   // a delete failed: the next tick cleans up
+	mu   sync.Mutex
+	seq  uint64                 // the last field given
+	live map[string]*waitRecord // records written or being written, by field
+	// owners is live by owner (the record's Owner): what the deadlock
+	// detector reads of its own Client (see ownWaits). An owner has one
+	// record but while goroutines that share it wait at once.
+	owners map[string][]*waitRecord
+	dirty  bool // a delete failed: the next tick cleans up
 	// rewriting: a rewrite of the records is in flight (rewriteRecords).
 	rewriting bool
 	// leased: the hash is on the watchdog (or being put there), from the
@@ -154,6 +160,48 @@ func (w *Wait) recordOwner() string {
 	return w.Field
 }
 
+// add puts r in the book (b.mu held).
+func (b *waitBook) add(r *waitRecord) {
+	b.live[r.field] = r
+	if b.owners == nil {
+		b.owners = make(map[string][]*waitRecord)
+	}
+	b.owners[r.rec.Owner] = append(b.owners[r.rec.Owner], r)
+}
+
+// remove takes r out of the book (b.mu held).
+func (b *waitBook) remove(r *waitRecord) {
+	delete(b.live, r.field)
+	rs := slices.DeleteFunc(b.owners[r.rec.Owner], func(x *waitRecord) bool { return x == r })
+	if len(rs) == 0 {
+		delete(b.owners, r.rec.Owner)
+	} else {
+		b.owners[r.rec.Owner] = rs
+	}
+}
+
+// ownWaits returns the records of owner's waits that are in the hash as
+// far as the Client knows (written, and no delete sent), in the order of
+// their fields, as the deadlock detector would read them from it. A look
+// through one of the Client's own owners reads them here: from Redis it
+// would read every record of the Client (HGETALL), and with N waiting
+// calls, each looking once per delay, that is N records read N times per
+// delay.
+func (b *waitBook) ownWaits(owner string) []recordAt {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []recordAt
+	for _, r := range b.owners[owner] {
+		r.mu.Lock()
+		if r.ok && !r.deleting {
+			out = append(out, recordAt{key: b.key, field: r.field, value: r.rec.Encode(), rec: r.rec})
+		}
+		r.mu.Unlock()
+	}
+	slices.SortFunc(out, func(x, y recordAt) int { return strings.Compare(x.field, y.field) })
+	return out
+}
+
 // RecordAfter is how long a call waits before it records its wait (see
 // above), unless the deadlock detection delay is shorter.
 const RecordAfter = 100 * time.Millisecond
@@ -209,7 +257,7 @@ func (w *Wait) record() {
 	b.mu.Lock()
 	b.seq++
 	r.field = strconv.FormatUint(b.seq, 10)
-	b.live[r.field] = r
+	b.add(r)
 	lease := !b.leased
 	b.leased = true
 	b.mu.Unlock()
@@ -319,7 +367,7 @@ func (c *Core) deleteRecordOnce(ctx context.Context, r *waitRecord) error {
 	err := c.RDB.Do(ctx, c.RDB.B().Hdel().Key(c.waits.key).Field(r.field).Build()).Error()
 	if err == nil {
 		c.waits.mu.Lock()
-		delete(c.waits.live, r.field)
+		c.waits.remove(r)
 		c.waits.mu.Unlock()
 	}
 	return err
@@ -356,7 +404,7 @@ func (c *Core) deleteRecord(r *waitRecord) {
 	}
 	b := &c.waits
 	b.mu.Lock()
-	delete(b.live, r.field)
+	b.remove(r)
 	if err != nil {
 		b.dirty = true
 	}

@@ -1,0 +1,93 @@
+package rlock_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/internal/waitrec"
+	"github.com/relock-go/relock/rlock"
+)
+
+// TestDeadlockOwnRecordsNotRead: a look reads the waits of its own
+// Client's owners from what the Client wrote, not from the Client's
+// record hash: with N calls of one Client waiting, each looking once per
+// delay, reading the hash would read all N records in every look (10,000
+// waiters made 10,000 reads of 10,000 records a second). The looks still
+// read other Clients' hashes, and a cycle of three owners of the one
+// Client still ends exactly one wait.
+func TestDeadlockOwnRecordsNotRead(t *testing.T) {
+	const after = 100 * time.Millisecond
+	var (
+		own                  atomic.Pointer[string]
+		ownReads, otherReads atomic.Int64
+	)
+	watch := func(args []string) func(rueidis.RedisResult) {
+		if len(args) == 2 && args[0] == "HGETALL" && strings.HasPrefix(args[1], waitrec.Base+":{") {
+			if k := own.Load(); k != nil && args[1] == *k {
+				ownReads.Add(1)
+			} else {
+				otherReads.Add(1)
+			}
+		}
+		return nil
+	}
+	c := relocktest.SlowClient(t, 0, func(rdb rueidis.Client) rueidis.Client { return relocktest.NewTap(rdb, watch) },
+		rlock.WithDeadlockDetection(after))
+	key := waitrec.Key("", c.ID())
+	own.Store(&key)
+
+	other := relocktest.Client(t)
+	held := relocktest.Name(t)
+	holder := rlock.WithOwner(t.Context(), "holder")
+	require.NoError(t, other.GetLock(held).Lock(holder))
+	defer func() { require.NoError(t, other.GetLock(held).Unlock(holder)) }()
+
+	// Calls of c wait for the other Client's lock: each look reads the
+	// other Client's hash (its holder's waits), none reads c's.
+	const waiters = 20
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	errs := make(chan error, waiters)
+	for range waiters {
+		wg.Go(func() {
+			if err := c.GetLock(held).Lock(ctx); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	relocktest.Eventually(t, 10*time.Second, "each waiter to look a few times", func() bool {
+		return otherReads.Load() >= 3*waiters
+	})
+
+	// A cycle of three owners of c, beside those waits.
+	names := []string{relocktest.Name(t), relocktest.Name(t), relocktest.Name(t)}
+	members := make([]cycleMember, len(names))
+	for i := range members {
+		members[i] = cycleMember{c: c, owner: fmt.Sprintf("o%d", i), hold: names[i], wait: names[(i+1)%len(names)]}
+	}
+	var victims int
+	for owner, err := range runCycle(t, members, 10*time.Second) {
+		if err != nil {
+			require.ErrorIs(t, err, rlock.ErrDeadlock, owner)
+			victims++
+		}
+	}
+	require.Equal(t, 1, victims, "one wait of the cycle ends")
+
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Zero(t, ownReads.Load(), "looks read the Client's own record hash")
+}
