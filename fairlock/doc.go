@@ -101,8 +101,10 @@
 //     takes the lock within RefreshInterval.
 //
 // A waiter whose context ends, or that hits any error, leaves the queue at
-// once (so does one whose Client closes, when Redis still answers it; if
-// not, its heartbeat runs out); if the lock is free, the head is woken.
+// once, also while Redis is out of memory (so does one whose Client
+// closes, when Redis still answers it; if not, its heartbeat runs out, and
+// until then the waiter keeps its place should its owner ask again); if
+// the lock is free, the head is woken.
 //
 // Where it differs from Redisson's fair lock beyond this: unlock by an
 // owner that holds nothing is ErrNotHeld (Redisson's fair lock returns

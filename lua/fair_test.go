@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
@@ -275,4 +276,54 @@ func TestFairAbandonSentTwice(t *testing.T) {
 	assert.Equal(t, now+2*waitMs, f.score(f.timeouts, "c:c"), "the waiter behind gets the wait time off, once")
 	assert.Equal(t, int64(-1), f.score(f.alive, "c:b"), "the heartbeat leaves")
 	assert.Equal(t, int64(-1), f.score(f.timeouts, "c:b"))
+}
+
+// TestFairAbandonOutOfMemory: a waiter that gives up while Redis is out
+// of memory (maxmemory reached, noeviction) still leaves the queue, and
+// the head is woken when the lock is free. Redis refuses a script's first
+// write when it adds memory (ZINCRBY), not one after a write (the waiter's
+// ZREM): a script that changed the deadlines first was refused whole, and
+// a waiter left queued keeps its place, ahead of those who joined after
+// it, if it asks again before its heartbeat runs out.
+func TestFairAbandonOutOfMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	f := newFairLock(t, rdb, "lua-test:fair-abandon-oom")
+	now := serverNow(t, rdb)
+	f.enqueue("c:a", now+waitMs, now+heartbeatMs)
+	f.enqueue("c:b", now+2*waitMs, now+heartbeatMs)
+	f.enqueue("c:c", now+3*waitMs, now+heartbeatMs)
+	woken := make(chan string, 4)
+	go func() {
+		_ = rdb.Receive(t.Context(), rdb.B().Subscribe().Channel(f.channel+":c:b").Build(), func(m rueidis.PubSubMessage) {
+			woken <- m.Channel
+		})
+	}()
+	// The subscription is made: a publish reaches one subscriber.
+	require.Eventually(t, func() bool {
+		n, err := rdb.Do(t.Context(), rdb.B().Publish().Channel(f.channel+":c:b").Message("x").Build()).AsInt64()
+		return err == nil && n == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	<-woken
+
+	_, err := srv.Do(t.Context(), "CONFIG", "SET", "maxmemory-policy", "noeviction")
+	require.NoError(t, err)
+	_, err = srv.Do(t.Context(), "CONFIG", "SET", "maxmemory", "1")
+	require.NoError(t, err)
+	defer srv.Do(context.Background(), "CONFIG", "SET", "maxmemory", "0")
+	err = rdb.Do(t.Context(), rdb.B().Zincrby().Key(f.timeouts).Increment(-1).Member("c:c").Build()).Error()
+	require.ErrorContains(t, err, "OOM", "the server refuses ZINCRBY")
+
+	assert.Equal(t, int64(1), f.abandon("c:a"), "the head leaves")
+	assert.Equal(t, []string{"c:b", "c:c"}, f.queued())
+	assert.Equal(t, int64(-1), f.score(f.alive, "c:a"))
+	assert.Equal(t, int64(-1), f.score(f.timeouts, "c:a"))
+	assert.Equal(t, now+waitMs, f.score(f.timeouts, "c:b"), "the waiters behind it get the wait time off")
+	assert.Equal(t, now+2*waitMs, f.score(f.timeouts, "c:c"), "the waiters behind it get the wait time off")
+	select {
+	case ch := <-woken:
+		assert.Equal(t, f.channel+":c:b", ch, "the new head is woken")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new head was not woken")
+	}
 }

@@ -1010,10 +1010,29 @@ func (m *holdsModel) fairOrderRound() {
 		return
 	}
 	queue := layout.Queue(e.name)
+	queued := func() ([]string, error) {
+		return e.raw.Do(context.Background(), e.raw.B().Lrange().Key(queue).Start(0).Stop(-1).Build()).AsStrSlice()
+	}
 	inQueue := func(f string) bool {
-		fs, err := e.raw.Do(context.Background(), e.raw.B().Lrange().Key(queue).Start(0).Stop(-1).Build()).AsStrSlice()
+		fs, err := queued()
 		return err == nil && slices.Contains(fs, f)
 	}
+	// A waiter whose leave failed in an earlier round (a fault cut it)
+	// may still be queued, until its heartbeat runs out and a call prunes
+	// it: asking again before that, it keeps its place. The grants follow
+	// the queue's order; the queue follows the order of joining, but for
+	// such waiters.
+	before, err := queued()
+	if err != nil {
+		m.unlockAll(h, sW)
+		return
+	}
+	e.mu.Lock()
+	stale := map[*howner]bool{}
+	for _, w := range ws {
+		stale[w] = slices.Contains(before, m.fieldOf(w, sW))
+	}
+	e.mu.Unlock()
 	type grant struct {
 		o   *howner
 		at  time.Time
@@ -1048,15 +1067,29 @@ func (m *holdsModel) fairOrderRound() {
 		joined = append(joined, w)
 	}
 	time.Sleep(e.ms(50))
+	order, qerr := queued()
 	m.unlockAll(h, sW)
 	wg.Wait()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.faultedDuring(start, time.Now()) {
+	if qerr != nil || e.faultedDuring(start, time.Now()) {
 		return
 	}
+	at := func(o *howner) int { return slices.Index(order, m.fieldOf(o, sW)) }
+	// The queue holds the waiters that joined in the order they joined,
+	// but for those that were queued before they asked.
+	var fresh []*howner
+	for _, o := range joined {
+		if !stale[o] {
+			fresh = append(fresh, o)
+		}
+	}
+	if !slices.IsSortedFunc(fresh, func(a, b *howner) int { return at(a) - at(b) }) || slices.ContainsFunc(fresh, func(o *howner) bool { return at(o) < 0 }) {
+		e.count("violations:fair-order", 1)
+		e.violation("fair lock: waiters joined the queue in the order %v, and it holds %v", fresh, order)
+	}
 	// Among the waiters that joined and got the lock (the others left
-	// the queue), the grants follow the order in which they joined.
+	// the queue), the grants follow the queue's order.
 	var got, want []*howner
 	for _, g := range grants {
 		if g.got && slices.Contains(joined, g.o) {
@@ -1068,9 +1101,13 @@ func (m *holdsModel) fairOrderRound() {
 			want = append(want, o)
 		}
 	}
+	slices.SortStableFunc(want, func(a, b *howner) int { return at(a) - at(b) })
 	if !slices.Equal(got, want) {
 		e.count("violations:fair-order", 1)
 		e.violation("fair lock: waiters joined the queue in the order %v, and were granted the lock in the order %v", want, got)
+	}
+	if slices.ContainsFunc(joined, func(o *howner) bool { return stale[o] }) {
+		e.count("fair-order:stale", 1)
 	}
 	e.count("fair-order:checked", 1)
 }

@@ -3,7 +3,6 @@ package rlock_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,21 +20,21 @@ import (
 // Client's owners from what the Client wrote, not from the Client's
 // record hash: with N calls of one Client waiting, each looking once per
 // delay, reading the hash would read all N records in every look (10,000
-// waiters made 10,000 reads of 10,000 records a second). The looks still
-// read other Clients' hashes, and a cycle of three owners of the one
-// Client still ends exactly one wait.
+// waiters made 10,000 reads of 10,000 records a second). A cycle of three
+// owners of the one Client still ends exactly one wait.
 func TestDeadlockOwnRecordsNotRead(t *testing.T) {
 	const after = 100 * time.Millisecond
+	held := relocktest.Name(t)
 	var (
-		own                  atomic.Pointer[string]
-		ownReads, otherReads atomic.Int64
+		own             atomic.Pointer[string]
+		ownReads, looks atomic.Int64
 	)
 	watch := func(args []string) func(rueidis.RedisResult) {
-		if len(args) == 2 && args[0] == "HGETALL" && strings.HasPrefix(args[1], waitrec.Base+":{") {
+		if len(args) == 2 && args[0] == "HGETALL" {
 			if k := own.Load(); k != nil && args[1] == *k {
 				ownReads.Add(1)
-			} else {
-				otherReads.Add(1)
+			} else if args[1] == held {
+				looks.Add(1) // each look reads the holders of what it waits for
 			}
 		}
 		return nil
@@ -46,13 +45,12 @@ func TestDeadlockOwnRecordsNotRead(t *testing.T) {
 	own.Store(&key)
 
 	other := relocktest.Client(t)
-	held := relocktest.Name(t)
 	holder := rlock.WithOwner(t.Context(), "holder")
 	require.NoError(t, other.GetLock(held).Lock(holder))
 	defer func() { require.NoError(t, other.GetLock(held).Unlock(holder)) }()
 
-	// Calls of c wait for the other Client's lock: each look reads the
-	// other Client's hash (its holder's waits), none reads c's.
+	// Calls of c wait for the other Client's lock: no look reads c's
+	// hash.
 	const waiters = 20
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -65,7 +63,7 @@ func TestDeadlockOwnRecordsNotRead(t *testing.T) {
 		})
 	}
 	relocktest.Eventually(t, 10*time.Second, "each waiter to look a few times", func() bool {
-		return otherReads.Load() >= 3*waiters
+		return looks.Load() >= 3*waiters
 	})
 
 	// A cycle of three owners of c, beside those waits.
@@ -90,4 +88,58 @@ func TestDeadlockOwnRecordsNotRead(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Zero(t, ownReads.Load(), "looks read the Client's own record hash")
+}
+
+// TestDeadlockOtherRecordsShared: the looks of one Client share their
+// reads of another Client's record hash (for lockcore.RecordsFresh, or a
+// tenth of the delay): with N calls of a Client waiting for an owner of
+// another, each look would otherwise read all of the other Client's
+// records. Each look still reads the lock's holders itself.
+func TestDeadlockOtherRecordsShared(t *testing.T) {
+	const after = 500 * time.Millisecond
+	other := relocktest.Client(t)
+	held := relocktest.Name(t)
+	otherKey := waitrec.Key("", other.ID())
+	var holderReads, recordReads atomic.Int64
+	watch := func(args []string) func(rueidis.RedisResult) {
+		if len(args) == 2 && args[0] == "HGETALL" {
+			switch args[1] {
+			case held:
+				holderReads.Add(1)
+			case otherKey:
+				recordReads.Add(1)
+			}
+		}
+		return nil
+	}
+	c := relocktest.SlowClient(t, 0, func(rdb rueidis.Client) rueidis.Client { return relocktest.NewTap(rdb, watch) },
+		rlock.WithDeadlockDetection(after))
+	holder := rlock.WithOwner(t.Context(), "holder")
+	require.NoError(t, other.GetLock(held).Lock(holder))
+	defer func() { require.NoError(t, other.GetLock(held).Unlock(holder)) }()
+
+	const waiters = 20
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	errs := make(chan error, waiters)
+	for range waiters {
+		wg.Go(func() {
+			if err := c.GetLock(held).Lock(ctx); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	relocktest.Eventually(t, 20*time.Second, "each waiter to look three times", func() bool {
+		return holderReads.Load() >= 3*waiters
+	})
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	looks, reads := holderReads.Load(), recordReads.Load()
+	t.Logf("%d looks read the holders, %d read the other Client's records", looks, reads)
+	require.NotZero(t, reads, "the looks read the other Client's records")
+	require.LessOrEqual(t, 4*reads, looks, "the looks share their reads of the other Client's records")
 }

@@ -184,6 +184,9 @@ type Core struct {
 
 	// waits are the Client's wait records (see waitrecord.go).
 	waits waitBook
+	// recordReads are the reads of other Clients' wait record hashes
+	// that the Client's looks for deadlocks share (see deadlock.go).
+	recordReads recordReads
 
 	// closers run at Close (see OnClose).
 	closers []func()

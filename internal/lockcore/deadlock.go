@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -35,7 +36,9 @@ import (
 // all N records in each of their looks. What a look sees of them is what
 // a read would have returned a moment earlier or later, as the members of
 // a cycle read at different moments anyway; the victim's confirmation
-// reads every record of the cycle but its own from Redis.
+// reads every record of the cycle but its own from Redis. For the same
+// reason the looks of a Client share their reads of another Client's
+// hash for RecordsFresh (see recordReads).
 //
 // Owners are threads of control, as a database's transactions are: an
 // owner that waits is taken to hold what it holds until its wait ends.
@@ -199,22 +202,7 @@ func (d *detector) waitsOf(owner string) []recordAt {
 		if !d.read() {
 			return nil
 		}
-		key := waitrec.Key(d.c.prefix, id)
-		m, err := d.c.RDB.Do(d.ctx, d.c.RDB.B().Hgetall().Key(key).Build()).AsStrMap()
-		if err != nil {
-			d.unread(err)
-			m = nil
-		}
-		fields := make([]string, 0, len(m))
-		for f := range m {
-			fields = append(fields, f)
-		}
-		sort.Strings(fields)
-		for _, f := range fields {
-			if r, err := waitrec.Decode(m[f]); err == nil {
-				recs = append(recs, recordAt{key: key, field: f, value: m[f], rec: r})
-			}
-		}
+		recs = d.readRecords(id)
 		d.records[id] = recs
 	}
 	var out []recordAt
@@ -224,6 +212,101 @@ func (d *detector) waitsOf(owner string) []recordAt {
 		}
 	}
 	return out
+}
+
+// RecordsFresh is how old a read of another Client's wait record hash
+// may be for a look to use it instead of reading the hash itself (or a
+// tenth of the detection delay, when that is less).
+const RecordsFresh = 100 * time.Millisecond
+
+// recordReads are the reads of other Clients' record hashes that a
+// Client's looks share: a look that needs a hash that another look of
+// the Client read, or is reading, less than RecordsFresh ago uses that
+// read. With N calls of one Client waiting for owners of another, each
+// looking once per delay, every look would otherwise read all of that
+// Client's records; what a look sees is then what its own read would
+// have returned a moment earlier, as the members of a cycle read at
+// different moments anyway, and the victim's confirmation reads each
+// record of the cycle again.
+type recordReads struct {
+	mu sync.Mutex
+	m  map[string]*recordRead // by Client ID
+}
+
+// recordRead is one read of a Client's record hash.
+type recordRead struct {
+	sent time.Time
+	done chan struct{} // closed once recs and err are set
+	recs []recordAt    // by field; shared: not changed once done
+	err  error
+}
+
+// readRecords returns the records of the Client id's hash, from a read
+// another look of the Client shares (see recordReads) or its own; nil
+// when the read failed or the look's context ended (the look is then
+// over when that read had no reply).
+func (d *detector) readRecords(id string) []recordAt {
+	c := d.c
+	fresh := min(RecordsFresh, c.waits.after/10)
+	now := time.Now()
+	rr := &c.recordReads
+	rr.mu.Lock()
+	if r := rr.m[id]; r != nil && now.Sub(r.sent) < fresh {
+		rr.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-d.ctx.Done():
+			d.full = true
+			return nil
+		}
+		if r.err != nil {
+			d.unread(r.err)
+			return nil
+		}
+		return r.recs
+	}
+	if rr.m == nil {
+		rr.m = make(map[string]*recordRead)
+	}
+	for k, o := range rr.m {
+		if now.Sub(o.sent) >= fresh {
+			delete(rr.m, k)
+		}
+	}
+	r := &recordRead{sent: now, done: make(chan struct{})}
+	rr.m[id] = r
+	rr.mu.Unlock()
+
+	key := waitrec.Key(c.prefix, id)
+	m, err := c.RDB.Do(d.ctx, c.RDB.B().Hgetall().Key(key).Build()).AsStrMap()
+	if err != nil {
+		if _, ok := rueidis.IsRedisErr(err); ok {
+			err, m = nil, nil // not a hash: no records
+		}
+	}
+	fields := make([]string, 0, len(m))
+	for f := range m {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	for _, f := range fields {
+		if rec, derr := waitrec.Decode(m[f]); derr == nil {
+			r.recs = append(r.recs, recordAt{key: key, field: f, value: m[f], rec: rec})
+		}
+	}
+	r.err = err
+	close(r.done)
+	if err != nil {
+		// No reply: the next look reads again.
+		rr.mu.Lock()
+		if rr.m[id] == r {
+			delete(rr.m, id)
+		}
+		rr.mu.Unlock()
+		d.unread(err)
+		return nil
+	}
+	return r.recs
 }
 
 // waitEdge is one edge of the wait-for graph: a wait (its record) for a

@@ -228,8 +228,10 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 			done := o.done
 			c.background.Add(1)
 			c.mu.Unlock()
-			close(done)
+			// Counted before the waiter goes on: a test reads the count
+			// once its call returned.
 			grantsLanded.Add(1)
+			close(done)
 			go c.tellGranted(m.channel)
 			return
 		}
