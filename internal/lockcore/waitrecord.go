@@ -72,10 +72,11 @@ type waitBook struct {
 	mu   sync.Mutex
 	seq  uint64                 // the last field given
 	live map[string]*waitRecord // records written or being written, by field
-	// owners is live by owner (the record's Owner): what the deadlock
-	// detector reads of its own Client (see ownWaits). An owner has one
-	// record but while goroutines that share it wait at once.
-	owners map[string][]*waitRecord
+	// owners is live by owner (the record's Owner): the latest record,
+	// whose sameOwner links the others (an owner has one record but while
+	// goroutines that share it wait at once); what the deadlock detector
+	// reads of its own Client (see ownWaits).
+	owners map[string]*waitRecord
 	dirty  bool // a delete failed: the next tick cleans up
 	// rewriting: a rewrite of the records is in flight (rewriteRecords).
 	rewriting bool
@@ -91,7 +92,10 @@ type waitBook struct {
 type waitRecord struct {
 	field string
 	rec   waitrec.Record // Since 0 until the write's reply
-	from  time.Time      // when the wait began (local clock)
+	from  time.Duration  // when the wait began: the Core's epoch plus from
+	// sameOwner is the next record of the owner in waitBook.owners
+	// (waitBook.mu).
+	sameOwner *waitRecord
 
 	mu       sync.Mutex
 	written  chan struct{} // closed once answered; made by the first to wait for it
@@ -164,20 +168,31 @@ func (w *Wait) recordOwner() string {
 func (b *waitBook) add(r *waitRecord) {
 	b.live[r.field] = r
 	if b.owners == nil {
-		b.owners = make(map[string][]*waitRecord)
+		b.owners = make(map[string]*waitRecord)
 	}
-	b.owners[r.rec.Owner] = append(b.owners[r.rec.Owner], r)
+	r.sameOwner = b.owners[r.rec.Owner]
+	b.owners[r.rec.Owner] = r
 }
 
 // remove takes r out of the book (b.mu held).
 func (b *waitBook) remove(r *waitRecord) {
 	delete(b.live, r.field)
-	rs := slices.DeleteFunc(b.owners[r.rec.Owner], func(x *waitRecord) bool { return x == r })
-	if len(rs) == 0 {
-		delete(b.owners, r.rec.Owner)
+	owner := r.rec.Owner
+	if head := b.owners[owner]; head == r {
+		if r.sameOwner == nil {
+			delete(b.owners, owner)
+		} else {
+			b.owners[owner] = r.sameOwner
+		}
 	} else {
-		b.owners[r.rec.Owner] = rs
+		for p := head; p != nil; p = p.sameOwner {
+			if p.sameOwner == r {
+				p.sameOwner = r.sameOwner
+				break
+			}
+		}
 	}
+	r.sameOwner = nil
 }
 
 // ownWaits returns the records of owner's waits that are in the hash as
@@ -191,7 +206,7 @@ func (b *waitBook) ownWaits(owner string) []recordAt {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []recordAt
-	for _, r := range b.owners[owner] {
+	for r := b.owners[owner]; r != nil; r = r.sameOwner {
 		r.mu.Lock()
 		if r.ok && !r.deleting {
 			out = append(out, recordAt{key: b.key, field: r.field, value: r.rec.Encode(), rec: r.rec})
@@ -249,7 +264,7 @@ func (w *Wait) record() {
 	c.background.Add(1)
 	c.mu.Unlock()
 	r := &waitRecord{rec: waitrec.Record{Owner: w.recordOwner(), Name: w.Lock.Name, Kind: w.Lock.Kind},
-		from: w.waitFrom}
+		from: w.waitFrom.Sub(c.epoch)}
 	if r.rec.Kind == "" {
 		r.rec.Kind = "lock"
 	}
@@ -306,7 +321,7 @@ func (c *Core) sendRecord(r *waitRecord) (int64, error) {
 // recordExec is r's write, as sent now.
 func (c *Core) recordExec(r *waitRecord) rueidis.LuaExec {
 	return rueidis.LuaExec{Keys: []string{c.waits.key},
-		Args: []string{r.field, r.rec.Encode(), c.watchdogArg, strconv.FormatInt(time.Since(r.from).Milliseconds(), 10)}}
+		Args: []string{r.field, r.rec.Encode(), c.watchdogArg, strconv.FormatInt((time.Since(c.epoch) - r.from).Milliseconds(), 10)}}
 }
 
 // unrecord deletes w's record when its wait ends. A call that got what
