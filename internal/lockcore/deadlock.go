@@ -296,16 +296,21 @@ func (d *detector) readRecords(id string) []recordAt {
 	}
 	r.err = err
 	close(r.done)
-	if err != nil {
-		// No reply: the next look reads again.
+	forget := func() {
 		rr.mu.Lock()
 		if rr.m[id] == r {
 			delete(rr.m, id)
 		}
 		rr.mu.Unlock()
+	}
+	if err != nil {
+		// No reply: the next look reads again.
+		forget()
 		d.unread(err)
 		return nil
 	}
+	// Not kept once stale, when no later read replaces it.
+	time.AfterFunc(fresh-time.Since(now), forget)
 	return r.recs
 }
 

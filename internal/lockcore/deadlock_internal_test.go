@@ -664,3 +664,38 @@ func TestDeadlockReachesOtherCycle(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlockSharedReadForgotten: a read of another Client's record hash
+// that the looks of a Client share is dropped once stale, even when no
+// later look reads that hash again: the Client does not keep another
+// Client's records for ever.
+func TestDeadlockSharedReadForgotten(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	c, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := ring(fmt.Sprintf("dlforget:%d:", time.Now().UnixNano()), 2)
+	m.write(t, rdb)
+	defer m.clear(rdb)
+	o := m.owners[0]
+	self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+		rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+	c.lookFor(t.Context(), self, nil)
+	reads := func() int {
+		c.recordReads.mu.Lock()
+		defer c.recordReads.mu.Unlock()
+		return len(c.recordReads.m)
+	}
+	if reads() == 0 {
+		t.Fatal("the look shared no read")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for reads() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reads kept after %v", reads(), RecordsFresh)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
