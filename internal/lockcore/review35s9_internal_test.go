@@ -1,0 +1,82 @@
+package lockcore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/waitrec"
+)
+
+// s9Record puts a record of c's in c's book, as written, and in its hash
+// when inHash, and returns it as a look reads it.
+func s9Record(t *testing.T, rdb rueidis.Client, c *Core, field string, rec waitrec.Record, inHash bool) recordAt {
+	t.Helper()
+	r := &waitRecord{field: field, rec: rec, answered: true, ok: true}
+	c.waits.mu.Lock()
+	c.waits.add(r)
+	c.waits.mu.Unlock()
+	at := recordAt{key: c.waits.key, field: field, value: rec.Encode(), rec: rec}
+	if inHash {
+		if err := rdb.Do(context.Background(), rdb.B().Hset().Key(at.key).FieldValue().FieldValue(field, at.value).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return at
+}
+
+// TestReview35s9BookAndHashOneVictim: A's record hash lost a2's record (it
+// expired in an outage, or was deleted, and a1's record was written
+// since): until a tick writes it again, A's book has a2's wait and the
+// hash does not. a1 holds M and P and waits for L; b (Client B) holds L
+// and waits for M (w1, the youngest) and for Q (w2, a goroutine sharing
+// b); a2 holds Q and waits for P. From the book the cycles a1,b and
+// a1,b,a2 share only a1's wait: a1's; from the hash (B's look) a1,b is
+// the only cycle: its youngest, b's w1. Both confirm (neither cycle goes
+// through a2's record): a look from the book that named its victim there
+// would end a second wait. a1's look names it from the hash, as B does.
+func TestReview35s9BookAndHashOneVictim(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ca, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	cb, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	prefix := fmt.Sprintf("s9book:%d:", time.Now().UnixNano())
+	l, m, q, p := prefix+"l", prefix+"m", prefix+"q", prefix+"p"
+	a1, a2, b := layout.Field(ca.ID, "a1"), layout.Field(ca.ID, "a2"), layout.Field(cb.ID, "b")
+	ctx := context.Background()
+	for name, holder := range map[string]string{l: b, m: a1, q: a2, p: a1} {
+		if err := rdb.Do(ctx, rdb.B().Hset().Key(name).FieldValue().FieldValue(holder, "1").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		rdb.Do(context.Background(), rdb.B().Del().Key(l, m, q, p, ca.waits.key, cb.waits.key).Build())
+	})
+	wa1 := s9Record(t, rdb, ca, "3", waitrec.Record{Owner: a1, Name: l, Kind: "lock", Since: 1000}, true)
+	s9Record(t, rdb, ca, "2", waitrec.Record{Owner: a2, Name: p, Kind: "lock", Since: 999}, false)
+	w1 := s9Record(t, rdb, cb, "1", waitrec.Record{Owner: b, Name: m, Kind: "lock", Since: 1003}, true)
+	s9Record(t, rdb, cb, "2", waitrec.Record{Owner: b, Name: q, Kind: "lock", Since: 1002}, true)
+
+	var ended []string
+	if ca.lookFor(t.Context(), wa1, nil) != nil {
+		ended = append(ended, "a1")
+	}
+	if cb.lookFor(t.Context(), w1, nil) != nil {
+		ended = append(ended, "b")
+	}
+	if len(ended) != 1 || ended[0] != "b" {
+		t.Errorf("waits ended: %v, want [b] (what every Client reads of the hashes names)", ended)
+	}
+}
