@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -161,4 +162,39 @@ func TestReview35s9LostRecordReplyCycleFound(t *testing.T) {
 	require.Less(t, took, after+2*time.Second, "within a delay, not at the next tick")
 	require.NoError(t, relocktest.Receive(t, eb, 15*time.Second, "b"))
 	require.NoError(t, relocktest.Receive(t, ea2, 15*time.Second, "a2"))
+}
+
+// TestReview35s9Rings: rings of 2 to 5 owners, all of one Client, or
+// alternating between two (the looks of one Client read its owners' waits
+// from its book, the other's from its hash), end exactly one wait each.
+func TestReview35s9Rings(t *testing.T) {
+	const after = 100 * time.Millisecond
+	c := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	d := relocktest.Client(t, rlock.WithDeadlockDetection(after))
+	for _, mixed := range []bool{false, true} {
+		for n := 2; n <= 5; n++ {
+			t.Run(fmt.Sprintf("mixed=%v/n=%d", mixed, n), func(t *testing.T) {
+				names := make([]string, n)
+				for i := range names {
+					names[i] = relocktest.Name(t)
+				}
+				members := make([]cycleMember, n)
+				for i := range members {
+					cl := c
+					if mixed && i%2 == 1 {
+						cl = d
+					}
+					members[i] = cycleMember{c: cl, owner: fmt.Sprintf("o%d", i), hold: names[i], wait: names[(i+1)%n]}
+				}
+				var victims []string
+				for owner, err := range runCycle(t, members, 10*time.Second) {
+					if err != nil {
+						require.ErrorIs(t, err, rlock.ErrDeadlock, owner)
+						victims = append(victims, owner)
+					}
+				}
+				require.Len(t, victims, 1, "one wait of the ring ends")
+			})
+		}
+	}
 }

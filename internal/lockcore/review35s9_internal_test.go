@@ -80,3 +80,81 @@ func TestReview35s9BookAndHashOneVictim(t *testing.T) {
 		t.Errorf("waits ended: %v, want [b] (what every Client reads of the hashes names)", ended)
 	}
 }
+
+// TestReview35s9BookEmptiesByOwner: waits of owners shared by several
+// goroutines of one Client, which end every way (given up at their limit,
+// their context cancelled, acquired), leave nothing in the book: neither
+// a record nor an owner's entry in its index.
+func TestReview35s9BookEmptiesByOwner(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	c := grantCore(t, raw, Config{DeadlockAfter: 50 * time.Millisecond})
+	name := grantName(t, raw)
+	m := NewMutex(c, name, Reentrant{})
+	h := WithOwner(t.Context(), "h")
+	if _, ok, err := m.Acquire(h, 0, 0); !ok || err != nil {
+		t.Fatalf("h: %v %v", ok, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	// o0's waits give up at their limit, o1's are cancelled, o2's acquire
+	// (one, then the others by re-entry).
+	var got []<-chan acquired
+	for i := range 12 {
+		switch i % 3 {
+		case 0:
+			got = append(got, goAcquire(m, WithOwner(t.Context(), "o0"), 300*time.Millisecond, 0))
+		case 1:
+			got = append(got, goAcquire(m, WithOwner(ctx, "o1"), NoLimit, 0))
+		default:
+			got = append(got, goAcquire(m, WithOwner(t.Context(), "o2"), NoLimit, 0))
+		}
+	}
+	booked := func() (live, owners int) {
+		c.waits.mu.Lock()
+		defer c.waits.mu.Unlock()
+		return len(c.waits.live), len(c.waits.owners)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if live, owners := booked(); live == 12 && owners == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			live, owners := booked()
+			t.Fatalf("book: %d records of %d owners, want 12 of 3", live, owners)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 0; i < 12; i += 3 {
+		if r := receive(t, got[i], "a wait that gives up"); r.ok || r.err != nil {
+			t.Fatalf("o0: %v %v, want not acquired", r.ok, r.err)
+		}
+	}
+	cancel()
+	for i := 1; i < 12; i += 3 {
+		if r := receive(t, got[i], "a cancelled wait"); r.ok {
+			t.Fatal("o1 acquired")
+		}
+	}
+	if err := m.Unlock(h); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i < 12; i += 3 {
+		if r := receive(t, got[i], "a wait that acquires"); !r.ok || r.err != nil {
+			t.Fatalf("o2: %v %v, want acquired", r.ok, r.err)
+		}
+	}
+	for range 4 {
+		if err := m.Unlock(WithOwner(t.Context(), "o2")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		live, owners := booked()
+		if live == 0 && owners == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("book after the waits ended: %d records, %d owners' entries, want none", live, owners)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
