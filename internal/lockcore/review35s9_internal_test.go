@@ -69,16 +69,70 @@ func TestReview35s9BookAndHashOneVictim(t *testing.T) {
 	w1 := s9Record(t, rdb, cb, "1", waitrec.Record{Owner: b, Name: m, Kind: "lock", Since: 1003}, true)
 	s9Record(t, rdb, cb, "2", waitrec.Record{Owner: b, Name: q, Kind: "lock", Since: 1002}, true)
 
+	s9OneVictim(t, ca, wa1, cb, w1)
+}
+
+// s9OneVictim has a1 (of ca) and b (of cb) look, and checks that b's wait
+// alone ends.
+func s9OneVictim(t *testing.T, ca *Core, wa1 recordAt, cb *Core, wb recordAt) {
+	t.Helper()
 	var ended []string
 	if ca.lookFor(t.Context(), wa1, nil) != nil {
 		ended = append(ended, "a1")
 	}
-	if cb.lookFor(t.Context(), w1, nil) != nil {
+	if cb.lookFor(t.Context(), wb, nil) != nil {
 		ended = append(ended, "b")
 	}
 	if len(ended) != 1 || ended[0] != "b" {
 		t.Errorf("waits ended: %v, want [b] (what every Client reads of the hashes names)", ended)
 	}
+}
+
+// TestReview35s9StaleRecordOneVictim: a1 and a2 (Client A) read RW; b
+// (Client B) holds P and waits for RW's write side; a2, then a1, wait for
+// P. a2's wait has ended, but its record's delete failed: the record
+// stays in A's hash (a tick deletes it later), and A's book no longer has
+// it. From the hash (B's look) the cycles b,a1 and b,a2 share b's wait:
+// b's; from the book b,a1 is the only cycle: its youngest, a1's. Both
+// confirm: a1's look must name b, as B's does, not end a second wait.
+func TestReview35s9StaleRecordOneVictim(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ca, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	cb, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	prefix := fmt.Sprintf("s9stale:%d:", time.Now().UnixNano())
+	rw, p := prefix+"rw", prefix+"p"
+	a1, a2, b := layout.Field(ca.ID, "a1"), layout.Field(ca.ID, "a2"), layout.Field(cb.ID, "b")
+	ctx := context.Background()
+	for _, cmd := range []rueidis.Completed{
+		rdb.B().Hset().Key(rw).FieldValue().FieldValue("mode", "read").FieldValue(a1, "1").FieldValue(a2, "1").Build(),
+		rdb.B().Hset().Key(p).FieldValue().FieldValue(b, "1").Build(),
+	} {
+		if err := rdb.Do(ctx, cmd).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		rdb.Do(context.Background(), rdb.B().Del().Key(rw, p, ca.waits.key, cb.waits.key).Build())
+	})
+	wb := s9Record(t, rdb, cb, "1", waitrec.Record{Owner: b, Name: rw, Kind: "write", Since: 1000}, true)
+	stale := s9Record(t, rdb, ca, "1", waitrec.Record{Owner: a2, Name: p, Kind: "lock", Since: 1001}, true)
+	wa1 := s9Record(t, rdb, ca, "2", waitrec.Record{Owner: a1, Name: p, Kind: "lock", Since: 1002}, true)
+	// a2's wait ended; its delete failed (deleteRecord gave up): out of
+	// the book, still in the hash.
+	ca.waits.mu.Lock()
+	ca.waits.remove(ca.waits.live[stale.field])
+	ca.waits.dirty = true
+	ca.waits.mu.Unlock()
+
+	s9OneVictim(t, ca, wa1, cb, wb)
 }
 
 // TestReview35s9BookEmptiesByOwner: waits of owners shared by several
