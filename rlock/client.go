@@ -211,9 +211,10 @@ func WithKeyPrefix(prefix string) Option {
 // prefixes that name each other's keys in full, are not seen. Each look reads the locks' holders and
 // the waits' records one key at a time (at most 64 keys), so a wait that
 // lasts costs a few reads each after; the waits of the Client's own owners
-// are read from memory, not from its record hash, and the Client's looks
-// share their reads of another Client's hash for 100ms (a tenth of the
-// delay, when less). The package documentation
+// are read from memory, not from its record hash, until a look finds a
+// cycle (its victim is named from the hash), and the Client's looks share
+// their reads of another Client's hash for 100ms (a tenth of the delay,
+// when less). The package documentation
 // (Waits and deadlocks) says more.
 //
 // The default is on, 1s; 0 turns it off (waits that last 100ms are still

@@ -197,9 +197,11 @@
 // them waits for (its Client's records with that owner: for an owner of
 // the looking Client, what that Client knows it wrote there and has not
 // deleted, so that N waiting calls of one Client do not each read all N
-// records; another Client's hash is read once for the looks of a Client
-// that need it within 100ms, or a tenth of the delay), their holders, and
-// so on: every owner its wait leads to, of which those that lead back
+// records; a look that finds a cycle reads the hash before it names the
+// victim, as other Clients read it; another Client's hash is read once
+// for the looks of a Client that need it within 100ms, or a tenth of the
+// delay), their holders, and so on: every owner its wait leads to, of
+// which those that lead back
 // to its own owner hold every cycle through it (its strongly connected
 // set); across Clients, processes and lock kinds, of any length, reading
 // each key on its own (names may be in different Cluster slots), at most

@@ -33,12 +33,18 @@ import (
 // nothing. The records of the look's own Client are not read from Redis
 // but from what the Client knows it wrote there and has not deleted (see
 // waitBook.ownWaits): a Client with N waiting calls would otherwise read
-// all N records in each of their looks. What a look sees of them is what
-// a read would have returned a moment earlier or later, as the members of
-// a cycle read at different moments anyway; the victim's confirmation
-// reads every record of the cycle but its own from Redis. For the same
-// reason the looks of a Client share their reads of another Client's
-// hash for RecordsFresh (see recordReads).
+// all N records in each of their looks. What a look sees of them is
+// mostly what a read would have returned a moment earlier or later, but
+// not always (a hash lost, a delete that failed, a lost reply: see find),
+// and the members of a set must name the same victim: a look that finds a
+// cycle reads the Client's hash before it names one, as the other
+// Clients do; so do the looks through an owner whose record's write was
+// answered with an error. The victim's confirmation reads every record of
+// the cycle but its own from Redis. The looks of a Client share their
+// reads of another Client's hash (and of its own, when they read it) for
+// RecordsFresh (see recordReads): what a look sees is then what its own
+// read would have returned a moment earlier, as the members of a cycle
+// read at different moments anyway.
 //
 // Owners are threads of control, as a database's transactions are: an
 // owner that waits is taken to hold what it holds until its wait ends.
@@ -108,6 +114,10 @@ type detector struct {
 	full    bool // a read was needed beyond maxDetectReads, or failed
 	holders map[string][]holding
 	records map[string][]recordAt // by Client ID
+	// fromBook: the look read waits of its own Client's owners from the
+	// Client's book; ownRead: it reads them from the Client's hash, as
+	// the other Clients do (see find).
+	fromBook, ownRead bool
 }
 
 // over reports whether the look needed more reads than it may make, or
@@ -194,8 +204,11 @@ func parseHolders(m map[string]string) []holding {
 // own Client from the Client's book, any other from its Client's hash.
 func (d *detector) waitsOf(owner string) []recordAt {
 	id, _ := layout.SplitField(owner)
-	if id == d.c.ID {
-		return d.c.waits.ownWaits(owner)
+	if id == d.c.ID && !d.ownRead {
+		if recs, sure := d.c.waits.ownWaits(owner); sure {
+			d.fromBook = true
+			return recs
+		}
 	}
 	recs, ok := d.records[id]
 	if !ok {
@@ -506,6 +519,16 @@ func cycleThrough(graph map[string][]waitEdge, scc map[string]bool, self recordA
 // find returns a cycle through self's wait, its first edge self's, when
 // self's wait is the victim of its strongly connected set of owners (see
 // victimOf), and nil otherwise.
+//
+// A look that read its own Client's waits from the book and found a cycle
+// looks again, reading them from the Client's hash, and names the victim
+// from that: the other Clients' members of the set read the hash, and
+// the book differs from it for longer than a moment where a record's
+// write was answered with an error (in the hash or not; until a tick
+// writes it again: ownWaits then says so, and the hash is read), where a
+// delete failed (the record stays until a tick deletes it), and where the
+// hash was lost (until a tick writes it again). A victim named from the
+// book there would be a second victim, or none.
 func (d *detector) find(self recordAt) []CycleEdge {
 	graph := d.explore(self)
 	if graph == nil {
@@ -513,7 +536,14 @@ func (d *detector) find(self recordAt) []CycleEdge {
 	}
 	scc := component(graph, self.rec.Owner)
 	v, ok := victimOf(graph, scc)
-	if !ok || v.rid() != self.rid() {
+	if !ok {
+		return nil
+	}
+	if d.fromBook {
+		d.fromBook, d.ownRead = false, true
+		return d.find(self)
+	}
+	if v.rid() != self.rid() {
 		return nil
 	}
 	return cycleThrough(graph, scc, self)

@@ -20,8 +20,10 @@ func TestWaitBookOwners(t *testing.T) {
 		return r
 	}
 	fields := func(owner string) []string {
+		recs, sure := b.ownWaits(owner)
+		require.True(t, sure)
 		var out []string
-		for _, r := range b.ownWaits(owner) {
+		for _, r := range recs {
 			out = append(out, r.field)
 		}
 		return out

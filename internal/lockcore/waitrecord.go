@@ -201,20 +201,25 @@ func (b *waitBook) remove(r *waitRecord) {
 // through one of the Client's own owners reads them here: from Redis it
 // would read every record of the Client (HGETALL), and with N waiting
 // calls, each looking once per delay, that is N records read N times per
-// delay.
-func (b *waitBook) ownWaits(owner string) []recordAt {
+// delay. sure is false when the Client does not know: a record of owner's
+// running waits whose write was answered with an error (a lost reply: the
+// record may be in the hash) is not written again yet.
+func (b *waitBook) ownWaits(owner string) (recs []recordAt, sure bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []recordAt
 	for r := b.owners[owner]; r != nil; r = r.sameOwner {
 		r.mu.Lock()
+		doubt := r.answered && !r.ok && !r.deleting
 		if r.ok && !r.deleting {
-			out = append(out, recordAt{key: b.key, field: r.field, value: r.rec.Encode(), rec: r.rec})
+			recs = append(recs, recordAt{key: b.key, field: r.field, value: r.rec.Encode(), rec: r.rec})
 		}
 		r.mu.Unlock()
+		if doubt {
+			return nil, false
+		}
 	}
-	slices.SortFunc(out, func(x, y recordAt) int { return strings.Compare(x.field, y.field) })
-	return out
+	slices.SortFunc(recs, func(x, y recordAt) int { return strings.Compare(x.field, y.field) })
+	return recs, true
 }
 
 // RecordAfter is how long a call waits before it records its wait (see
