@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/relocktest"
@@ -46,24 +47,10 @@ func TestDeadlockOwnRecordsNotRead(t *testing.T) {
 	key := waitrec.Key("", c.ID())
 	own.Store(&key)
 
-	other := relocktest.Client(t)
-	holder := rlock.WithOwner(t.Context(), "holder")
-	require.NoError(t, other.GetLock(held).Lock(holder))
-	defer func() { require.NoError(t, other.GetLock(held).Unlock(holder)) }()
-
 	// Calls of c wait for the other Client's lock: no look reads c's
 	// hash.
 	const waiters = 20
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	errs := make(chan error, waiters)
-	for range waiters {
-		wg.Go(func() {
-			if err := c.GetLock(held).Lock(ctx); err != nil && ctx.Err() == nil {
-				errs <- err
-			}
-		})
-	}
+	stop := waitBehindOther(t, c, relocktest.Client(t), held, waiters)
 	relocktest.Eventually(t, 10*time.Second, "each waiter to look a few times", func() bool {
 		return looks.Load() >= 3*waiters
 	})
@@ -89,12 +76,7 @@ func TestDeadlockOwnRecordsNotRead(t *testing.T) {
 		return looks.Load() >= before+3*waiters
 	})
 
-	cancel()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	stop()
 	require.Equal(t, cycleReads, ownReads.Load(), "looks that found no cycle read the Client's own record hash")
 }
 
@@ -122,32 +104,43 @@ func TestDeadlockOtherRecordsShared(t *testing.T) {
 	}
 	c := relocktest.SlowClient(t, 0, func(rdb rueidis.Client) rueidis.Client { return relocktest.NewTap(rdb, watch) },
 		rlock.WithDeadlockDetection(after))
+	const waiters = 20
+	stop := waitBehindOther(t, c, other, held, waiters)
+	relocktest.Eventually(t, 20*time.Second, "each waiter to look three times", func() bool {
+		return holderReads.Load() >= 3*waiters
+	})
+	stop()
+	looks, reads := holderReads.Load(), recordReads.Load()
+	t.Logf("%d looks read the holders, %d read the other Client's records", looks, reads)
+	require.NotZero(t, reads, "the looks read the other Client's records")
+	require.LessOrEqual(t, 4*reads, looks, "the looks share their reads of the other Client's records")
+}
+
+// waitBehindOther makes n calls of c wait for held, which other holds for
+// an owner of its own until the test ends. stop cancels the calls and
+// checks that each ended only by that.
+func waitBehindOther(t *testing.T, c, other *rlock.Client, held string, n int) (stop func()) {
+	t.Helper()
 	holder := rlock.WithOwner(t.Context(), "holder")
 	require.NoError(t, other.GetLock(held).Lock(holder))
-	defer func() { require.NoError(t, other.GetLock(held).Unlock(holder)) }()
-
-	const waiters = 20
+	t.Cleanup(func() { assert.NoError(t, other.GetLock(held).Unlock(holder)) })
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	errs := make(chan error, waiters)
-	for range waiters {
+	errs := make(chan error, n)
+	for range n {
 		wg.Go(func() {
 			if err := c.GetLock(held).Lock(ctx); err != nil && ctx.Err() == nil {
 				errs <- err
 			}
 		})
 	}
-	relocktest.Eventually(t, 20*time.Second, "each waiter to look three times", func() bool {
-		return holderReads.Load() >= 3*waiters
-	})
-	cancel()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
+	return func() {
+		t.Helper()
+		cancel()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
 	}
-	looks, reads := holderReads.Load(), recordReads.Load()
-	t.Logf("%d looks read the holders, %d read the other Client's records", looks, reads)
-	require.NotZero(t, reads, "the looks read the other Client's records")
-	require.LessOrEqual(t, 4*reads, looks, "the looks share their reads of the other Client's records")
 }

@@ -426,11 +426,7 @@ func TestDeadlockModel(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	rdb := redistest.Shared(t).Client(t)
-	c, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := lookCore(t, rdb)
 	var cycles, ended, broken, tails int
 	for round := range 300 {
 		m := genModel(rng, fmt.Sprintf("dlmodel:%d:%d:", seed, round), false)
@@ -584,11 +580,7 @@ func ring(prefix string, n int) *dlModel {
 // ends nothing.
 func TestDeadlockLookBounded(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	c, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := lookCore(t, rdb)
 	for _, n := range []int{30, 40} {
 		m := ring(fmt.Sprintf("dlring:%d:%d:", time.Now().UnixNano(), n), n)
 		m.write(t, rdb)
@@ -620,11 +612,7 @@ func TestDeadlockLookBounded(t *testing.T) {
 // B's and A's looks, and leave A and B waiting for ever.
 func TestDeadlockReachesOtherCycle(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	c, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := lookCore(t, rdb)
 	prefix := fmt.Sprintf("dlother:%d:", time.Now().UnixNano())
 	m := &dlModel{holders: map[string][]dlHold{}, rw: map[string]bool{}}
 	for i := range 4 {
@@ -671,11 +659,7 @@ func TestDeadlockReachesOtherCycle(t *testing.T) {
 // Client's records for ever.
 func TestDeadlockSharedReadForgotten(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	c, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := lookCore(t, rdb)
 	m := ring(fmt.Sprintf("dlforget:%d:", time.Now().UnixNano()), 2)
 	m.write(t, rdb)
 	defer m.clear(rdb)
@@ -698,4 +682,15 @@ func TestDeadlockSharedReadForgotten(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// lookCore is a Core on rdb for a test's looks, closed when the test ends.
+func lookCore(t *testing.T, rdb rueidis.Client) *Core {
+	t.Helper()
+	c, err := NewCore(Config{RDB: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -42,16 +42,8 @@ func s9Record(t *testing.T, rdb rueidis.Client, c *Core, field string, rec waitr
 // would end a second wait. a1's look names it from the hash, as B does.
 func TestReview35s9BookAndHashOneVictim(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	ca, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
-	cb, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Close()
+	ca := lookCore(t, rdb)
+	cb := lookCore(t, rdb)
 	prefix := fmt.Sprintf("s9book:%d:", time.Now().UnixNano())
 	l, m, q, p := prefix+"l", prefix+"m", prefix+"q", prefix+"p"
 	a1, a2, b := layout.Field(ca.ID, "a1"), layout.Field(ca.ID, "a2"), layout.Field(cb.ID, "b")
@@ -97,16 +89,8 @@ func s9OneVictim(t *testing.T, ca *Core, wa1 recordAt, cb *Core, wb recordAt) {
 // confirm: a1's look must name b, as B's does, not end a second wait.
 func TestReview35s9StaleRecordOneVictim(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	ca, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
-	cb, err := NewCore(Config{RDB: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Close()
+	ca := lookCore(t, rdb)
+	cb := lookCore(t, rdb)
 	prefix := fmt.Sprintf("s9stale:%d:", time.Now().UnixNano())
 	rw, p := prefix+"rw", prefix+"p"
 	a1, a2, b := layout.Field(ca.ID, "a1"), layout.Field(ca.ID, "a2"), layout.Field(cb.ID, "b")

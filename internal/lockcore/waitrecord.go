@@ -394,7 +394,8 @@ func (c *Core) deleteRecordOnce(ctx context.Context, r *waitRecord) error {
 }
 
 // deleteRecord sends r's delete. A record left in Redis reads as a live
-// wait to the deadlock detector (of this Client and of others), so a
+// wait to the deadlock detector (of other Clients, and of this one when
+// a look that found a cycle reads the hash), so a
 // delete that fails is sent again every RetryBackoff, for up to a
 // watchdog timeout; one that still fails (or that Close cut short) is
 // left to the next tick's clean-up, or to Close.
