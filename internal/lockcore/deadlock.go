@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -272,11 +273,17 @@ func (d *detector) readRecords(id string) []recordAt {
 			d.full = true
 			return nil
 		}
-		if r.err != nil {
+		if r.err == nil {
+			return r.recs
+		}
+		if !senderEnded(r.err) || d.ctx.Err() != nil {
 			d.unread(r.err)
 			return nil
 		}
-		return r.recs
+		// The look that sent the read ended (its call's context), not
+		// the read: this look reads the hash itself.
+		now = time.Now()
+		rr.mu.Lock()
 	}
 	if rr.m == nil {
 		rr.m = make(map[string]*recordRead)
@@ -325,6 +332,12 @@ func (d *detector) readRecords(id string) []recordAt {
 	// Not kept once stale, when no later read replaces it.
 	time.AfterFunc(fresh-time.Since(now), forget)
 	return r.recs
+}
+
+// senderEnded reports whether err is a read's error that its sender's
+// context ended, not the read.
+func senderEnded(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // waitEdge is one edge of the wait-for graph: a wait (its record) for a

@@ -694,3 +694,37 @@ func lookCore(t *testing.T, rdb rueidis.Client) *Core {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestDeadlockSharedReadSenderEnded: a look that joined another look's
+// read of a Client's record hash, and whose own context is live, is not
+// ended by the end of the sender's context (its caller gave up, or its
+// wait limit passed, while the read was on its way): it reads
+// the hash itself. A look that took the sender's context error as its own
+// ended nothing, and the victim of a cycle waited one more delay, or for
+// as long as its looks kept joining reads whose senders ended.
+func TestDeadlockSharedReadSenderEnded(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	c := lookCore(t, rdb)
+	m := ring(fmt.Sprintf("dlsender:%d:", time.Now().UnixNano()), 2)
+	m.write(t, rdb)
+	defer m.clear(rdb)
+	// Owner 1's wait is the youngest: its look reads owner 0's Client's
+	// hash, which another look of the Client is reading (sent in the
+	// future: fresh for the whole test, however slow the machine).
+	r := &recordRead{sent: time.Now().Add(time.Hour), done: make(chan struct{})}
+	c.recordReads.mu.Lock()
+	c.recordReads.m = map[string]*recordRead{m.owners[0].client: r}
+	c.recordReads.mu.Unlock()
+	o := m.owners[1]
+	self := recordAt{key: o.wait.key, field: o.wait.field, value: o.wait.value,
+		rec: waitrec.Record{Owner: o.field, Name: o.wait.name, Kind: o.wait.kind, Since: o.wait.since}}
+	found := make(chan bool)
+	go func() { found <- c.lookFor(t.Context(), self, nil) != nil }()
+	// The sender's context ends before the reply (its read failed with
+	// its context's error).
+	r.err = context.Canceled
+	close(r.done)
+	if !<-found {
+		t.Error("the victim's look ended nothing: it took the sender's context error as its own")
+	}
+}
