@@ -327,3 +327,38 @@ func TestFairAbandonOutOfMemory(t *testing.T) {
 		t.Fatal("the new head was not woken")
 	}
 }
+
+// TestFairAbandonQueuedTwiceOrNot: a waiter found twice in the queue
+// leaves both places, and each waiter behind its first place gets the wait
+// time off once (Redisson counts from the first place too); a waiter not
+// queued changes no deadline; a key of another type is an error reply,
+// not a leave that half happened.
+func TestFairAbandonQueuedTwiceOrNot(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	f := newFairLock(t, rdb, "lua-test:fair-abandon-twice")
+	f.hold("h:1")
+	now := serverNow(t, rdb)
+	f.enqueue("c:a", now+waitMs, now+heartbeatMs)
+	f.enqueue("c:b", now+2*waitMs, now+heartbeatMs)
+	f.enqueue("c:c", now+3*waitMs, now+heartbeatMs)
+	require.NoError(t, f.do(rdb.B().Rpush().Key(f.queue).Element("c:b").Build()).Error())
+	f.enqueue("c:d", now+4*waitMs, now+heartbeatMs)
+
+	assert.Equal(t, int64(0), f.abandon("c:z"), "not queued")
+	assert.Equal(t, []string{"c:a", "c:b", "c:c", "c:b", "c:d"}, f.queued())
+	assert.Equal(t, now+3*waitMs, f.score(f.timeouts, "c:c"), "no deadline changes")
+
+	assert.Equal(t, int64(1), f.abandon("c:b"))
+	assert.Equal(t, []string{"c:a", "c:c", "c:d"}, f.queued())
+	assert.Equal(t, now+waitMs, f.score(f.timeouts, "c:a"))
+	assert.Equal(t, now+2*waitMs, f.score(f.timeouts, "c:c"), "behind its first place: once")
+	assert.Equal(t, now+3*waitMs, f.score(f.timeouts, "c:d"), "behind both places: once")
+	assert.Equal(t, int64(-1), f.score(f.timeouts, "c:b"))
+	assert.Equal(t, int64(-1), f.score(f.alive, "c:b"))
+
+	require.NoError(t, f.do(rdb.B().Del().Key(f.timeouts).Build()).Error())
+	require.NoError(t, f.do(rdb.B().Set().Key(f.timeouts).Value("x").Build()).Error())
+	err := lua.FairAbandon.Exec(t.Context(), rdb, f.keys(), []string{"c:c", "publish", "0", "300000"}).Error()
+	require.ErrorContains(t, err, "WRONGTYPE", "a deadlines key of another type")
+	assert.Equal(t, []string{"c:a", "c:c", "c:d"}, f.queued(), "nothing written")
+}
