@@ -14,7 +14,7 @@
 -- later one, nor ZREM or LREM; a waiter that could not leave would keep
 -- its place, ahead of the waiters that joined after it, if it asked again
 -- before its heartbeat ran out. The deadlines of those behind it change
--- with pcall (refused when the waiter had already left: nothing written).
+-- with pcall, in case a server refuses them: the waiter has left anyway.
 local queue = redis.call('lrange', KEYS[2], 0, -1)
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('zrem', KEYS[4], ARGV[1])
