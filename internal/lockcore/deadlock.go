@@ -255,18 +255,45 @@ type recordRead struct {
 	err  error
 }
 
+// join returns the read of the Client id's hash that a look may share:
+// one sent less than fresh ago, other than ended (a read whose sender's
+// context ended), or a new one that the caller must send (mine).
+func (rr *recordReads) join(id string, fresh time.Duration, ended *recordRead) (r *recordRead, mine bool) {
+	now := time.Now()
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if r := rr.m[id]; r != nil && r != ended && now.Sub(r.sent) < fresh {
+		return r, false
+	}
+	if rr.m == nil {
+		rr.m = make(map[string]*recordRead)
+	}
+	r = &recordRead{sent: now, done: make(chan struct{})}
+	rr.m[id] = r
+	return r, true
+}
+
+// forget drops r, unless a later read of id replaced it.
+func (rr *recordReads) forget(id string, r *recordRead) {
+	rr.mu.Lock()
+	if rr.m[id] == r {
+		delete(rr.m, id)
+	}
+	rr.mu.Unlock()
+}
+
 // readRecords returns the records of the Client id's hash, from a read
 // another look of the Client shares (see recordReads) or its own; nil
 // when the read failed or the look's context ended (the look is then
 // over when that read had no reply).
 func (d *detector) readRecords(id string) []recordAt {
-	c := d.c
-	fresh := min(RecordsFresh, c.waits.after/10)
-	now := time.Now()
-	rr := &c.recordReads
-	rr.mu.Lock()
-	if r := rr.m[id]; r != nil && now.Sub(r.sent) < fresh {
-		rr.mu.Unlock()
+	fresh := min(RecordsFresh, d.c.waits.after/10)
+	var ended *recordRead
+	for {
+		r, mine := d.c.recordReads.join(id, fresh, ended)
+		if mine {
+			return d.sendRead(id, r, fresh)
+		}
 		select {
 		case <-r.done:
 		case <-d.ctx.Done():
@@ -282,21 +309,15 @@ func (d *detector) readRecords(id string) []recordAt {
 		}
 		// The look that sent the read ended (its call's context), not
 		// the read: this look reads the hash itself.
-		now = time.Now()
-		rr.mu.Lock()
+		ended = r
 	}
-	if rr.m == nil {
-		rr.m = make(map[string]*recordRead)
-	}
-	for k, o := range rr.m {
-		if now.Sub(o.sent) >= fresh {
-			delete(rr.m, k)
-		}
-	}
-	r := &recordRead{sent: now, done: make(chan struct{})}
-	rr.m[id] = r
-	rr.mu.Unlock()
+}
 
+// sendRead reads the Client id's record hash into r, which other looks
+// may share until it is fresh no more (each read forgets itself then,
+// or at once when it failed).
+func (d *detector) sendRead(id string, r *recordRead, fresh time.Duration) []recordAt {
+	c := d.c
 	key := waitrec.Key(c.prefix, id)
 	m, err := c.RDB.Do(d.ctx, c.RDB.B().Hgetall().Key(key).Build()).AsStrMap()
 	if err != nil {
@@ -316,13 +337,7 @@ func (d *detector) readRecords(id string) []recordAt {
 	}
 	r.err = err
 	close(r.done)
-	forget := func() {
-		rr.mu.Lock()
-		if rr.m[id] == r {
-			delete(rr.m, id)
-		}
-		rr.mu.Unlock()
-	}
+	forget := func() { c.recordReads.forget(id, r) }
 	if err != nil {
 		// No reply: the next look reads again.
 		forget()
@@ -330,7 +345,7 @@ func (d *detector) readRecords(id string) []recordAt {
 		return nil
 	}
 	// Not kept once stale, when no later read replaces it.
-	time.AfterFunc(fresh-time.Since(now), forget)
+	time.AfterFunc(fresh-time.Since(r.sent), forget)
 	return r.recs
 }
 
