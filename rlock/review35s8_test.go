@@ -784,7 +784,7 @@ func TestReview35s8SameOwnerTwoCalls(t *testing.T) {
 		go func() { got <- waiter.GetLock(name).Lock(w) }()
 	}
 	awaitGrantee(t, raw, name, waiter.ID())
-	time.Sleep(50 * time.Millisecond) // both calls asleep
+	awaitRecords(t, raw, waiter, name, 2) // both calls asleep
 	landed := lockcore.GrantsLanded()
 	require.NoError(t, holder.GetLock(name).Unlock(h))
 	for range 2 {
