@@ -166,10 +166,10 @@ func BenchmarkDo(b *testing.B) {
 }
 
 // commandCalls reads the server's count of calls per command.
-func commandCalls(b *testing.B, raw rueidis.Client) map[string]int {
-	b.Helper()
-	info, err := raw.Do(b.Context(), raw.B().Info().Section("commandstats").Build()).ToString()
-	require.NoError(b, err)
+func commandCalls(tb testing.TB, raw rueidis.Client) map[string]int {
+	tb.Helper()
+	info, err := raw.Do(tb.Context(), raw.B().Info().Section("commandstats").Build()).ToString()
+	require.NoError(tb, err)
 	calls := make(map[string]int)
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")

@@ -265,7 +265,10 @@ func NewClient(opt rueidis.ClientOption, opts ...Option) (*Client, error) {
 // their waiters then do not register for WithWakeOne's wake-ups (they
 // wait as without it), and their releases grant nothing to their own
 // waiters while another of them waits; give each its own rdb to keep
-// those (docs/kinds.md, Grant on release, says why).
+// those (docs/kinds.md, Grant on release, says why). When one of them
+// stops listening on a lock's channel, its SUNSUBSCRIBE ends that one
+// subscription for all of them: the others see their receivers end and
+// subscribe again at once.
 func New(rdb rueidis.Client, opts ...Option) (*Client, error) {
 	cfg := config(opts)
 	cfg.RDB = rdb

@@ -25,17 +25,8 @@ import (
 // scriptCalls is the server's count of EVALSHA and EVAL calls.
 func scriptCalls(t testing.TB, raw rueidis.Client) int {
 	t.Helper()
-	info, err := raw.Do(t.Context(), raw.B().Info().Section("commandstats").Build()).ToString()
-	require.NoError(t, err)
-	n := 0
-	for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-		if _, rest, ok := cutString(info, cmd); ok {
-			v, _, _ := cutString(rest, ",")
-			c, _ := strconv.Atoi(v)
-			n += c
-		}
-	}
-	return n
+	calls := commandCalls(t, raw)
+	return calls["evalsha"] + calls["eval"]
 }
 
 func cutString(s, sep string) (before, after string, found bool) {
