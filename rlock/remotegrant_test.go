@@ -16,6 +16,7 @@ import (
 	"github.com/relock-go/relock/internal/redissontest"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
@@ -59,15 +60,34 @@ func newGrantScene(t *testing.T, lock func(l *rlock.Lock, ctx context.Context) e
 }
 
 // awaitGrantee waits for the waiter Client id to be registered with its
-// grantees entry for name, and returns the entry.
+// grantees entry for name, and for that waiter's call to sleep, and
+// returns the entry. The entry is written by the waiter's refused
+// attempt, before the Client has its reply: a release granting at once
+// could reach the Client while the call still reads that reply, with no
+// offer made yet, and the Client would give the grant back. The call's
+// wait record, written once it has slept RecordAfter (its offer made
+// before it sleeps), says it sleeps.
 func awaitGrantee(t *testing.T, raw rueidis.Client, name, id string) string {
 	t.Helper()
 	var e string
-	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
+	relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry, and sleep", func() bool {
 		e = granteeOf(t, raw, name, id)
-		return e != ""
+		return e != "" && recordedWait(t, raw, id, name)
 	})
 	return e
+}
+
+// recordedWait reports whether the Client id has a wait record for name.
+func recordedWait(t testing.TB, raw rueidis.Client, id, name string) bool {
+	t.Helper()
+	m, err := raw.Do(context.Background(), raw.B().Hvals().Key(waitrec.Key("", id)).Build()).AsStrSlice()
+	require.NoError(t, err)
+	for _, v := range m {
+		if r, err := waitrec.Decode(v); err == nil && r.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // TestGrantAcrossClients: with wake-one, a release hands the lock to the
