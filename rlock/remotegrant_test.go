@@ -80,14 +80,21 @@ func awaitGrantee(t *testing.T, raw rueidis.Client, name, id string) string {
 // recordedWait reports whether the Client id has a wait record for name.
 func recordedWait(t testing.TB, raw rueidis.Client, id, name string) bool {
 	t.Helper()
+	return recordedWaits(t, raw, id, name) > 0
+}
+
+// recordedWaits is the number of wait records of the Client id for name.
+func recordedWaits(t testing.TB, raw rueidis.Client, id, name string) int {
+	t.Helper()
 	m, err := raw.Do(context.Background(), raw.B().Hvals().Key(waitrec.Key("", id)).Build()).AsStrSlice()
 	require.NoError(t, err)
+	n := 0
 	for _, v := range m {
 		if r, err := waitrec.Decode(v); err == nil && r.Name == name {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // TestGrantAcrossClients: with wake-one, a release hands the lock to the
@@ -133,7 +140,8 @@ func TestGrantAcrossClients(t *testing.T) {
 				got <- 0
 			}()
 			relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
-				return granteeOf(t, raw, name, waiter.ID()) != "" && attempts.Hits() >= 2
+				return granteeOf(t, raw, name, waiter.ID()) != "" && attempts.Hits() >= 2 &&
+					recordedWait(t, raw, waiter.ID(), name) // asleep (see awaitGrantee)
 			})
 			before := attempts.Hits()
 			if fenced {

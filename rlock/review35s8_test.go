@@ -385,8 +385,9 @@ func TestReview35s8BothKindsOneClient(t *testing.T) {
 		assert.NoError(t, err)
 		gotF <- tok
 	}()
-	relocktest.Eventually(t, 5*time.Second, "the fenced waiter to register", func() bool {
-		return strings.HasPrefix(granteeOf(t, raw, name, waiter.ID()), "f ")
+	relocktest.Eventually(t, 5*time.Second, "the fenced waiter to register, and both to sleep", func() bool {
+		return strings.HasPrefix(granteeOf(t, raw, name, waiter.ID()), "f ") &&
+			recordedWaits(t, raw, waiter.ID(), name) == 2 // see awaitGrantee
 	})
 	landed := lockcore.GrantsLanded()
 	require.NoError(t, holder.GetFencedLock(name).Unlock(h))
