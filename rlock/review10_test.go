@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relock-go/relock/internal/lockcore"
 	"github.com/relock-go/relock/internal/relocktest"
+	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -324,4 +327,71 @@ func TestReview10MixedDetection(t *testing.T) {
 	require.NoError(t, got[1].err)
 	require.ErrorIs(t, got[2].err, rlock.ErrDeadlock)
 	require.Less(t, got[2].took, slow+500*time.Millisecond, "the victim's wait ended within its delay and a little")
+}
+
+// review10SlowDelete is a rueidis client whose HDEL of a wait record hash
+// waits for gate first while hold is set: a record's delete that the
+// Client's goroutine has not sent yet when the call that waited goes on
+// (a goroutine scheduled late, or on Redis Cluster a delete to another
+// node than the lock's, or on another connection).
+type review10SlowDelete struct {
+	rueidis.Client
+	hold atomic.Bool
+	gate chan struct{}
+}
+
+func (s *review10SlowDelete) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if args := cmd.Commands(); s.hold.Load() && len(args) > 1 && args[0] == "HDEL" && strings.HasPrefix(args[1], "relock_waits") {
+		<-s.gate
+	}
+	return s.Client.Do(ctx, cmd)
+}
+
+// TestReview10LateRecordDeleteNoCycle: v's wait for L1 ends with the
+// lock (here granted by h's release); its record's delete is not waited
+// for, and is late. v takes L2 and lets L1 go; w (another Client) takes
+// L1 and waits for L2. The only wait is w's, for v, which waits for
+// nothing: v's record, read before its delete lands, names L1, now w's,
+// and would close a false cycle through w. w's wait must not end with
+// ErrDeadlock.
+func TestReview10LateRecordDeleteNoCycle(t *testing.T) {
+	for _, grant := range []bool{true, false} {
+		t.Run(fmt.Sprint("grant=", grant), func(t *testing.T) {
+			slow := &review10SlowDelete{gate: make(chan struct{})}
+			opts := []rlock.Option{rlock.WithDeadlockDetection(20 * time.Millisecond)}
+			if !grant {
+				opts = append(opts, rlock.WithoutGrantOnRelease())
+			}
+			cx := relocktest.SlowClient(t, 0, func(c rueidis.Client) rueidis.Client { slow.Client = c; return slow }, opts...)
+			cy := relocktest.Client(t, rlock.WithDeadlockDetection(20*time.Millisecond))
+			raw := relocktest.Raw(t)
+			n1, n2 := relocktest.Name(t), relocktest.Name(t)
+			h, v, w := rlock.WithOwner(t.Context(), "h"), rlock.WithOwner(t.Context(), "v"), rlock.WithOwner(t.Context(), "w")
+			require.NoError(t, cx.GetLock(n1).Lock(h))
+			got := make(chan error, 1)
+			go func() { got <- cx.GetLock(n1).Lock(v) }()
+			relocktest.Eventually(t, 5*time.Second, "v's wait record", func() bool {
+				n, err := raw.Do(t.Context(), raw.B().Hlen().Key(waitrec.Key("", cx.ID())).Build()).AsInt64()
+				return err == nil && n == 1
+			})
+			// The delete goes 100ms late (less than the 250ms a call
+			// gives a delete before it goes on without it).
+			slow.hold.Store(true)
+			var open sync.Once
+			late := time.AfterFunc(100*time.Millisecond, func() { open.Do(func() { close(slow.gate) }) })
+			t.Cleanup(func() { late.Stop(); open.Do(func() { close(slow.gate) }) }) // before the Clients close
+			g0 := lockcore.GrantsMade()
+			require.NoError(t, cx.GetLock(n1).Unlock(h))
+			require.NoError(t, relocktest.Receive(t, got, 5*time.Second, "v's Lock"))
+			require.Equal(t, grant, lockcore.GrantsMade() > g0)
+			require.NoError(t, cx.GetLock(n2).Lock(v))
+			require.NoError(t, cx.GetLock(n1).Unlock(v))
+			require.NoError(t, cy.GetLock(n1).Lock(w))
+			ok, err := cy.GetLock(n2).TryLock(w, 200*time.Millisecond, 0)
+			require.False(t, ok)
+			require.NoError(t, err, "w's wait for v, which waits for nothing, ended with an error")
+			require.NoError(t, cx.GetLock(n2).Unlock(v))
+			require.NoError(t, cy.GetLock(n1).Unlock(w))
+		})
+	}
 }
