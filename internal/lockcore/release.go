@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/backoff"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // releaseRetry is how long a release waits before resending a script
@@ -104,6 +105,7 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 		Chan: m.channel, Wakers: m.wakers, Target: want - 1}
 	var offer *grantOffer
 	if want == 1 {
+		m.awaitEndedWaits(owner)
 		// The last level: a waiter of this Client may take the lock in
 		// the release itself (see grant.go).
 		offer = m.core.claimGrant(m, h)
@@ -163,6 +165,30 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	left = true
 	h.releasedLeave(gen, int(remaining), stop, sent)
 	return false, nil
+}
+
+// awaitEndedWaits waits, for up to deleteTimeout, until the records of
+// owner's calls that waited for the lock and ended (with it: their
+// delete is not waited for, see unrecord) are deleted, before the last
+// level's release lets the lock go. While the owner holds the lock such
+// a record has no edge (an owner that holds what it waits for is no
+// cycle); once another holds it, a record still in Redis would read as
+// the owner waiting for that other, and close a false cycle through
+// someone who waits for what the owner holds now.
+func (m *Mutex) awaitEndedWaits(owner string) {
+	gone := m.core.waits.endedWaits(layout.Field(m.core.ID, owner), m.name)
+	if len(gone) == 0 {
+		return
+	}
+	t := time.NewTimer(deleteTimeout)
+	defer t.Stop()
+	for _, ch := range gone {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 func (m *Mutex) notHeld(owner string) error {

@@ -105,9 +105,16 @@ type waitRecord struct {
 	// deleting: the record's delete is being sent; no rewrite carries it
 	// from then on.
 	deleting bool
+	// over: the call whose wait it records ended; left: the record left
+	// the book (both waitBook.mu).
+	over, left bool
 	// rewrite, when not nil, is closed when the rewrite in flight that
 	// carries the record is answered: its delete waits for it.
 	rewrite chan struct{}
+
+	// gone, when not nil, is closed once the record leaves the book (its
+	// delete answered, or given up): see waitBook.endedWaits.
+	gone chan struct{}
 }
 
 // writtenChan returns a channel closed once r's write was answered.
@@ -193,6 +200,30 @@ func (b *waitBook) remove(r *waitRecord) {
 		}
 	}
 	r.sameOwner = nil
+	if !r.left {
+		r.left = true
+		if r.gone != nil {
+			close(r.gone)
+		}
+	}
+}
+
+// endedWaits returns, for the records of owner's calls that waited for
+// name and ended, still in the book (their delete not answered yet),
+// channels closed once each leaves it. See Mutex.awaitEndedWaits.
+func (b *waitBook) endedWaits(owner, name string) []chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []chan struct{}
+	for r := b.owners[owner]; r != nil; r = r.sameOwner {
+		if r.over && !r.left && r.rec.Name == name {
+			if r.gone == nil {
+				r.gone = make(chan struct{})
+			}
+			out = append(out, r.gone)
+		}
+	}
+	return out
 }
 
 // ownWaits returns the records of owner's waits that are in the hash as
@@ -333,7 +364,11 @@ func (c *Core) recordExec(r *waitRecord) rueidis.LuaExec {
 // it waited for does not wait for the delete (an acquisition that waited
 // returns as soon as it has the lock): it is sent on a goroutine of its
 // own, at once when the record's write was answered, else by the write's
-// goroutine once it is. A call that ends without it (gave up, its context
+// goroutine once it is. While the owner holds the lock the record has no
+// edge; the owner's last Unlock waits for the delete, for up to
+// deleteTimeout, before it lets the lock go (Mutex.awaitEndedWaits): a
+// record still in Redis once another owner holds the lock would read as
+// a wait for that owner. A call that ends without it (gave up, its context
 // ended, an error, a deadlock) deletes the record before it returns, for
 // up to deleteTimeout: its caller goes on (releases, or keeps, what it
 // holds), and a record still in Redis would read as a wait of its owner
@@ -346,6 +381,9 @@ func (w *Wait) unrecord(done bool) {
 	}
 	w.rec = nil
 	c := w.core
+	c.waits.mu.Lock()
+	r.over = true
+	c.waits.mu.Unlock()
 	if !done {
 		ctx, cancel := context.WithTimeout(c.root, deleteTimeout)
 		defer cancel()
