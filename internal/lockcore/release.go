@@ -176,6 +176,9 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 // the owner waiting for that other, and close a false cycle through
 // someone who waits for what the owner holds now.
 func (m *Mutex) awaitEndedWaits(owner string) {
+	if m.core.waits.ended.Load() == 0 {
+		return // the common case: no call of the Client waited long
+	}
 	gone := m.core.waits.endedWaits(layout.Field(m.core.ID, owner), m.name)
 	if len(gone) == 0 {
 		return

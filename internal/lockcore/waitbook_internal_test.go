@@ -48,3 +48,35 @@ func TestWaitBookOwners(t *testing.T) {
 	require.Empty(t, b.live)
 	require.Empty(t, fields("c:a"))
 }
+
+// TestWaitBookEnded: a record whose call ended counts in the book's
+// ended while it stays in the book; endedWaits gives its owner's such
+// records for a name, each with a channel closed when it leaves; a
+// record that left before its call ended never counts.
+func TestWaitBookEnded(t *testing.T) {
+	b := &waitBook{key: "k", live: map[string]*waitRecord{}}
+	rec := func(field, name string) *waitRecord {
+		r := &waitRecord{field: field, rec: waitrec.Record{Owner: "c:a", Name: name, Kind: "lock", Since: 1}, ok: true}
+		b.add(r)
+		return r
+	}
+	r1, r2, r3 := rec("1", "n"), rec("2", "n"), rec("3", "m")
+	require.Empty(t, b.endedWaits("c:a", "n"), "no call ended")
+	b.end(r1)
+	b.end(r3)
+	require.Equal(t, int64(2), b.ended.Load())
+	gone := b.endedWaits("c:a", "n")
+	require.Len(t, gone, 1, "r1's, not r2's (running) nor r3's (another name)")
+	b.remove(r1)
+	select {
+	case <-gone[0]:
+	default:
+		t.Fatal("the channel of a record that left the book is open")
+	}
+	require.Equal(t, int64(1), b.ended.Load())
+	b.remove(r2)
+	b.end(r2) // left before its call ended
+	b.remove(r3)
+	require.Zero(t, b.ended.Load())
+	require.Empty(t, b.endedWaits("c:a", "n"))
+}

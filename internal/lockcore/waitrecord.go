@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -86,6 +87,10 @@ type waitBook struct {
 	// unwritten: the last tick found a running wait whose record's write
 	// failed; its reply has it sent again (see Replied).
 	unwritten bool
+	// ended counts the records whose call ended (over) that are still in
+	// the book: a last Unlock looks for its owner's only while there are
+	// any (see Mutex.awaitEndedWaits). Written under mu.
+	ended atomic.Int64
 }
 
 // waitRecord is one waiting call's record.
@@ -202,10 +207,24 @@ func (b *waitBook) remove(r *waitRecord) {
 	r.sameOwner = nil
 	if !r.left {
 		r.left = true
+		if r.over {
+			b.ended.Add(-1)
+		}
 		if r.gone != nil {
 			close(r.gone)
 		}
 	}
+}
+
+// end marks r's call as ended (over); it counts in ended until r leaves
+// the book.
+func (b *waitBook) end(r *waitRecord) {
+	b.mu.Lock()
+	r.over = true
+	if !r.left {
+		b.ended.Add(1)
+	}
+	b.mu.Unlock()
 }
 
 // endedWaits returns, for the records of owner's calls that waited for
@@ -381,9 +400,7 @@ func (w *Wait) unrecord(done bool) {
 	}
 	w.rec = nil
 	c := w.core
-	c.waits.mu.Lock()
-	r.over = true
-	c.waits.mu.Unlock()
+	c.waits.end(r)
 	if !done {
 		ctx, cancel := context.WithTimeout(c.root, deleteTimeout)
 		defer cancel()
