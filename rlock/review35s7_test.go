@@ -119,9 +119,9 @@ func TestReview35s7GarbageGranteeEntry(t *testing.T) {
 		require.NoError(t, holder.GetLock(name).Lock(h))
 		got := make(chan error, 1)
 		go func() { got <- waiter.GetLock(name).Lock(w) }()
-		relocktest.Eventually(t, 5*time.Second, "the waiter to register with its grantee entry", func() bool {
-			return granteeOf(t, raw, name, waiter.ID()) != ""
-		})
+		// Asleep: no attempt of the waiter's in flight that would write
+		// its entry over the garbage.
+		awaitGrantee(t, raw, name, waiter.ID())
 		require.NoError(t, raw.Do(t.Context(), raw.B().Hset().Key(layout.Grantees(name)).FieldValue().
 			FieldValue(waiter.ID(), garbage).Build()).Error())
 		made := lockcore.GrantsMade()
