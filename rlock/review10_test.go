@@ -288,6 +288,7 @@ func TestReview10HandOverHandNoDeadlock(t *testing.T) {
 // then lets the others through.
 func TestReview10MixedDetection(t *testing.T) {
 	const slow = 300 * time.Millisecond
+	raw := relocktest.Raw(t)
 	cs := []*rlock.Client{
 		relocktest.Client(t, rlock.WithDeadlockDetection(0)),
 		relocktest.Client(t, rlock.WithDeadlockDetection(30*time.Millisecond), rlock.WithWakeOne()),
@@ -317,7 +318,9 @@ func TestReview10MixedDetection(t *testing.T) {
 			}
 			_ = c.GetLock(names[i]).Unlock(ctxs[i])
 		}()
-		time.Sleep(20 * time.Millisecond) // each wait younger than the last
+		// Each wait younger than the last: the next starts once this one
+		// is recorded.
+		awaitRecords(t, raw, c, names[(i+1)%len(cs)], 1)
 	}
 	var got []result
 	for i := range cs {
