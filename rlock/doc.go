@@ -174,9 +174,11 @@
 // (the record, HSET and PEXPIRE in one script, sent while the call
 // sleeps, whose reply it does not wait for) and
 // one at its end (HDEL: not waited for by an acquisition that got what it
-// waited for, but its owner's last Unlock of that lock waits for it, for
-// up to 250ms, before it lets the lock go: once another owner holds it,
-// the record would read as a wait for that owner; a call that ends
+// waited for; with a detection delay under 1s its owner's last Unlock
+// of that lock waits for it, for up to 250ms, before it lets the lock
+// go: once another owner holds it, the record would read as a wait for
+// that owner, and a look a short delay later could see a cycle that is
+// not there; a call that ends
 // without it deletes its record before it
 // returns, for up to 250ms, so that its owner does not read as waiting
 // once it goes on). The hash expires after the watchdog timeout;
