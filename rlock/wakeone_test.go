@@ -29,15 +29,6 @@ func scriptCalls(t testing.TB, raw rueidis.Client) int {
 	return calls["evalsha"] + calls["eval"]
 }
 
-func cutString(s, sep string) (before, after string, found bool) {
-	for i := 0; i+len(sep) <= len(s); i++ {
-		if s[i:i+len(sep)] == sep {
-			return s[:i], s[i+len(sep):], true
-		}
-	}
-	return s, "", false
-}
-
 // contend has one goroutine in each Client take the lock again and again,
 // holding it a moment, and returns the scripts the server ran per
 // acquisition while measuring. The measurement starts once every Client
