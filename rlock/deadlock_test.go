@@ -29,7 +29,13 @@ import (
 // field; none when the hash is gone.
 func waitRecords(t testing.TB, raw rueidis.Client, c *rlock.Client) map[string]waitrec.Record {
 	t.Helper()
-	m, err := raw.Do(context.Background(), raw.B().Hgetall().Key(waitrec.Key("", c.ID())).Build()).AsStrMap()
+	return waitRecordsByID(t, raw, c.ID())
+}
+
+// waitRecordsByID returns the wait records of the Client whose ID is id.
+func waitRecordsByID(t testing.TB, raw rueidis.Client, id string) map[string]waitrec.Record {
+	t.Helper()
+	m, err := raw.Do(context.Background(), raw.B().Hgetall().Key(waitrec.Key("", id)).Build()).AsStrMap()
 	require.NoError(t, err)
 	out := make(map[string]waitrec.Record, len(m))
 	for f, v := range m {

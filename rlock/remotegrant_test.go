@@ -16,7 +16,6 @@ import (
 	"github.com/relock-go/relock/internal/redissontest"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/relocktest"
-	"github.com/relock-go/relock/internal/waitrec"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
@@ -86,11 +85,9 @@ func recordedWait(t testing.TB, raw rueidis.Client, id, name string) bool {
 // recordedWaits is the number of wait records of the Client id for name.
 func recordedWaits(t testing.TB, raw rueidis.Client, id, name string) int {
 	t.Helper()
-	m, err := raw.Do(context.Background(), raw.B().Hvals().Key(waitrec.Key("", id)).Build()).AsStrSlice()
-	require.NoError(t, err)
 	n := 0
-	for _, v := range m {
-		if r, err := waitrec.Decode(v); err == nil && r.Name == name {
+	for _, r := range waitRecordsByID(t, raw, id) {
+		if r.Name == name {
 			n++
 		}
 	}
