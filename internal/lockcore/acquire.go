@@ -211,6 +211,9 @@ func (a *acquisition) End(w *Wait, done bool) {
 			a.abandon(w.Ctx)
 		}
 	}
+	// A grant parked for an attempt of the call is given back (see
+	// earlyGrant): one that came with the call's success is spent.
+	a.dropEarly()
 	if a.joined {
 		a.m.leaveWake(w.Ctx, !done)
 	}
@@ -247,9 +250,15 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			r.Target = from + 1
 			at, err = a.m.kind.Reenter(w.ScriptContext(), r)
 		} else {
+			// The owner's latest attempt (see earlyGrant): none until
+			// grantee records its entry.
 			a.stamp = -1
+			a.h.attempting.Store(0)
 			r.Grantee = a.grantee(w.ScriptContext(), sent)
 			at, err = a.m.kind.Acquire(w.ScriptContext(), r)
+		}
+		if hook := a.m.core.refusedHook; hook != nil && err == nil && !at.Acquired && r.Grantee != "" {
+			err = hook()
 		}
 		if paused && (err != nil || !at.Acquired || w.Call().Err() != nil || at.Unsynced != nil) {
 			// The hold stays as it was, on the watchdog.

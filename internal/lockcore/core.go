@@ -142,6 +142,11 @@ type Core struct {
 	// landHook, when set (by tests), is called by a waiter that waits for
 	// the release that claimed its grant offer to answer.
 	landHook func()
+	// refusedHook, when set (by tests), is called by a call whose
+	// attempt that wrote its grantees entry was refused, before the call
+	// acts on the reply; an error it returns stands for the reply (as if
+	// it were lost).
+	refusedHook func() error
 
 	// watchdogArg is WatchdogTimeout in whole ms, as the scripts take it.
 	watchdogArg string
@@ -199,6 +204,12 @@ type Core struct {
 	// offers are the open grant offers of the Client's sleeping
 	// acquisitions, oldest first (see grant.go).
 	offers map[grantKey][]*grantOffer
+	// early are the grants through the registry parked for a call of an
+	// owner whose attempt's reply had not been acted on (see earlyGrant),
+	// by the owner's record of the lock; earlyN counts them, read without
+	// c.mu.
+	early  map[*hold]earlyGrant
+	earlyN atomic.Int64
 	// refused holds, per lock name, when an attempt of the Client that
 	// hears no release (TryLock with no wait, a spin waiter's) last
 	// found it held, whatever the kind of the caller (a plain, fenced and

@@ -233,18 +233,22 @@ var grantWindowMs = strconv.FormatInt(Millis(grantWindow), 10)
 // offerGrant offers the sleeping call to the Client's releases of the
 // lock, and returns the channel closed when a release it was claimed by
 // resolved it; nil when the call cannot be granted to (grants off, a kind
-// without them, the owner holds levels: its calls re-enter).
-func (a *acquisition) offerGrant() <-chan struct{} {
+// without them, the owner holds levels: its calls re-enter), or does not
+// offer itself (offer is false: it is not subscribed to the lock's
+// channel). A grant through the registry that came for the call's
+// attempt before this sleep (see earlyGrant) resolves the offer at once;
+// one the call does not take is given back.
+func (a *acquisition) offerGrant(offer bool) <-chan struct{} {
 	c := a.m.core
-	if c.noGrant || a.offer != nil {
-		return nil
-	}
-	if _, ok := a.m.kind.(grantKind); !ok {
+	_, kind := a.m.kind.(grantKind)
+	if !offer || c.noGrant || a.offer != nil || !kind {
+		a.dropEarly()
 		return nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if a.h.want > 0 || c.CheckOpen() != nil {
+		a.takeEarlyLocked(false)
+		c.mu.Unlock()
 		return nil
 	}
 	// The call's offers are one value, reused: no release refers to the
@@ -262,7 +266,17 @@ func (a *acquisition) offerGrant() <-chan struct{} {
 	}
 	c.offers[k] = append(c.offers[k], o)
 	a.offer = o
-	return o.done
+	if e := a.takeEarlyLocked(true); e != nil {
+		if c.takesGrantLocked(o, e.stamp, e.sent) {
+			done := c.landOfferLocked(o, e.token, e.sent)
+			c.mu.Unlock()
+			c.grantLanded(e.m, done)
+			return done
+		}
+		c.giveBackEarlyLocked(*e, a.h)
+	}
+	c.mu.Unlock()
+	return done
 }
 
 // dropOfferLocked takes o out of the open offers. c.mu is held.

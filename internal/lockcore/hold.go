@@ -92,6 +92,11 @@ type hold struct {
 	// through the registry is taken only if no call took it since the
 	// attempt it answers (see remotegrant.go).
 	slots atomic.Uint64
+	// attempting is the stamp plus one of the grantees entry of the
+	// owner's latest attempt, until the call that sent it acted on its
+	// reply (0: none): a grant through the registry for that entry that
+	// comes before is parked for the call (see earlyGrant).
+	attempting atomic.Int64
 
 	want     int
 	gen      uint64

@@ -134,6 +134,7 @@ func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 		kind = strings.ToUpper(kind)
 	}
 	a.stamp, a.slots = c.stamp(sent), a.h.slots.Load()
+	a.h.attempting.Store(a.stamp + 1)
 	return kind + " " + strconv.FormatInt(Millis(grantWindowFor(a.lease)), 10) + " " +
 		strconv.FormatInt(a.stamp, 10) + " " + a.h.field
 }
@@ -208,31 +209,18 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 	for _, o := range c.offers[grantKey{m.name, kind}] {
 		// The owner may have several calls asleep: the entry is the
 		// latest attempt's, whose offer is the owner's last.
-		a := o.a
-		if a.h.field != field {
+		if o.a.h.field != field {
 			continue
 		}
-		if o.stamp == stamp && a.h.slots.Load() == o.slots && a.h.want == 0 && a.h.settling == 0 &&
-			time.Since(sent) < grantWindowFor(a.lease)*3/4 {
+		if c.takesGrantLocked(o, stamp, sent) {
 			// Claimed and resolved in one step: the waiter never sees
 			// the offer claimed, so it never leaves a give-back to this
 			// goroutine (the pub/sub reader's, which must not wait on
 			// Redis): a call that ends now gives the grant back itself
 			// (takeGrant).
-			o.gen = a.h.gen
-			a.h.granting++
-			o.counted = a.h
-			c.dropOfferLocked(o)
-			o.state = offerResolved
-			o.granted, o.unknown, o.token, o.sent, o.unsynced = true, false, token, sent, nil
-			done := o.done
-			c.background.Add(1)
+			done := c.landOfferLocked(o, token, sent)
 			c.mu.Unlock()
-			// Counted before the waiter goes on: a test reads the count
-			// once its call returned.
-			grantsLanded.Add(1)
-			close(done)
-			go c.tellGranted(m.channel)
+			c.grantLanded(m, done)
 			return
 		}
 	}
@@ -241,8 +229,67 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 		c.mu.Unlock()
 		return
 	}
-	c.background.Add(1)
+	// Parked for the call whose attempt wrote the entry, when its reply
+	// has not been acted on yet (see earlyGrant). earlyN is counted
+	// before the look at the owner's attempt: a call that stops waiting
+	// for its reply's grant then either is seen doing so here, or sees
+	// the count and collects what is parked (takeEarly).
+	c.earlyN.Add(1)
+	if h := c.holds[m.holdKey(owner)]; h != nil && h.attempting.Load() == stamp+1 && c.early[h].m == nil {
+		if c.early == nil {
+			c.early = make(map[*hold]earlyGrant)
+		}
+		c.early[h] = earlyGrant{m: m, kind: kind, token: token, stamp: stamp, sent: sent}
+		grantsParked.Add(1)
+		c.mu.Unlock()
+		return
+	}
+	c.earlyN.Add(-1)
+	c.returnGrantLocked(m, owner)
 	c.mu.Unlock()
+}
+
+// takesGrantLocked reports whether the sleeping call of offer o takes a
+// grant through the registry made for its entry of stamp stamp, sent at
+// sent (see the notes above): the offer follows that attempt, no call of
+// the owner took its call slot since, the owner has no settle or grant in
+// progress, and less than three quarters of the window have passed.
+// c.mu is held.
+func (c *Core) takesGrantLocked(o *grantOffer, stamp int64, sent time.Time) bool {
+	a := o.a
+	return o.stamp == stamp && a.h.slots.Load() == o.slots && a.h.want == 0 && a.h.settling == 0 &&
+		time.Since(sent) < grantWindowFor(a.lease)*3/4
+}
+
+// landOfferLocked resolves the open offer o as granted, by a grant through
+// the registry with token token sent at sent, and returns its channel,
+// for the caller to close once c.mu is let go (grantLanded). c.mu is held.
+func (c *Core) landOfferLocked(o *grantOffer, token int64, sent time.Time) chan struct{} {
+	a := o.a
+	o.gen = a.h.gen
+	a.h.granting++
+	o.counted = a.h
+	c.dropOfferLocked(o)
+	o.state = offerResolved
+	o.granted, o.unknown, o.token, o.sent, o.unsynced = true, false, token, sent, nil
+	c.background.Add(1) // for tellGranted
+	return o.done
+}
+
+// grantLanded lets the waiter of an offer resolved by landOfferLocked go
+// on (closes done), and publishes the mark of the grant.
+func (c *Core) grantLanded(m *Mutex, done chan struct{}) {
+	// Counted before the waiter goes on: a test reads the count once its
+	// call returned.
+	grantsLanded.Add(1)
+	close(done)
+	go c.tellGranted(m.channel)
+}
+
+// returnGrantLocked gives back, in the background, a grant through the
+// registry to owner that no call of the Client takes. c.mu is held.
+func (c *Core) returnGrantLocked(m *Mutex, owner string) {
+	c.background.Add(1)
 	grantsReturned.Add(1)
 	go func() {
 		defer c.background.Done()
@@ -251,6 +298,82 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 			LeaseArg: c.watchdogArg, Chan: m.channel, Wakers: m.wakers}
 		c.giveBackGone(m, h, r, grantWindow, true)
 	}()
+}
+
+// earlyGrant is a grant through the registry that reached the Client
+// before its waiter's call acted on the reply to the attempt whose
+// entry the grant answers. The server answered that attempt before it ran
+// the release, but the reply and the grant come on different connections,
+// and the Client may read the grant first: the call has no offer yet.
+// Such a grant is parked for the call (Core.early, under the owner's
+// hold record) instead of given back: when the call then sleeps and
+// offers itself for that attempt, it takes the grant at once, as if it
+// had come a moment later (offerGrant); a call that goes on otherwise
+// (it attempts again, or ends) gives it back (takeEarly). A grant is
+// parked only while the owner's latest attempt is the one it answers
+// (hold.attempting).
+type earlyGrant struct {
+	m     *Mutex // nil: no grant
+	kind  Kind
+	token int64
+	stamp int64
+	sent  time.Time
+}
+
+// takeEarlyLocked is the point where the call stops waiting for a grant
+// of its latest attempt's entry without an offer: it sleeps (offered or
+// not), or ends. It returns the grant parked for that entry when claim is
+// set and the call may take it (its kind, an open Client); else it gives
+// back that grant, and any parked grant no call of the owner can take any
+// more (of an earlier attempt). c.mu is held.
+func (a *acquisition) takeEarlyLocked(claim bool) *earlyGrant {
+	c := a.m.core
+	if a.stamp >= 0 {
+		a.h.attempting.CompareAndSwap(a.stamp+1, 0)
+	}
+	if c.earlyN.Load() == 0 {
+		return nil
+	}
+	e, ok := c.early[a.h]
+	if !ok {
+		return nil
+	}
+	mine := a.stamp >= 0 && e.stamp == a.stamp
+	if !mine && a.h.attempting.Load() == e.stamp+1 {
+		return nil // another call of the owner's, which will come for it
+	}
+	delete(c.early, a.h)
+	c.earlyN.Add(-1)
+	if mine && claim && e.kind == a.m.kind && c.CheckOpen() == nil {
+		return &e
+	}
+	c.giveBackEarlyLocked(e, a.h)
+	return nil
+}
+
+// dropEarly is takeEarlyLocked(false) for a call that does not hold c.mu:
+// it takes c.mu only when a grant may be parked. A grant that arrives
+// meanwhile is either parked before the call's entry stops counting (and
+// then seen in earlyN here) or not parked at all (see grantArrived).
+func (a *acquisition) dropEarly() {
+	c := a.m.core
+	if a.stamp >= 0 {
+		a.h.attempting.CompareAndSwap(a.stamp+1, 0)
+	}
+	if c.earlyN.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	a.takeEarlyLocked(false)
+	c.mu.Unlock()
+}
+
+// giveBackEarlyLocked gives back a parked grant that no call takes; on a
+// closed Client the granted hold ends with its window. c.mu is held.
+func (c *Core) giveBackEarlyLocked(e earlyGrant, h *hold) {
+	if c.CheckOpen() == nil {
+		c.returnGrantLocked(e.m, h.key.owner)
+	}
 }
 
 // tellGranted publishes the mark of a grant (layout.GrantedMessage) on
@@ -291,8 +414,9 @@ func (c *Core) enterGrantee(m *Mutex, owner string) *hold {
 }
 
 // grantsLanded and grantsReturned count the grants through the registry
-// that the process's Clients handed to their waiters, and gave back.
-var grantsLanded, grantsReturned atomic.Int64
+// that the process's Clients handed to their waiters, and gave back;
+// grantsParked those that came early and were parked (see earlyGrant).
+var grantsLanded, grantsReturned, grantsParked atomic.Int64
 
 // GrantsLanded is the number of grants made by another Client's release
 // (through the wake-one registry) that a Client of the process handed to
@@ -301,3 +425,8 @@ func GrantsLanded() int64 { return grantsLanded.Load() }
 
 // GrantsReturned: see GrantsLanded.
 func GrantsReturned() int64 { return grantsReturned.Load() }
+
+// GrantsParked is the number of grants through the registry that reached
+// a Client of the process before its waiter had read its attempt's
+// reply, and were kept for it (see earlyGrant). For the tests.
+func GrantsParked() int64 { return grantsParked.Load() }

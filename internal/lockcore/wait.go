@@ -166,7 +166,7 @@ type granter interface{ granted() <-chan struct{} }
 // waiting for a release that claimed it, and takes the grant (keep) or
 // gives it back.
 type grantee interface {
-	offerGrant() <-chan struct{}
+	offerGrant(offer bool) <-chan struct{}
 	offerEmpty() bool
 	landGrant(w *Wait, keep bool) (got bool, err error)
 }
@@ -291,12 +291,12 @@ func (w *Wait) run() (bool, error) {
 		}
 		gr, canGrant := w.k.(grantee)
 		var offered <-chan struct{}
-		if canGrant && channel != "" && w.sub != nil && w.confirm == nil {
+		if canGrant {
 			// Only a call subscribed to the lock's channel offers
 			// itself: a release grants while the channel has one
 			// subscriber, taken for its own Client's, which without
 			// this subscription may be another Client's waiter.
-			offered = gr.offerGrant()
+			offered = gr.offerGrant(channel != "" && w.sub != nil && w.confirm == nil)
 		}
 	sleep:
 		for {
@@ -333,7 +333,7 @@ func (w *Wait) run() (bool, error) {
 				if gr.offerEmpty() {
 					// The release that claimed the call granted
 					// nothing (another Client waits): sleep on.
-					offered = gr.offerGrant()
+					offered = gr.offerGrant(true)
 					continue sleep
 				}
 			case <-timerC:

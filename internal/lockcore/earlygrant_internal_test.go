@@ -1,0 +1,140 @@
+package lockcore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// earlyGrantSetup is two Clients with wake-one on one lock: h holds it on
+// a; x's call on b is held right after its attempt that wrote b's
+// grantees entry was refused, before it acts on the reply (b's
+// refusedHook, which returns what reply returns). It returns the Mutexes,
+// x's call, and proceed, which lets the call go on.
+func earlyGrantSetup(t *testing.T, x context.Context, reply func() error) (a, b *Core, ma, mb *Mutex, name string, call <-chan acquired, proceed func()) {
+	t.Helper()
+	raw := redistest.Shared(t).Client(t)
+	a = grantCore(t, raw, Config{WakeOne: true})
+	b = grantCore(t, raw, Config{WakeOne: true})
+	name = grantName(t, raw)
+	t.Cleanup(func() {
+		raw.Do(context.Background(), raw.B().Del().Key(layout.Grantees(name), layout.Wakers(name)).Build())
+	})
+	ma, mb = NewMutex(a, name, Reentrant{}), NewMutex(b, name, Reentrant{})
+	h := WithOwner(t.Context(), "h")
+	if _, ok, err := ma.Acquire(h, 0, 0); !ok || err != nil {
+		t.Fatalf("h: %v %v", ok, err)
+	}
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once, letOnce sync.Once
+	proceed = func() { letOnce.Do(func() { close(release) }) }
+	t.Cleanup(proceed) // a test that fails early does not hang the call
+	b.refusedHook = func() error {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil
+		}
+		close(held)
+		<-release
+		return reply()
+	}
+	call = goAcquire(mb, x, NoLimit, 0)
+	receive(t, held, "x's refused attempt")
+	if entryStamp(t, raw, name, b.ID) < 0 {
+		t.Fatal("x's attempt wrote no grantees entry")
+	}
+	parked := GrantsParked()
+	if err := ma.Unlock(h); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for GrantsParked() == parked {
+		if time.Now().After(deadline) {
+			t.Fatal("the grant to x was not parked while x's call had not read its reply")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return a, b, ma, mb, name, call, proceed
+}
+
+// TestEarlyGrantTaken: a grant through the registry reaches x's Client
+// while x's call has not yet read its attempt's reply (the call has no
+// offer). The grant is parked, and the call takes it when it goes to
+// sleep on that attempt: it returns holding the lock, and the grant is
+// not given back (given back, the lock is freed, x's Client woken, and x
+// takes it by an attempt of its own, a round trip later).
+func TestEarlyGrantTaken(t *testing.T) {
+	x := WithOwner(t.Context(), "x")
+	landed, returned := GrantsLanded(), GrantsReturned()
+	_, b, _, mb, name, call, proceed := earlyGrantSetup(t, x, func() error { return nil })
+	proceed()
+	if r := receive(t, call, "x's call"); !r.ok || r.err != nil {
+		t.Fatalf("x: %v %v", r.ok, r.err)
+	}
+	if n := GrantsReturned() - returned; n != 0 {
+		t.Errorf("%d grants given back, want 0", n)
+	}
+	if n := GrantsLanded() - landed; n != 1 {
+		t.Errorf("%d grants landed, want 1", n)
+	}
+	if v := hget(t, b.RDB, name, mb.Field("x")); v != "1" {
+		t.Errorf("x's field in Redis %q, want 1", v)
+	}
+	if n := b.earlyN.Load(); n != 0 {
+		t.Errorf("%d grants still parked", n)
+	}
+	if err := mb.Unlock(x); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEarlyGrantCallEnds: the grant is parked for x's call, whose attempt
+// then fails (its reply lost, as the hook says) as x's context ends: the
+// call ends without sleeping, and gives the parked grant back. Nothing stays parked, x
+// holds nothing, and another owner takes the lock.
+func TestEarlyGrantCallEnds(t *testing.T) {
+	x, cancel := context.WithCancel(WithOwner(t.Context(), "x"))
+	defer cancel()
+	returned := GrantsReturned()
+	a, b, ma, mb, name, call, proceed := earlyGrantSetup(t, x, func() error {
+		cancel()
+		return errors.New("injected: the attempt's reply was lost")
+	})
+	proceed()
+	if r := receive(t, call, "x's call"); r.ok || r.err == nil {
+		t.Fatalf("x: %v %v, want an error", r.ok, r.err)
+	}
+	if n := b.earlyN.Load(); n != 0 {
+		t.Errorf("%d grants still parked after x's call returned", n)
+	}
+	b.mu.Lock()
+	left := len(b.early)
+	b.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d parked grants left", left)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for hget(t, a.RDB, name, mb.Field("x")) != "" {
+		if time.Now().After(deadline) {
+			t.Fatal("x's granted field is still in Redis")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The call's end settled the lost attempt and gave the parked grant
+	// back; either frees x's field (whichever ran first).
+	t.Logf("grants given back: %d", GrantsReturned()-returned)
+	z := WithOwner(t.Context(), "z")
+	if _, ok, err := ma.Acquire(z, 0, 0); !ok || err != nil {
+		t.Fatalf("z: %v %v", ok, err)
+	}
+	if err := ma.Unlock(z); err != nil {
+		t.Fatal(err)
+	}
+}
