@@ -358,7 +358,11 @@
 // the attempt the entry came from, with no other call of its owner since,
 // and within three quarters of the window of that attempt; the hold's lease counts from
 // the attempt (an earlier moment than the grant), and the Client confirms
-// it within the window as above. Otherwise it gives the grant back at once
+// it within the window as above. A grant that reaches the Client before
+// the waiter has read its attempt's reply (the two come on different
+// connections) is kept for that waiter, which takes it as it goes to
+// sleep; if the waiter goes on otherwise (it attempts again, or its call
+// ends) the grant is given back then. Otherwise it gives the grant back at once
 // (the owner's count goes back to what the owner holds, which frees the
 // lock and wakes the next Client). A grant to a Client that died or whose
 // process is stopped holds the lock for the window (3s): the other
