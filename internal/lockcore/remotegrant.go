@@ -65,6 +65,10 @@ import (
 //     counted from the stamp (an earlier moment than the release's: the
 //     Client's end of the hold is never later than Redis's), and the
 //     Client confirms it within the window (confirmGrant).
+//   - A grant for the entry of the owner's latest attempt that comes
+//     before the call acted on that attempt's reply is parked for it
+//     (earlyGrant), and landed as above when the call goes to sleep on
+//     that attempt; given back when the call goes on otherwise.
 //   - Otherwise (the call woke, gave up, attempted again, or is gone; the
 //     Client has no waiter left) the Client gives the grant back at once:
 //     the owner's count in Redis goes back to what the owner holds, under
