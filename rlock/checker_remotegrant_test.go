@@ -27,7 +27,8 @@ func TestCheckerGrantAcrossClients(t *testing.T) {
 			return
 		}
 		if n := lockcore.GrantsLanded() - before; n > 0 {
-			t.Logf("%d grants through the registry landed (%d given back in all so far)", n, lockcore.GrantsReturned())
+			t.Logf("%d grants through the registry landed (%d given back, %d parked before their waiter read its reply, in all so far)",
+				n, lockcore.GrantsReturned(), lockcore.GrantsParked())
 			return
 		}
 		t.Log("no grant through the registry landed in this run: another run")
