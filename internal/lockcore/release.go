@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/relock-go/relock"
+	"sync/atomic"
 	"time"
 
 	"github.com/relock-go/relock/internal/backoff"
@@ -167,6 +168,10 @@ func (m *Mutex) unlockHold(ctx context.Context, owner string, h *hold) (nothing 
 	return false, nil
 }
 
+// endedWaitsAwaited counts the Unlocks of the process that waited for
+// record deletes (see awaitEndedWaits). For the tests.
+var endedWaitsAwaited atomic.Int64
+
 // lateDeleteDelay is the detection delay under which the last Unlock of
 // a lock waits for the delete of its owner's ended wait record for it
 // (see Mutex.awaitEndedWaits).
@@ -198,6 +203,7 @@ func (m *Mutex) awaitEndedWaits(owner string) {
 	if len(gone) == 0 {
 		return
 	}
+	endedWaitsAwaited.Add(1)
 	t := time.NewTimer(deleteTimeout)
 	defer t.Stop()
 	for _, ch := range gone {

@@ -2,9 +2,11 @@ package lockcore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/waitrec"
 )
 
@@ -79,4 +81,58 @@ func TestWaitBookEnded(t *testing.T) {
 	b.remove(r3)
 	require.Zero(t, b.ended.Load())
 	require.Empty(t, b.endedWaits("c:a", "n"))
+}
+
+// TestUnlockWaitsForLateDeletesOnlyWithShortDelays: the last Unlock of an
+// owner with an ended wait whose record delete has not been answered
+// waits for that delete only with a detection delay under
+// lateDeleteDelay. With the default delay it does not: waiting would add
+// the delete's round trip to every hand-off of a waiter that releases at
+// once.
+func TestUnlockWaitsForLateDeletesOnlyWithShortDelays(t *testing.T) {
+	for _, tc := range []struct {
+		after time.Duration
+		waits bool
+	}{{0, false} /* the default delay */, {20 * time.Millisecond, true}, {lateDeleteDelay, false}} {
+		t.Run(tc.after.String(), func(t *testing.T) {
+			c := grantCore(t, redistest.Shared(t).Client(t), Config{DeadlockAfter: tc.after})
+			m := NewMutex(c, grantName(t, c.RDB), Reentrant{})
+			r := &waitRecord{field: "w", rec: waitrec.Record{Owner: m.Field("a"), Name: m.name, Kind: "lock", Since: 1}, ok: true}
+			c.waits.mu.Lock()
+			c.waits.add(r)
+			c.waits.mu.Unlock()
+			c.waits.end(r) // its delete is not answered
+			before := endedWaitsAwaited.Load()
+			done := make(chan struct{})
+			go func() {
+				m.awaitEndedWaits("a")
+				close(done)
+			}()
+			if tc.waits {
+				// It waits until the record leaves the book.
+				deadline := time.Now().Add(10 * time.Second)
+				for endedWaitsAwaited.Load() == before {
+					if time.Now().After(deadline) {
+						t.Fatal("the Unlock did not wait for the record's delete")
+					}
+					time.Sleep(time.Millisecond)
+				}
+				c.waits.mu.Lock()
+				c.waits.remove(r)
+				c.waits.mu.Unlock()
+				receive(t, done, "the Unlock's wait")
+				return
+			}
+			// It returns with the record still in the book (had it
+			// waited, it would have counted that, and given up after
+			// deleteTimeout).
+			receive(t, done, "the Unlock's wait")
+			if endedWaitsAwaited.Load() != before {
+				t.Error("the Unlock waited for the record's delete")
+			}
+			c.waits.mu.Lock()
+			c.waits.remove(r)
+			c.waits.mu.Unlock()
+		})
+	}
 }
