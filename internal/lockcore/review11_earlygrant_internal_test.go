@@ -87,7 +87,21 @@ func noneParked(t *testing.T, c *Core) {
 	t.Helper()
 	c.mu.Lock()
 	left := len(c.early)
+	var attempting []string
+	for _, h := range c.holds {
+		if h.users == 0 && h.attempting.Load() != 0 {
+			attempting = append(attempting, h.key.owner)
+		}
+	}
+	for _, h := range c.anonFree {
+		if h.attempting.Load() != 0 {
+			attempting = append(attempting, h.key.owner)
+		}
+	}
 	c.mu.Unlock()
+	if len(attempting) > 0 {
+		t.Errorf("records of owners with no call still name an attempt: %v", attempting)
+	}
 	if n := c.earlyN.Load(); n != 0 || left != 0 {
 		t.Errorf("parked grants left: earlyN %d, early %d", n, left)
 	}
@@ -303,4 +317,127 @@ func TestReview11EarlyGrantUnconfirmed(t *testing.T) {
 		t.Fatalf("%v %v", r.ok, r.err)
 	}
 	noneParked(t, e.b)
+}
+
+// TestReview11EarlyGrantStress: three Clients with wake-one take one lock
+// in turn from two owners each, two goroutines an owner (calls of one
+// owner share its call slot and its parked grant), and one anonymous
+// caller, with fixed leases shorter than the grant window, watchdog ones,
+// and calls whose context ends at random. No two owners hold at once, a
+// call that succeeds finds its owner's field in Redis, nothing stays
+// parked once every call returned, and the lock is free at once after
+// the last release.
+func TestReview11EarlyGrantStress(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	name := ""
+	var cores []*Core
+	var ms []*Mutex
+	for i := 0; i < 3; i++ {
+		c := grantCore(t, raw, Config{WakeOne: true})
+		if name == "" {
+			name = grantName(t, raw)
+			t.Cleanup(func() {
+				raw.Do(context.Background(), raw.B().Del().Key(layout.Grantees(name), layout.Wakers(name)).Build())
+			})
+		}
+		cores = append(cores, c)
+		ms = append(ms, NewMutex(c, name, Reentrant{}))
+	}
+	var mu sync.Mutex
+	inside := map[string]int{}
+	enter := func(who string) {
+		mu.Lock()
+		defer mu.Unlock()
+		inside[who]++
+		for other, n := range inside {
+			if other != who && n > 0 {
+				t.Errorf("%s holds the lock with %s", who, other)
+			}
+		}
+	}
+	leave := func(who string) {
+		mu.Lock()
+		inside[who]--
+		mu.Unlock()
+	}
+	parked := GrantsParked()
+	deadline := time.Now().Add(1200 * time.Millisecond)
+	var wg sync.WaitGroup
+	run := func(m *Mutex, who string, ctx context.Context, field string, seed int) {
+		defer wg.Done()
+		for i := 0; time.Now().Before(deadline); i++ {
+			var lease time.Duration
+			switch (i + seed) % 3 {
+			case 1:
+				lease = 120 * time.Millisecond
+			case 2:
+				lease = 400 * time.Millisecond
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			if (i+seed)%5 == 0 {
+				timer := time.AfterFunc(time.Duration((i*7+seed)%4)*time.Millisecond, cancel)
+				defer timer.Stop()
+			}
+			_, ok, err := m.Acquire(cctx, NoLimit, lease)
+			cancel()
+			if err != nil || !ok {
+				if ok {
+					t.Errorf("%s: ok with %v", who, err)
+				}
+				continue
+			}
+			enter(who)
+			f := field
+			if f == "" {
+				f = m.Field(anonOwnerOf(t, m))
+			}
+			if v := hget(t, raw, name, f); v == "" {
+				t.Errorf("%s holds nothing in Redis after its call returned", who)
+			}
+			leave(who)
+			if err := m.Unlock(ctx); err != nil {
+				t.Errorf("%s: unlock: %v", who, err)
+			}
+		}
+	}
+	for i, m := range ms {
+		for o := 0; o < 2; o++ {
+			owner := "o" + string(rune('a'+i)) + string(rune('0'+o))
+			for g := 0; g < 2; g++ {
+				wg.Add(1)
+				go run(m, owner, WithOwner(t.Context(), owner), m.Field(owner), i*4+o*2+g)
+			}
+		}
+	}
+	wg.Add(1)
+	go run(ms[0], "anonymous", t.Context(), "", 11)
+	wg.Wait()
+	t.Logf("grants parked: %d, landed %d, given back %d", GrantsParked()-parked, GrantsLanded(), GrantsReturned())
+	for _, c := range cores {
+		noneParked(t, c)
+	}
+	end := time.Now().Add(1500 * time.Millisecond)
+	for {
+		n, err := raw.Do(context.Background(), raw.B().Exists().Key(name).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the lock is still held after every call ended: %v", raw.Do(context.Background(), raw.B().Hgetall().Key(name).Build()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// anonOwnerOf is the owner of m's Client's latest anonymous hold of m.
+func anonOwnerOf(t *testing.T, m *Mutex) string {
+	t.Helper()
+	owner, h := m.core.findAnon(m)
+	if h != nil {
+		m.core.leave(h)
+	}
+	return owner
 }
