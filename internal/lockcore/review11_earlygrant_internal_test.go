@@ -211,9 +211,8 @@ func TestReview11EarlyGrantShortLease(t *testing.T) {
 	x := WithOwner(t.Context(), "x")
 	const lease = 400 * time.Millisecond
 	var e *early11
-	var returned int64
-	e = earlyGrant11(t, Reentrant{}, x, lease, func(*early11) { returned = GrantsReturned() }, func() error {
-		for GrantsReturned() == returned {
+	e = earlyGrant11(t, Reentrant{}, x, lease, nil, func() error {
+		for e.b.earlyN.Load() != 0 {
 			n, err := e.raw.Do(context.Background(), e.raw.B().Exists().Key(e.name).Build()).AsInt64()
 			if err != nil || n == 0 {
 				return err
@@ -440,4 +439,33 @@ func anonOwnerOf(t *testing.T, m *Mutex) string {
 		m.core.leave(h)
 	}
 	return owner
+}
+
+// TestReview11EarlyGrantShortLeaseTaken: a grant parked for a call with a
+// fixed lease shorter than the window is taken when the call sleeps at
+// once: the call holds, its field in Redis with no more than its lease.
+func TestReview11EarlyGrantShortLeaseTaken(t *testing.T) {
+	x := WithOwner(t.Context(), "x")
+	const lease = 600 * time.Millisecond
+	landed := GrantsLanded()
+	e := earlyGrant11(t, Reentrant{}, x, lease, nil, func() error { return nil })
+	e.proceed()
+	r := receive(t, e.call, "x's call")
+	if !r.ok || r.err != nil {
+		t.Fatalf("x: %v %v", r.ok, r.err)
+	}
+	if GrantsLanded() == landed {
+		t.Error("the parked grant was not taken")
+	}
+	if v := hget(t, e.raw, e.name, e.mb.Field("x")); v != "1" {
+		t.Errorf("x's field %q, want 1", v)
+	}
+	if p := pttl(t, e.raw, e.name); p <= 0 || p > lease.Milliseconds() {
+		t.Errorf("the lock's pttl %dms, want within x's lease %v", p, lease)
+	}
+	noneParked(t, e.b)
+	if err := e.mb.Unlock(x); err != nil {
+		t.Fatal(err)
+	}
+	freeSoon(t, e)
 }
