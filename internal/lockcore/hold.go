@@ -97,6 +97,10 @@ type hold struct {
 	// reply (0: none): a grant through the registry for that entry that
 	// comes before is parked for the call (see earlyGrant).
 	attempting atomic.Int64
+	// attemptWindow is the grant window (ms) of that entry, set before
+	// attempting: a grant parked for it is given back before its window
+	// runs out (see parkTimeout).
+	attemptWindow atomic.Int64
 
 	want     int
 	gen      uint64

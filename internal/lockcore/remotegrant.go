@@ -138,8 +138,10 @@ func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 		kind = strings.ToUpper(kind)
 	}
 	a.stamp, a.slots = c.stamp(sent), a.h.slots.Load()
+	window := Millis(grantWindowFor(a.lease))
+	a.h.attemptWindow.Store(window)
 	a.h.attempting.Store(a.stamp + 1)
-	return kind + " " + strconv.FormatInt(Millis(grantWindowFor(a.lease)), 10) + " " +
+	return kind + " " + strconv.FormatInt(window, 10) + " " +
 		strconv.FormatInt(a.stamp, 10) + " " + a.h.field
 }
 
@@ -240,13 +242,23 @@ func (c *Core) grantArrived(m *Mutex, kind Kind, token, stamp int64, field strin
 	// the count and collects what is parked (takeEarly).
 	c.earlyN.Add(1)
 	if h := c.holds[m.holdKey(owner)]; h != nil && h.attempting.Load() == stamp+1 && c.early[h].m == nil {
-		if c.early == nil {
-			c.early = make(map[*hold]earlyGrant)
+		// Parked no longer than a sleeping call's offer would take it
+		// (see takesGrantLocked): a call that is slow to come for it
+		// (its goroutine not run, a short fixed lease's window) would
+		// otherwise find it too old, when its field had expired in
+		// Redis unheard, and every waiter slept on past a free lock.
+		window := time.Duration(h.attemptWindow.Load()) * time.Millisecond
+		if d := time.Until(sent.Add(window * 3 / 4)); d > 0 {
+			if c.early == nil {
+				c.early = make(map[*hold]earlyGrant)
+			}
+			e := earlyGrant{m: m, kind: kind, token: token, stamp: stamp, sent: sent}
+			e.timer = time.AfterFunc(d, func() { c.parkTimeout(h, stamp, sent) })
+			c.early[h] = e
+			grantsParked.Add(1)
+			c.mu.Unlock()
+			return
 		}
-		c.early[h] = earlyGrant{m: m, kind: kind, token: token, stamp: stamp, sent: sent}
-		grantsParked.Add(1)
-		c.mu.Unlock()
-		return
 	}
 	c.earlyN.Add(-1)
 	c.returnGrantLocked(m, owner)
@@ -315,13 +327,31 @@ func (c *Core) returnGrantLocked(m *Mutex, owner string) {
 // had come a moment later (offerGrant); a call that goes on otherwise
 // (it attempts again, or ends) gives it back (takeEarly). A grant is
 // parked only while the owner's latest attempt is the one it answers
-// (hold.attempting).
+// (hold.attempting), and no longer than three quarters of that attempt's
+// window from its stamp (as an offer takes it): then it is given back
+// (parkTimeout), before its field can expire in Redis unheard.
 type earlyGrant struct {
 	m     *Mutex // nil: no grant
 	kind  Kind
 	token int64
 	stamp int64
 	sent  time.Time
+	timer *time.Timer // gives it back when no call came for it in time
+}
+
+// parkTimeout gives back the grant parked for h's attempt of stamp stamp
+// if it is still parked: no call came for it within three quarters of
+// its window, after which a sleeping call would not take it either.
+func (c *Core) parkTimeout(h *hold, stamp int64, sent time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.early[h]
+	if !ok || e.stamp != stamp || !e.sent.Equal(sent) {
+		return
+	}
+	delete(c.early, h)
+	c.earlyN.Add(-1)
+	c.giveBackEarlyLocked(e, h)
 }
 
 // takeEarlyLocked is the point where the call stops waiting for a grant
@@ -348,6 +378,7 @@ func (a *acquisition) takeEarlyLocked(claim bool) *earlyGrant {
 	}
 	delete(c.early, a.h)
 	c.earlyN.Add(-1)
+	e.timer.Stop()
 	if mine && claim && e.kind == a.m.kind && c.CheckOpen() == nil {
 		return &e
 	}
