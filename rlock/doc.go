@@ -362,7 +362,8 @@
 // the waiter has read its attempt's reply (the two come on different
 // connections) is kept for that waiter, which takes it as it goes to
 // sleep; if the waiter goes on otherwise (it attempts again, or its call
-// ends) the grant is given back then. Otherwise it gives the grant back at once
+// ends) the grant is given back then, and at the latest three quarters of
+// the window after the attempt. Otherwise it gives the grant back at once
 // (the owner's count goes back to what the owner holds, which frees the
 // lock and wakes the next Client). A grant to a Client that died or whose
 // process is stopped holds the lock for the window (3s): the other

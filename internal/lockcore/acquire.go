@@ -43,6 +43,7 @@ func (m *Mutex) Acquire(ctx context.Context, wait, lease time.Duration) (int64, 
 	a := acquisitions.Get().(*acquisition)
 	defer a.free()
 	a.m, a.renew, a.lease = m, lease == 0, lease
+	a.stamp = -1 // no grantees entry yet (0 is a stamp)
 	if named {
 		a.h = m.core.enter(m, owner)
 	} else {
