@@ -138,3 +138,31 @@ func TestEarlyGrantCallEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGranteeStampsUnique: two attempts of an owner in the same ms do not
+// both write a grantees entry: a grant names its entry by the stamp, and
+// could not tell the attempts apart (one of them may have taken the
+// granted field over with its reply lost). The second writes none; an
+// attempt a ms later writes one again.
+func TestGranteeStampsUnique(t *testing.T) {
+	c := grantCore(t, redistest.Shared(t).Client(t), Config{WakeOne: true})
+	m := NewMutex(c, "grant:stamps", Reentrant{})
+	h := c.enter(m, "x")
+	defer c.leave(h)
+	a := &acquisition{m: m, h: h, joined: true, lease: c.WatchdogTimeout}
+	sent := c.epoch.Add(5 * time.Millisecond)
+	if e := a.grantee(t.Context(), sent); e == "" || a.stamp != 5 {
+		t.Fatalf("first attempt: entry %q, stamp %d", e, a.stamp)
+	}
+	a.stamp = -1
+	if e := a.grantee(t.Context(), sent.Add(500*time.Microsecond)); e != "" || a.stamp != -1 {
+		t.Fatalf("second attempt in the same ms: entry %q, stamp %d, want none", e, a.stamp)
+	}
+	b := &acquisition{m: m, h: h, joined: true, lease: c.WatchdogTimeout, stamp: -1}
+	if e := b.grantee(t.Context(), sent); e != "" {
+		t.Fatalf("another call of the owner in the same ms: entry %q, want none", e)
+	}
+	if e := a.grantee(t.Context(), sent.Add(time.Millisecond)); e == "" || a.stamp != 6 {
+		t.Fatalf("an attempt a ms later: entry %q, stamp %d", e, a.stamp)
+	}
+}

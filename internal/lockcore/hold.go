@@ -101,6 +101,10 @@ type hold struct {
 	// attempting: a grant parked for it is given back before its window
 	// runs out (see parkTimeout).
 	attemptWindow atomic.Int64
+	// nextStamp is one past the stamp of the owner's latest grantees
+	// entry: each entry of the owner has its own stamp (see grantee).
+	// Under the call slot.
+	nextStamp int64
 
 	want     int
 	gen      uint64

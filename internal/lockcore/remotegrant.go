@@ -137,7 +137,16 @@ func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 		// name without its braces shares the grantees (see grantPlain).
 		kind = strings.ToUpper(kind)
 	}
-	a.stamp, a.slots = c.stamp(sent), a.h.slots.Load()
+	stamp := c.stamp(sent)
+	if stamp < a.h.nextStamp {
+		// An attempt of the owner in the same ms wrote an entry: a grant
+		// for the stamp could not tell the two apart, and one of them
+		// may have taken the granted field over unseen (its reply lost),
+		// leaving a count in Redis the grant's taker does not know of.
+		return ""
+	}
+	a.h.nextStamp = stamp + 1
+	a.stamp, a.slots = stamp, a.h.slots.Load()
 	window := Millis(grantWindowFor(a.lease))
 	a.h.attemptWindow.Store(window)
 	a.h.attempting.Store(a.stamp + 1)
