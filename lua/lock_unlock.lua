@@ -99,7 +99,7 @@
 -- attempt, "<kind> <window> <stamp> <field>"), whose field is written
 -- with the entry's window (and a token for kind 'f'), and told by the
 -- grant message ARGV[17] .. "<kind> <token> <stamp> <field>" (the kind
--- in lower case) on its
+-- as the entry has it: its case names the form of the name) on its
 -- client's wake channel; the reply is {0, 0, 1}. An entry that does not
 -- read so (see ARGV[18]) is used up, and the client woken. The turn's
 -- entry is used up either way. Nothing is published on KEYS[2] after a
@@ -179,8 +179,7 @@ if target <= 0 then
           if field and (kind == string.upper(kind)) == braced and
               string.sub(field, 1, #first + 1) == first .. ':' and
               tonumber(window) > 0 and tonumber(window) <= tonumber(ARGV[18]) then
-            kind = string.lower(kind)
-            local token = grant_to(field, window, kind == 'f')
+            local token = grant_to(field, window, string.lower(kind) == 'f')
             redis.call(ARGV[4], ARGV[6] .. first, ARGV[17] .. kind .. ' ' .. token .. ' ' .. stamp .. ' ' .. field)
             return {0, 0, 1}
           end

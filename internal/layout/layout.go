@@ -311,7 +311,9 @@ func Grantees(name string) string { return Derived(GranteesPrefix, name) }
 // GrantMessagePrefix starts the message a release publishes on a
 // Client's wake channel when it granted the lock to the Client's waiter:
 // "g <kind> <token> <stamp> <field>", from the waiter's Grantees entry
-// (token 0 for a plain lock).
+// (token 0 for a plain lock; the kind's case, as the entry's, names the
+// form of the name the grant is for: the names "x" and "{x}" share the
+// wake channels).
 const GrantMessagePrefix = "g "
 
 // WakeChannelPrefix is what a Client's wake channel for a lock starts

@@ -166,3 +166,71 @@ func TestGranteeStampsUnique(t *testing.T) {
 		t.Fatalf("an attempt a ms later: entry %q, stamp %d", e, a.stamp)
 	}
 }
+
+// TestGrantToOtherFormLanded: the names "n" and "{n}" share the wake
+// channels. A Client whose waiter on "n" got the lock keeps listening on
+// its wake channel for a while (idle), and then waits on "{n}": it has a
+// listener for each form. A grant for "{n}" (its kind in upper case) is
+// landed by the "{n}" listener alone: the idle "n" listener, which hears
+// it too, neither lands it nor gives it back (on its own hash, where it
+// means nothing).
+func TestGrantToOtherFormLanded(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	a := grantCore(t, raw, Config{WakeOne: true})
+	a2 := grantCore(t, raw, Config{WakeOne: true})
+	b := grantCore(t, raw, Config{WakeOne: true})
+	plain := grantName(t, raw)
+	braced := "{" + plain + "}"
+	t.Cleanup(func() {
+		raw.Do(context.Background(), raw.B().Del().Key(braced, layout.Grantees(plain), layout.Wakers(plain)).Build())
+	})
+	maPlain, ma2Braced := NewMutex(a, plain, Reentrant{}), NewMutex(a2, braced, Reentrant{})
+	mbPlain, mbBraced := NewMutex(b, plain, Reentrant{}), NewMutex(b, braced, Reentrant{})
+	h := WithOwner(t.Context(), "h")
+	if _, ok, err := maPlain.Acquire(h, 0, 0); !ok || err != nil {
+		t.Fatalf("h on %s: %v %v", plain, ok, err)
+	}
+	y := WithOwner(t.Context(), "y")
+	yCall := goAcquire(mbPlain, y, NoLimit, 0)
+	waitOffer(t, b, plain, 1)
+	if err := maPlain.Unlock(h); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, yCall, "y's call"); !r.ok || r.err != nil {
+		t.Fatalf("y: %v %v", r.ok, r.err)
+	}
+	if err := mbPlain.Unlock(y); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := ma2Braced.Acquire(h, 0, 0); !ok || err != nil {
+		t.Fatalf("h on %s: %v %v", braced, ok, err)
+	}
+	x := WithOwner(t.Context(), "x")
+	xCall := goAcquire(mbBraced, x, NoLimit, 0)
+	waitOffer(t, b, braced, 1)
+	b.mu.Lock()
+	both := b.wakers[plain] != nil && b.wakers[plain].listener != nil && b.wakers[braced] != nil
+	b.mu.Unlock()
+	if !both {
+		t.Fatal("b does not listen for both forms (the idle listener of the plain name left)")
+	}
+	landed, returned := GrantsLanded(), GrantsReturned()
+	if err := ma2Braced.Unlock(h); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, xCall, "x's call"); !r.ok || r.err != nil {
+		t.Fatalf("x: %v %v", r.ok, r.err)
+	}
+	if n := GrantsLanded() - landed; n != 1 {
+		t.Errorf("%d grants landed, want 1", n)
+	}
+	if n := GrantsReturned() - returned; n != 0 {
+		t.Errorf("%d grants given back, want 0 (the other form's listener gave it back)", n)
+	}
+	if v := hget(t, raw, braced, mbBraced.Field("x")); v != "1" {
+		t.Errorf("x's field in %s: %q, want 1", braced, v)
+	}
+	if err := mbBraced.Unlock(x); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -96,10 +96,12 @@ import (
 // granted a waiter of "x" would write its field in the hash "{x}", and
 // the waiter's Lock of "x" would return holding nothing of "x"
 // (lock_unlock.lua uses such an entry up and wakes the Client instead).
-// The grant message names the kind in lower case.
+// The grant message names the kind as the entry does.
 const (
-	grantFenced = "f"
-	grantPlain  = "r"
+	grantFenced       = "f"
+	grantPlain        = "r"
+	grantFencedBraced = "F"
+	grantPlainBraced  = "R"
 )
 
 // remoteGrants reports whether the Client's releases grant to other
@@ -176,39 +178,72 @@ func (c *Core) listenWake(ctx context.Context, m *Mutex) (*pubsub.Waiter, error)
 // a grant message lands a grant (grantArrived), any other wakes one
 // waiter (woken). It runs on the pub/sub reader goroutine and does not
 // block.
+//
+// The names "x" and "{x}" share the wake channel, and a Client waiting on
+// both has a listener for each: the grant's kind names the form it is
+// for (see grantPlain), whose listener lands it. A listener of the other
+// form passes it on only when that form has none (its waiters left): the
+// grant is then given back on its own hash.
 func (m *Mutex) wakeMessage(payload string) {
 	if g, ok := strings.CutPrefix(payload, layout.GrantMessagePrefix); ok {
-		if kind, token, stamp, field, ok := parseGrant(g); ok {
-			m.core.grantArrived(m, kind, token, stamp, field)
+		if kind, braced, token, stamp, field, ok := parseGrant(g); ok {
+			target := m
+			if braced != layout.SelfTagged(m.name) {
+				target = m.core.otherFormGrantee(m, kind)
+			}
+			if target != nil {
+				m.core.grantArrived(target, kind, token, stamp, field)
+			}
 			return
 		}
 	}
 	m.woken()
 }
 
+// otherFormGrantee returns a handle on the other form of m's name (of
+// kind kind) for a grant to it that m's listener heard, or nil when the
+// Client listens on that form itself (its listener lands the grant) or
+// the name has no other form.
+func (c *Core) otherFormGrantee(m *Mutex, kind Kind) *Mutex {
+	other, ok := layout.OtherForm(m.name)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	w := c.wakers[other]
+	listens := w != nil && w.listener != nil
+	c.mu.Unlock()
+	if listens {
+		return nil
+	}
+	return NewMutex(c, other, kind)
+}
+
 // parseGrant reads a grant message after its prefix: "<kind> <token>
-// <stamp> <field>".
-func parseGrant(g string) (kind Kind, token, stamp int64, field string, ok bool) {
+// <stamp> <field>"; braced reports the kind in upper case (a grant for
+// a name with a '{').
+func parseGrant(g string) (kind Kind, braced bool, token, stamp int64, field string, ok bool) {
 	k, rest, ok1 := strings.Cut(g, " ")
 	t, rest, ok2 := strings.Cut(rest, " ")
 	s, field, ok3 := strings.Cut(rest, " ")
 	if !ok1 || !ok2 || !ok3 || field == "" {
-		return nil, 0, 0, "", false
+		return nil, false, 0, 0, "", false
 	}
 	switch k {
-	case grantPlain:
+	case grantPlain, grantPlainBraced:
 		kind = Reentrant{}
-	case grantFenced:
+	case grantFenced, grantFencedBraced:
 		kind = Fenced{}
 	default:
-		return nil, 0, 0, "", false
+		return nil, false, 0, 0, "", false
 	}
+	braced = k == grantPlainBraced || k == grantFencedBraced
 	token, err1 := strconv.ParseInt(t, 10, 64)
 	stamp, err2 := strconv.ParseInt(s, 10, 64)
 	if err1 != nil || err2 != nil {
-		return nil, 0, 0, "", false
+		return nil, false, 0, 0, "", false
 	}
-	return kind, token, stamp, field, true
+	return kind, braced, token, stamp, field, true
 }
 
 // grantArrived lands a grant through the registry: to the waiter it names
