@@ -3,66 +3,12 @@ package lockcore
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 )
-
-// earlyGrantSetup is two Clients with wake-one on one lock: h holds it on
-// a; x's call on b is held right after its attempt that wrote b's
-// grantees entry was refused, before it acts on the reply (b's
-// refusedHook, which returns what reply returns). It returns the Mutexes,
-// x's call, and proceed, which lets the call go on.
-func earlyGrantSetup(t *testing.T, x context.Context, reply func() error) (a, b *Core, ma, mb *Mutex, name string, call <-chan acquired, proceed func()) {
-	t.Helper()
-	raw := redistest.Shared(t).Client(t)
-	a = grantCore(t, raw, Config{WakeOne: true})
-	b = grantCore(t, raw, Config{WakeOne: true})
-	name = grantName(t, raw)
-	t.Cleanup(func() {
-		raw.Do(context.Background(), raw.B().Del().Key(layout.Grantees(name), layout.Wakers(name)).Build())
-	})
-	ma, mb = NewMutex(a, name, Reentrant{}), NewMutex(b, name, Reentrant{})
-	h := WithOwner(t.Context(), "h")
-	if _, ok, err := ma.Acquire(h, 0, 0); !ok || err != nil {
-		t.Fatalf("h: %v %v", ok, err)
-	}
-	held := make(chan struct{})
-	release := make(chan struct{})
-	var once, letOnce sync.Once
-	proceed = func() { letOnce.Do(func() { close(release) }) }
-	t.Cleanup(proceed) // a test that fails early does not hang the call
-	b.refusedHook = func() error {
-		first := false
-		once.Do(func() { first = true })
-		if !first {
-			return nil
-		}
-		close(held)
-		<-release
-		return reply()
-	}
-	call = goAcquire(mb, x, NoLimit, 0)
-	receive(t, held, "x's refused attempt")
-	if entryStamp(t, raw, name, b.ID) < 0 {
-		t.Fatal("x's attempt wrote no grantees entry")
-	}
-	parked := GrantsParked()
-	if err := ma.Unlock(h); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for GrantsParked() == parked {
-		if time.Now().After(deadline) {
-			t.Fatal("the grant to x was not parked while x's call had not read its reply")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return a, b, ma, mb, name, call, proceed
-}
 
 // TestEarlyGrantTaken: a grant through the registry reaches x's Client
 // while x's call has not yet read its attempt's reply (the call has no
@@ -73,9 +19,10 @@ func earlyGrantSetup(t *testing.T, x context.Context, reply func() error) (a, b 
 func TestEarlyGrantTaken(t *testing.T) {
 	x := WithOwner(t.Context(), "x")
 	landed, returned := GrantsLanded(), GrantsReturned()
-	_, b, _, mb, name, call, proceed := earlyGrantSetup(t, x, func() error { return nil })
-	proceed()
-	if r := receive(t, call, "x's call"); !r.ok || r.err != nil {
+	e := earlyGrant11(t, Reentrant{}, x, 0, nil, func() error { return nil })
+	b, mb, name := e.b, e.mb, e.name
+	e.proceed()
+	if r := receive(t, e.call, "x's call"); !r.ok || r.err != nil {
 		t.Fatalf("x: %v %v", r.ok, r.err)
 	}
 	if n := GrantsReturned() - returned; n != 0 {
@@ -103,12 +50,13 @@ func TestEarlyGrantCallEnds(t *testing.T) {
 	x, cancel := context.WithCancel(WithOwner(t.Context(), "x"))
 	defer cancel()
 	returned := GrantsReturned()
-	a, b, ma, mb, name, call, proceed := earlyGrantSetup(t, x, func() error {
+	e := earlyGrant11(t, Reentrant{}, x, 0, nil, func() error {
 		cancel()
 		return errors.New("injected: the attempt's reply was lost")
 	})
-	proceed()
-	if r := receive(t, call, "x's call"); r.ok || r.err == nil {
+	a, b, ma, mb, name := e.a, e.b, e.ma, e.mb, e.name
+	e.proceed()
+	if r := receive(t, e.call, "x's call"); r.ok || r.err == nil {
 		t.Fatalf("x: %v %v, want an error", r.ok, r.err)
 	}
 	if n := b.earlyN.Load(); n != 0 {

@@ -26,8 +26,12 @@ type early11 struct {
 	proceed func()
 }
 
-// earlyGrant11 is earlyGrantSetup for a kind, a lease, and a scene set on
-// b before x's call starts (before, may be nil).
+// earlyGrant11 sets the scene: two Clients with wake-one on one lock of
+// kind kind, h holding it on a; x's call on b (with lease lease) is held
+// right after its attempt that wrote b's grantees entry was refused,
+// before it acts on the reply (b's refusedHook, which returns what reply
+// returns); h's release then grants it the lock, parked on b. before, if
+// not nil, sets more of the scene on b before x's call starts.
 func earlyGrant11(t *testing.T, kind Kind, x context.Context, lease time.Duration, before func(e *early11), reply func() error) *early11 {
 	t.Helper()
 	e := &early11{raw: redistest.Shared(t).Client(t)}
