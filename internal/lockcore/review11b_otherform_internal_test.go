@@ -1,0 +1,127 @@
+package lockcore
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// TestReview11bOtherFormGivesBack: a Client whose waiter on one form of a
+// name got the lock keeps an idle listener on the shared wake channel. A
+// grant for the other form's entry of the Client (left behind, the
+// Client has no listener of that form) is heard by the idle listener
+// alone: it is given back at once, on the hash of the grant's form, not
+// left for its window, and nothing is written in the other form's hash.
+func TestReview11bOtherFormGivesBack(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		idleBraced    bool
+		grantedFenced bool
+	}{
+		{"plainIdle-bracedGrant", false, false},
+		{"plainIdle-bracedFencedGrant", false, true},
+		{"bracedIdle-plainGrant", true, false},
+		{"bracedIdle-plainFencedGrant", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := redistest.Shared(t).Client(t)
+			a := grantCore(t, raw, Config{WakeOne: true})
+			b := grantCore(t, raw, Config{WakeOne: true})
+			plain := grantName(t, raw)
+			braced := "{" + plain + "}"
+			t.Cleanup(func() {
+				raw.Do(context.Background(), raw.B().Del().Key(braced, layout.Grantees(plain), layout.Wakers(plain)).Build())
+			})
+			idle, granted := plain, braced
+			if tc.idleBraced {
+				idle, granted = braced, plain
+			}
+			var kind Kind = Reentrant{}
+			if tc.grantedFenced {
+				kind = Fenced{}
+			}
+			// b's waiter on the idle form gets the lock, and leaves a
+			// listener on the wake channel.
+			maIdle, mbIdle := NewMutex(a, idle, Reentrant{}), NewMutex(b, idle, Reentrant{})
+			h := WithOwner(t.Context(), "h")
+			if _, ok, err := maIdle.Acquire(h, 0, 0); !ok || err != nil {
+				t.Fatalf("h: %v %v", ok, err)
+			}
+			y := WithOwner(t.Context(), "y")
+			yCall := goAcquire(mbIdle, y, NoLimit, 0)
+			waitOffer(t, b, idle, 1)
+			if err := maIdle.Unlock(h); err != nil {
+				t.Fatal(err)
+			}
+			if r := receive(t, yCall, "y's call"); !r.ok || r.err != nil {
+				t.Fatalf("y: %v %v", r.ok, r.err)
+			}
+			if err := mbIdle.Unlock(y); err != nil {
+				t.Fatal(err)
+			}
+			b.mu.Lock()
+			listens := b.wakers[idle] != nil && b.wakers[idle].listener != nil && b.wakers[granted] == nil
+			b.mu.Unlock()
+			if !listens {
+				t.Fatal("b has no idle listener of the one form only")
+			}
+			// An entry of b for the granted form, left behind, with b
+			// registered.
+			ma := NewMutex(a, granted, kind)
+			if _, ok, err := ma.Acquire(h, 0, 0); !ok || err != nil {
+				t.Fatalf("h on %s: %v %v", granted, ok, err)
+			}
+			letter := grantPlain
+			if tc.grantedFenced {
+				letter = grantFenced
+			}
+			if layout.SelfTagged(granted) {
+				letter = grantFencedBraced
+				if !tc.grantedFenced {
+					letter = grantPlainBraced
+				}
+			}
+			field := layout.Field(b.ID, "z")
+			entry := letter + " 3000 " + strconv.FormatInt(b.stamp(time.Now()), 10) + " " + field
+			ctx := t.Context()
+			for _, cmd := range []string{"hset", "zadd"} {
+				var err error
+				if cmd == "hset" {
+					err = raw.Do(ctx, raw.B().Hset().Key(layout.Grantees(plain)).FieldValue().FieldValue(b.ID, entry).Build()).Error()
+				} else {
+					err = raw.Do(ctx, raw.B().Zadd().Key(layout.Wakers(plain)).ScoreMember().
+						ScoreMember(float64(time.Now().Add(time.Minute).UnixMilli()), b.ID).Build()).Error()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			returned := GrantsReturned()
+			if err := ma.Unlock(h); err != nil {
+				t.Fatal(err)
+			}
+			// The granted field's lease is the entry's window (3s): a
+			// give-back on the wrong hash leaves it until then.
+			deadline := time.Now().Add(2 * time.Second)
+			for GrantsReturned() == returned {
+				if time.Now().After(deadline) {
+					t.Fatalf("the grant to %s was not given back (the idle listener of %s did not pass it on)", granted, idle)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			for hget(t, raw, granted, field) != "" {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s still holds %s's field after the give-back", granted, field)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if v := hget(t, raw, idle, field); v != "" {
+				t.Errorf("%s holds %s: %q", idle, field, v)
+			}
+		})
+	}
+}
