@@ -124,3 +124,50 @@ func TestReview11bOtherFormGivesBack(t *testing.T) {
 		})
 	}
 }
+
+// TestReview11bGrantSelfTaggedNoOtherForm: a name with a '{' that has no
+// other form ("p{q}" is its own hash tag, and no name without braces
+// shares its keys) writes its entries in upper case, and its grant is
+// landed by its own listener: the waiter holds its field when its call
+// returns, and nothing is given back.
+func TestReview11bGrantSelfTaggedNoOtherForm(t *testing.T) {
+	raw := redistest.Shared(t).Client(t)
+	a := grantCore(t, raw, Config{WakeOne: true})
+	b := grantCore(t, raw, Config{WakeOne: true})
+	name := grantName(t, raw) + "{q}"
+	t.Cleanup(func() {
+		raw.Do(context.Background(), raw.B().Del().Key(name, layout.Grantees(name), layout.Wakers(name), layout.Token(name)).Build())
+	})
+	if _, ok := layout.OtherForm(name); ok || !layout.SelfTagged(name) {
+		t.Fatalf("%s: want a self-tagged name without another form", name)
+	}
+	for _, kind := range []Kind{Reentrant{}, Fenced{}} {
+		ma, mb := NewMutex(a, name, kind), NewMutex(b, name, kind)
+		h := WithOwner(t.Context(), "h")
+		if _, ok, err := ma.Acquire(h, 0, 0); !ok || err != nil {
+			t.Fatalf("h: %v %v", ok, err)
+		}
+		x := WithOwner(t.Context(), "x")
+		xCall := goAcquire(mb, x, NoLimit, 0)
+		waitOffer(t, b, name, 1)
+		landed, returned := GrantsLanded(), GrantsReturned()
+		if err := ma.Unlock(h); err != nil {
+			t.Fatal(err)
+		}
+		if r := receive(t, xCall, "x's call"); !r.ok || r.err != nil {
+			t.Fatalf("x: %v %v", r.ok, r.err)
+		}
+		if n := GrantsLanded() - landed; n != 1 {
+			t.Errorf("%T: %d grants landed, want 1", kind, n)
+		}
+		if n := GrantsReturned() - returned; n != 0 {
+			t.Errorf("%T: %d grants given back, want 0", kind, n)
+		}
+		if v := hget(t, raw, name, mb.Field("x")); v != "1" {
+			t.Errorf("%T: x's field: %q, want 1", kind, v)
+		}
+		if err := mb.Unlock(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
