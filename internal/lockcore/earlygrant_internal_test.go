@@ -134,22 +134,8 @@ func TestGrantToOtherFormLanded(t *testing.T) {
 	})
 	maPlain, ma2Braced := NewMutex(a, plain, Reentrant{}), NewMutex(a2, braced, Reentrant{})
 	mbPlain, mbBraced := NewMutex(b, plain, Reentrant{}), NewMutex(b, braced, Reentrant{})
+	leaveIdleListener(t, maPlain, mbPlain)
 	h := WithOwner(t.Context(), "h")
-	if _, ok, err := maPlain.Acquire(h, 0, 0); !ok || err != nil {
-		t.Fatalf("h on %s: %v %v", plain, ok, err)
-	}
-	y := WithOwner(t.Context(), "y")
-	yCall := goAcquire(mbPlain, y, NoLimit, 0)
-	waitOffer(t, b, plain, 1)
-	if err := maPlain.Unlock(h); err != nil {
-		t.Fatal(err)
-	}
-	if r := receive(t, yCall, "y's call"); !r.ok || r.err != nil {
-		t.Fatalf("y: %v %v", r.ok, r.err)
-	}
-	if err := mbPlain.Unlock(y); err != nil {
-		t.Fatal(err)
-	}
 	if _, ok, err := ma2Braced.Acquire(h, 0, 0); !ok || err != nil {
 		t.Fatalf("h on %s: %v %v", braced, ok, err)
 	}
@@ -179,6 +165,30 @@ func TestGrantToOtherFormLanded(t *testing.T) {
 		t.Errorf("x's field in %s: %q, want 1", braced, v)
 	}
 	if err := mbBraced.Unlock(x); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaveIdleListener has mb's Client listen on the wake channel of mb's
+// name, idle: h holds the lock on ma's Client, y waits for it on mb's
+// (joining its registration), gets it at h's release, and lets it go; the
+// Client keeps listening for wakeTTL.
+func leaveIdleListener(t *testing.T, ma, mb *Mutex) {
+	t.Helper()
+	h := WithOwner(t.Context(), "h")
+	if _, ok, err := ma.Acquire(h, 0, 0); !ok || err != nil {
+		t.Fatalf("h on %s: %v %v", ma.name, ok, err)
+	}
+	y := WithOwner(t.Context(), "y")
+	yCall := goAcquire(mb, y, NoLimit, 0)
+	waitOffer(t, mb.core, mb.name, 1)
+	if err := ma.Unlock(h); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, yCall, "y's call"); !r.ok || r.err != nil {
+		t.Fatalf("y: %v %v", r.ok, r.err)
+	}
+	if err := mb.Unlock(y); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -46,23 +46,8 @@ func TestReview11bOtherFormGivesBack(t *testing.T) {
 			}
 			// b's waiter on the idle form gets the lock, and leaves a
 			// listener on the wake channel.
-			maIdle, mbIdle := NewMutex(a, idle, Reentrant{}), NewMutex(b, idle, Reentrant{})
+			leaveIdleListener(t, NewMutex(a, idle, Reentrant{}), NewMutex(b, idle, Reentrant{}))
 			h := WithOwner(t.Context(), "h")
-			if _, ok, err := maIdle.Acquire(h, 0, 0); !ok || err != nil {
-				t.Fatalf("h: %v %v", ok, err)
-			}
-			y := WithOwner(t.Context(), "y")
-			yCall := goAcquire(mbIdle, y, NoLimit, 0)
-			waitOffer(t, b, idle, 1)
-			if err := maIdle.Unlock(h); err != nil {
-				t.Fatal(err)
-			}
-			if r := receive(t, yCall, "y's call"); !r.ok || r.err != nil {
-				t.Fatalf("y: %v %v", r.ok, r.err)
-			}
-			if err := mbIdle.Unlock(y); err != nil {
-				t.Fatal(err)
-			}
 			b.mu.Lock()
 			listens := b.wakers[idle] != nil && b.wakers[idle].listener != nil && b.wakers[granted] == nil
 			b.mu.Unlock()
