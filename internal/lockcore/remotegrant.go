@@ -126,18 +126,23 @@ func (a *acquisition) grantee(ctx context.Context, sent time.Time) string {
 	if !a.joined || c.noGrant || c.waitsForReplicas(ctx, a.m.name) {
 		return ""
 	}
-	kind := grantPlain
+	// A name that is its own hash tag says so in its entry's kind, since
+	// the name without its braces shares the grantees (see grantPlain).
+	braced := layout.SelfTagged(a.m.name)
+	var kind string
 	switch a.m.kind.(type) {
 	case Fenced:
 		kind = grantFenced
+		if braced {
+			kind = grantFencedBraced
+		}
 	case Reentrant:
+		kind = grantPlain
+		if braced {
+			kind = grantPlainBraced
+		}
 	default:
 		return ""
-	}
-	if layout.SelfTagged(a.m.name) {
-		// The name is its own hash tag: its entry says so, since the
-		// name without its braces shares the grantees (see grantPlain).
-		kind = strings.ToUpper(kind)
 	}
 	stamp := c.stamp(sent)
 	if stamp < a.h.nextStamp {
@@ -406,10 +411,7 @@ func (c *Core) parkTimeout(h *hold, stamp int64, sent time.Time) {
 // more (of an earlier attempt). c.mu is held.
 func (a *acquisition) takeEarlyLocked(claim bool) *earlyGrant {
 	c := a.m.core
-	if a.stamp >= 0 {
-		a.h.attempting.CompareAndSwap(a.stamp+1, 0)
-	}
-	if c.earlyN.Load() == 0 {
+	if !a.replyActedOn() {
 		return nil
 	}
 	e, ok := c.early[a.h]
@@ -435,16 +437,24 @@ func (a *acquisition) takeEarlyLocked(claim bool) *earlyGrant {
 // meanwhile is either parked before the call's entry stops counting (and
 // then seen in earlyN here) or not parked at all (see grantArrived).
 func (a *acquisition) dropEarly() {
-	c := a.m.core
-	if a.stamp >= 0 {
-		a.h.attempting.CompareAndSwap(a.stamp+1, 0)
-	}
-	if c.earlyN.Load() == 0 {
+	if !a.replyActedOn() {
 		return
 	}
+	c := a.m.core
 	c.mu.Lock()
 	a.takeEarlyLocked(false)
 	c.mu.Unlock()
+}
+
+// replyActedOn marks the call's latest entry as no longer awaiting its
+// attempt's reply (a grant for it that comes later is not parked), and
+// reports whether a grant may be parked in the Client. The order matters
+// without c.mu: see grantArrived.
+func (a *acquisition) replyActedOn() bool {
+	if a.stamp >= 0 {
+		a.h.attempting.CompareAndSwap(a.stamp+1, 0)
+	}
+	return a.m.core.earlyN.Load() != 0
 }
 
 // giveBackEarlyLocked gives back a parked grant that no call takes; on a
