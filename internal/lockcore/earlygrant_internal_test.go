@@ -68,13 +68,7 @@ func TestEarlyGrantCallEnds(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d parked grants left", left)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for hget(t, a.RDB, name, mb.Field("x")) != "" {
-		if time.Now().After(deadline) {
-			t.Fatal("x's granted field is still in Redis")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "x's granted field gone from Redis", func() bool { return hget(t, a.RDB, name, mb.Field("x")) == "" })
 	// The call's end settled the lost attempt and gave the parked grant
 	// back; either frees x's field (whichever ran first).
 	t.Logf("grants given back: %d", GrantsReturned()-returned)

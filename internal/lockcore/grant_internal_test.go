@@ -131,24 +131,18 @@ func grantName(t *testing.T, rdb rueidis.Client) string {
 // c's releases of name.
 func waitOffer(t *testing.T, c *Core, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	got := 0
+	waitUntil(t, 10*time.Second, fmt.Sprintf("%d acquisitions offered for %s", n, name), func() bool {
 		c.mu.Lock()
-		got := 0
+		defer c.mu.Unlock()
+		got = 0
 		for k, list := range c.offers {
 			if k.name == name {
 				got += len(list)
 			}
 		}
-		c.mu.Unlock()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d acquisitions offered for %s, want %d", got, name, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return got >= n
+	}, func() string { return fmt.Sprintf("%d offered", got) })
 }
 
 type acquired struct {
@@ -191,6 +185,45 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 		t.Fatalf("no %s within 10s", what)
 		panic("unreachable")
 	}
+}
+
+// waitUntil checks cond every millisecond until it holds, and fails t
+// when it does not within d; what names the awaited event, and detail,
+// when given, says what was seen instead.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool, detail ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("%s: not within %v", what, d)
+			for _, f := range detail {
+				msg += "; " + f()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// freeWithin fails t unless the lock name is free (its hash gone) within d.
+func freeWithin(t *testing.T, rdb rueidis.Client, name string, d time.Duration) {
+	t.Helper()
+	waitUntil(t, d, "the lock freed", func() bool {
+		n, err := rdb.Do(context.Background(), rdb.B().Exists().Key(name).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	}, func() string {
+		return fmt.Sprintf("still held (pttl %d) by %v", pttl(t, rdb, name),
+			rdb.Do(context.Background(), rdb.B().Hgetall().Key(name).Build()))
+	})
+}
+
+// subscribed reports whether a client listens on channel.
+func subscribed(rdb rueidis.Client, channel string) bool {
+	n, _ := rdb.Do(context.Background(), rdb.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
+	return n[channel] >= 1
 }
 
 func pttl(t *testing.T, rdb rueidis.Client, name string) int64 {
@@ -322,14 +355,10 @@ func TestGrantNotWhileOthersWait(t *testing.T) {
 			func(msg rueidis.PubSubMessage) { msgs <- msg.Message })
 	}()
 	go func() {
-		for {
-			n, _ := raw.Do(context.Background(), raw.B().PubsubNumsub().Channel(layout.Channel(name)).Build()).AsIntMap()
-			if n[layout.Channel(name)] >= 1 {
-				close(listening)
-				return
-			}
+		for !subscribed(raw, layout.Channel(name)) {
 			time.Sleep(time.Millisecond)
 		}
+		close(listening)
 	}()
 	receive(t, listening, "subscription of the other client")
 	a := WithOwner(t.Context(), "a")
@@ -861,17 +890,7 @@ func TestGrantNotToUnsubscribed(t *testing.T) {
 		_ = other.Receive(context.WithoutCancel(t.Context()), other.B().Subscribe().Channel(layout.Channel(name)).Build(),
 			func(msg rueidis.PubSubMessage) { msgs <- msg.Message })
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, _ := raw.Do(t.Context(), raw.B().PubsubNumsub().Channel(layout.Channel(name)).Build()).AsIntMap()
-		if n[layout.Channel(name)] >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other client did not subscribe within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "the other client's subscription", func() bool { return subscribed(raw, layout.Channel(name)) })
 	a := WithOwner(t.Context(), "a")
 	if _, ok, err := m.Acquire(a, 0, 0); !ok || err != nil {
 		t.Fatalf("a: %v %v", ok, err)
@@ -879,13 +898,7 @@ func TestGrantNotToUnsubscribed(t *testing.T) {
 	got := goAcquire(m, WithOwner(t.Context(), "b"), NoLimit, 0)
 	// b sleeps in its wait loop once its subscription's bound (1-2s) ran
 	// out.
-	deadline = time.Now().Add(10 * time.Second)
-	for !waitLoopAsleep() {
-		if time.Now().After(deadline) {
-			t.Fatal("b did not sleep in its wait loop within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "b asleep in its wait loop", waitLoopAsleep)
 	g0 := GrantsMade()
 	if err := m.Unlock(a); err != nil {
 		t.Fatal(err)

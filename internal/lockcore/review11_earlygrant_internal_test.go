@@ -3,6 +3,7 @@ package lockcore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,13 +77,7 @@ func earlyGrant11(t *testing.T, kind Kind, x context.Context, lease time.Duratio
 	if err := e.ma.Unlock(h); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for GrantsParked() == parked {
-		if time.Now().After(deadline) {
-			t.Fatal("the grant to x was not parked")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "the grant to x parked", func() bool { return GrantsParked() != parked })
 	return e
 }
 
@@ -115,21 +110,7 @@ func noneParked(t *testing.T, c *Core) {
 // (3s) runs out: a grant that is given back frees it at once.
 func freeSoon(t *testing.T, e *early11) {
 	t.Helper()
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for {
-		n, err := e.raw.Do(context.Background(), e.raw.B().Exists().Key(e.name).Build()).AsInt64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lock is still held (pttl %d) by %v", pttl(t, e.raw, e.name),
-				e.raw.Do(context.Background(), e.raw.B().Hgetall().Key(e.name).Build()))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	freeWithin(t, e.raw, e.name, 1500*time.Millisecond)
 }
 
 // TestReview11EarlyGrantFenced: a fenced lock's grant parked for x's call
@@ -262,13 +243,8 @@ func TestReview11EarlyGrantSameOwner(t *testing.T) {
 		}
 	}
 	// Both calls hold a level of x's hold: two in all.
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for hget(t, e.raw, e.name, e.mb.Field("x")) != "2" {
-		if time.Now().After(deadline) {
-			t.Fatalf("x's field %q, want 2", hget(t, e.raw, e.name, e.mb.Field("x")))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 1500*time.Millisecond, "x's field at 2", func() bool { return hget(t, e.raw, e.name, e.mb.Field("x")) == "2" },
+		func() string { return fmt.Sprintf("x's field %q", hget(t, e.raw, e.name, e.mb.Field("x"))) })
 	noneParked(t, e.b)
 	for i := 0; i < 2; i++ {
 		if err := e.mb.Unlock(x); err != nil {
@@ -419,20 +395,7 @@ func TestReview11EarlyGrantStress(t *testing.T) {
 	for _, c := range cores {
 		noneParked(t, c)
 	}
-	end := time.Now().Add(1500 * time.Millisecond)
-	for {
-		n, err := raw.Do(context.Background(), raw.B().Exists().Key(name).Build()).AsInt64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("the lock is still held after every call ended: %v", raw.Do(context.Background(), raw.B().Hgetall().Key(name).Build()))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	freeWithin(t, raw, name, 1500*time.Millisecond) // every call ended
 }
 
 // anonOwnerOf is the owner of m's Client's latest anonymous hold of m.

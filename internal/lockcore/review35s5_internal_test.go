@@ -89,12 +89,7 @@ func TestGrantNotPastOtherKind(t *testing.T) {
 					// The spin waiter was refused once at least.
 					k0 := knocks(t, raw, name)
 					ogot = goAcquire(other, WithOwner(octx, "o"), NoLimit, 0)
-					for deadline := time.Now().Add(10 * time.Second); knocks(t, raw, name) == k0; {
-						if time.Now().After(deadline) {
-							t.Fatal("the spin waiter knocked on no refusal within 10s")
-						}
-						time.Sleep(time.Millisecond)
-					}
+					waitUntil(t, 10*time.Second, "the spin waiter's knock on a refusal", func() bool { return knocks(t, raw, name) != k0 })
 				default:
 					ogot = goAcquire(other, WithOwner(octx, "o"), NoLimit, 0)
 					waitOffer(t, c, name, 1)

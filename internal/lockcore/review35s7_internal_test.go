@@ -63,21 +63,13 @@ func TestReview35s7GrantToSecondCallOfOwner(t *testing.T) {
 	// The precondition: the entry is the second offer's attempt's (a
 	// retry of the first call, 1 to 2s on, would reorder them: wait for
 	// its offer to come back).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, 10*time.Second, "the entry the second offer's", func() bool {
 		s := entryStamp(t, raw, name, b.ID)
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		list := b.offers[grantKey{name, Reentrant{}}]
-		ok := len(list) == 2 && list[1].stamp == s && list[0].stamp != s
-		b.mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the entry is not the second offer's")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return len(list) == 2 && list[1].stamp == s && list[0].stamp != s
+	})
 	landed, returned := GrantsLanded(), GrantsReturned()
 	if err := ma.Unlock(h); err != nil {
 		t.Fatal(err)

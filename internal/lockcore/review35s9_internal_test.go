@@ -151,16 +151,10 @@ func TestReview35s9BookEmptiesByOwner(t *testing.T) {
 		defer c.waits.mu.Unlock()
 		return len(c.waits.live), len(c.waits.owners)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if live, owners := booked(); live == 12 && owners == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			live, owners := booked()
-			t.Fatalf("book: %d records of %d owners, want 12 of 3", live, owners)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, "12 records of 3 owners in the book", func() bool {
+		live, owners := booked()
+		return live == 12 && owners == 3
+	}, func() string { live, owners := booked(); return fmt.Sprintf("%d records of %d owners", live, owners) })
 	for i := 0; i < 12; i += 3 {
 		if r := receive(t, got[i], "a wait that gives up"); r.ok || r.err != nil {
 			t.Fatalf("o0: %v %v, want not acquired", r.ok, r.err)
@@ -185,14 +179,11 @@ func TestReview35s9BookEmptiesByOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	waitUntil(t, 5*time.Second, "an empty book after the waits ended", func() bool {
 		live, owners := booked()
-		if live == 0 && owners == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("book after the waits ended: %d records, %d owners' entries, want none", live, owners)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return live == 0 && owners == 0
+	}, func() string {
+		live, owners := booked()
+		return fmt.Sprintf("%d records, %d owners' entries", live, owners)
+	})
 }

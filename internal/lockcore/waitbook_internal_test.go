@@ -110,13 +110,7 @@ func TestUnlockWaitsForLateDeletesOnlyWithShortDelays(t *testing.T) {
 			}()
 			if tc.waits {
 				// It waits until the record leaves the book.
-				deadline := time.Now().Add(10 * time.Second)
-				for endedWaitsAwaited.Load() == before {
-					if time.Now().After(deadline) {
-						t.Fatal("the Unlock did not wait for the record's delete")
-					}
-					time.Sleep(time.Millisecond)
-				}
+				waitUntil(t, 10*time.Second, "the Unlock waiting for the record's delete", func() bool { return endedWaitsAwaited.Load() != before })
 				c.waits.mu.Lock()
 				c.waits.remove(r)
 				c.waits.mu.Unlock()
