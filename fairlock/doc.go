@@ -15,6 +15,19 @@
 // up, a force-unlock) publishes there too, so a head that missed its
 // wake-up goes on.
 //
+// Grant on release (rlock's, on unless rlock.WithoutGrantOnRelease): when
+// the head of the queue is a goroutine of the releasing Client that
+// sleeps waiting, the last Unlock hands the lock to it in the release
+// itself: the release writes the head's hold (a count of 1, its lease the
+// confirmation window, 3s, until the Client confirms it), takes it out of
+// the queue, its deadline and its heartbeat (and the thread wait time off
+// the deadlines behind, as an acquisition does), and publishes nothing;
+// the waiter returns holding the lock with no round trip of its own. A
+// head of another Client, or Redisson's, is woken as before, and so is a
+// head of the Client that is between two attempts: a release grants only
+// to the head, so the order is the queue's either way. A grant whose
+// waiter left before it arrived is given back and the next head woken.
+//
 // A name holds one kind: a fair acquisition or re-entry that finds a
 // read-write lock's hash fails with an error matching relock.ErrWrongKind,
 // and a plain or fenced acquisition that finds this lock's queue of

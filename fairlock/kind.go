@@ -88,6 +88,21 @@ func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
 			strconv.Itoa(r.Target)}).AsInt64()
 }
 
+// ReleaseGrant runs fair_unlock.lua with a grant: a release that frees
+// the lock writes the hold of r.GrantField, a waiter of the same Client,
+// when that waiter heads the queue, with r.GrantLeaseArg as its lease
+// (see lockcore's grant on release); else it wakes the head as Release
+// does.
+func (kind) ReleaseGrant(ctx context.Context, r lockcore.Request) (int64, bool, int64, error, error) {
+	return r.Core.RunReleaseGrant(ctx, lua.FairUnlock, keys(r.Name),
+		[]string{layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.PublishCommand(),
+			strconv.Itoa(r.Target), r.GrantField, r.GrantLeaseArg, waitTimeArg(r.Core)})
+}
+
+// GrantsInQueueOrder marks the fair lock as a lockcore.QueueKind: its
+// release grants only to the head of the queue.
+func (kind) GrantsInQueueOrder() {}
+
 // ForceRelease runs fair_force_unlock.lua.
 func (kind) ForceRelease(ctx context.Context, c *lockcore.Core, name string) (bool, error) {
 	n, err := lua.FairForceUnlock.Exec(ctx, c.RDB, keys(name),

@@ -39,15 +39,7 @@ end
 local head = prune()
 if redis.call('exists', KEYS[1]) == 0 then
   if (not head) or head == ARGV[2] then
-    if head then
-      redis.call('lpop', KEYS[2])
-    end
-    redis.call('zrem', KEYS[3], ARGV[2])
-    redis.call('zrem', KEYS[4], ARGV[2])
-    local wait = tonumber(ARGV[5])
-    for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-      redis.call('zincrby', KEYS[3], -wait, waiter)
-    end
+    take(ARGV[2], head, tonumber(ARGV[5]))
     count_up(KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil

@@ -16,6 +16,11 @@
 --     its deadline; any other waiter (Redisson's, or one whose heartbeat
 --     record expired) by Redisson's rule: when its deadline passed, or it
 --     has none. Like Redisson's pruning it changes no other deadline.
+--   take(field, head, wait): takes field out of the waiters as it takes
+--     the lock: off the head of the queue when head is set (it is the
+--     head), out of the deadlines and the heartbeats, and takes the
+--     thread wait time wait (ms) off every deadline still queued
+--     (Redisson's rule for an acquisition).
 --   wake(head, publish, message): publishes message on head's channel
 --     with the publish command ('publish' or 'spublish'), when head is
 --     not nil. Every script that finds the lock free with a waiter at the
@@ -45,6 +50,17 @@ local function prune()
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
     redis.call('zrem', KEYS[4], head)
+  end
+end
+
+local function take(field, head, wait)
+  if head then
+    redis.call('lpop', KEYS[2])
+  end
+  redis.call('zrem', KEYS[3], field)
+  redis.call('zrem', KEYS[4], field)
+  for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -wait, waiter)
   end
 end
 

@@ -362,3 +362,98 @@ func TestFairAbandonQueuedTwiceOrNot(t *testing.T) {
 	require.ErrorContains(t, err, "WRONGTYPE", "a deadlines key of another type")
 	assert.Equal(t, []string{"c:a", "c:c", "c:d"}, f.queued(), "nothing written")
 }
+
+// unlockGranting sends fair_unlock.lua for field with a grant to grantee
+// (window: the granted hold's lease in ms). It returns the reply: the
+// count left, or {0, 0} for a grant.
+func (f *fairLock) unlockGranting(field, target, grantee string, window int64) rueidis.RedisMessage {
+	f.t.Helper()
+	msg, err := lua.FairUnlock.Exec(f.t.Context(), f.rdb, f.keys(),
+		[]string{"0", "10000", field, "publish", target, grantee, strconv.FormatInt(window, 10), strconv.Itoa(waitMs)}).ToMessage()
+	require.NoError(f.t, err)
+	return msg
+}
+
+// TestFairUnlockGrantsHead: a release that frees the lock grants it to
+// the waiter it names when that waiter heads the queue (after pruning):
+// the waiter holds it with a count of 1 on the window's lease, out of the
+// queue, its deadline and heartbeat gone, the thread wait time off the
+// deadlines behind, and nobody is woken. It grants nothing (and wakes the
+// head) when the waiter named is not the head, when levels remain, and
+// when the releasing field held nothing (the lock held by another, or
+// free: a hold that was lost).
+func TestFairUnlockGrantsHead(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	f := newFairLock(t, rdb, "lua-test:fair-grant")
+	l := listen(t, rdb, f.channel+":c:a", f.channel+":c:b")
+	intReply := func(msg rueidis.RedisMessage) int64 {
+		t.Helper()
+		n, err := msg.AsInt64()
+		require.NoError(t, err, "reply %v", msg)
+		return n
+	}
+
+	// c:a heads the queue, c:b behind it; h:1 holds twice.
+	f.hold("h:1")
+	require.NoError(t, f.do(f.rdb.B().Hset().Key(f.name).FieldValue().FieldValue("h:1", "2").Build()).Error())
+	for _, w := range []string{"c:a", "c:b"} {
+		taken, _ := f.acquire(w, "1")
+		require.False(t, taken)
+	}
+	b := f.score(f.timeouts, "c:b")
+
+	assert.Equal(t, int64(1), intReply(f.unlockGranting("h:1", "1", "c:a", 3000)), "a level remains: no grant")
+	assert.Equal(t, []string{"c:a", "c:b"}, f.queued())
+	assert.Equal(t, int64(-1), intReply(f.unlockGranting("h:other", "0", "c:a", 3000)),
+		"a field that holds nothing grants nothing")
+	assert.Equal(t, []string{"c:a", "c:b"}, f.queued())
+
+	// The last level, naming c:b, which does not head the queue: c:a is woken.
+	require.NoError(t, f.do(f.rdb.B().Hset().Key(f.name).FieldValue().FieldValue("h:1", "1").Build()).Error())
+	assert.Equal(t, int64(0), intReply(f.unlockGranting("h:1", "0", "c:b", 3000)), "not the head: released, no grant")
+	assert.Equal(t, []string{f.channel + ":c:a 0"}, l.take(t), "the head is woken")
+	assert.Equal(t, "", hget(t, rdb, f.name, "c:b"))
+
+	// c:a takes it as it woke; its release names c:b, now the head.
+	taken, _ := f.acquire("c:a", "1")
+	require.True(t, taken)
+	assert.Equal(t, b-waitMs, f.score(f.timeouts, "c:b"))
+	f.enqueue("c:late", serverNow(t, rdb)+waitMs, -1)
+	late := f.score(f.timeouts, "c:late")
+	msg := f.unlockGranting("c:a", "0", "c:b", 3000)
+	vals, err := msg.AsIntSlice()
+	require.NoError(t, err, "reply %v", msg)
+	assert.Equal(t, []int64{0, 0}, vals, "the head is granted the lock")
+	assert.Equal(t, "1", hget(t, rdb, f.name, "c:b"))
+	assert.Equal(t, "", hget(t, rdb, f.name, "c:a"))
+	pttl, err := rdb.Do(t.Context(), rdb.B().Pttl().Key(f.name).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.InDelta(t, 3000, pttl, 200, "the granted hold's lease is the window")
+	assert.Equal(t, []string{"c:late"}, f.queued(), "the grantee left the queue")
+	assert.Equal(t, int64(-1), f.score(f.timeouts, "c:b"))
+	assert.Equal(t, int64(-1), f.score(f.alive, "c:b"))
+	assert.Equal(t, late-waitMs, f.score(f.timeouts, "c:late"), "the grant takes the thread wait time off the deadlines behind")
+	assert.Empty(t, l.take(t), "a grant wakes nobody")
+
+	// A head that is gone (its heartbeat passed) is pruned before the
+	// grant: the waiter named behind it is granted.
+	require.NoError(t, f.do(f.rdb.B().Del().Key(f.queue, f.timeouts).Build()).Error())
+	f.enqueue("c:a", serverNow(t, rdb)+waitMs, serverNow(t, rdb)-1)
+	f.enqueue("c:late", late, -1)
+	msg = f.unlockGranting("c:b", "0", "c:late", 3000)
+	vals, err = msg.AsIntSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 0}, vals, "the waiter behind a pruned head is granted")
+	assert.Equal(t, "1", hget(t, rdb, f.name, "c:late"))
+	assert.Empty(t, f.queued())
+
+	// A release by a field that holds nothing of a free lock (a hold
+	// lost) grants nothing: it answers -1 and wakes the head.
+	require.NoError(t, f.do(f.rdb.B().Del().Key(f.name).Build()).Error())
+	f.enqueue("c:a", serverNow(t, rdb)+waitMs, serverNow(t, rdb)+heartbeatMs)
+	l.take(t)
+	assert.Equal(t, int64(-1), intReply(f.unlockGranting("c:lost", "0", "c:a", 3000)), "a lost hold's release")
+	assert.Equal(t, "", hget(t, rdb, f.name, "c:a"), "nothing granted")
+	assert.Equal(t, []string{"c:a"}, f.queued())
+	assert.Equal(t, []string{f.channel + ":c:a 0"}, l.take(t), "the head is woken")
+}

@@ -254,8 +254,10 @@ var (
 	// FairAcquire takes a fair lock, or joins (refreshes a place in) its
 	// queue. Safe to resend (by relock).
 	FairAcquire = script(refuse+countDown+fairPrune+fairAcquire, false)
-	// FairUnlock brings a hold of a fair lock down to a count and wakes the
-	// head of its queue when that frees it. Resent by relock itself.
+	// FairUnlock brings a hold of a fair lock down to a count and, when
+	// that frees it, grants it to a waiter of the releasing client that
+	// heads its queue, or wakes the head. Resent by relock itself (a
+	// resend carries no grant).
 	FairUnlock = script(countDown+fairPrune+fairUnlock, false)
 	// FairAbandon takes a waiter out of a fair lock's queue. Idempotent.
 	FairAbandon = script(fairPrune+fairAbandon, true)

@@ -112,8 +112,12 @@ type acquisition struct {
 	// abandoned: the call ended while a release carried its offer (see
 	// landGrant): the value is left to the collector, not reused.
 	abandoned bool
-	offer     *grantOffer // the call's open or claimed grant offer (see grant.go)
-	offerV    grantOffer  // the value offer points to
+	// queued orders the Client's waiting calls by their first attempt
+	// (Core.queued), 0 before it: a QueueKind's waiters join its queue
+	// in about that order (see addOffer).
+	queued uint64
+	offer  *grantOffer // the call's open or claimed grant offer (see grant.go)
+	offerV grantOffer  // the value offer points to
 }
 
 // anonKey is the lock's key of the Client's anonymous holds (Mutex.anonKey)
@@ -255,6 +259,9 @@ func (a *acquisition) attempt(w *Wait) (Attempt, error) {
 			// grantee records its entry.
 			a.stamp = -1
 			a.h.attempting.Store(0)
+			if a.queued == 0 && r.Waiting {
+				a.queued = a.m.core.queued.Add(1)
+			}
 			r.Grantee = a.grantee(w.ScriptContext(), sent)
 			at, err = a.m.kind.Acquire(w.ScriptContext(), r)
 		}

@@ -202,8 +202,11 @@ type Core struct {
 	// watches are the running watches of locks (see watch.go).
 	watches map[*watch]struct{}
 	// offers are the open grant offers of the Client's sleeping
-	// acquisitions, oldest first (see grant.go).
+	// acquisitions, oldest first, or in the order the calls queued for a
+	// QueueKind (see grant.go); queued numbers the waiting calls in the
+	// order of their first attempts (acquisition.queued).
 	offers map[grantKey][]*grantOffer
+	queued atomic.Uint64
 	// early are the grants through the registry parked for a call of an
 	// owner whose attempt's reply had not been acted on (see earlyGrant),
 	// by the owner's record of the lock; earlyN counts them, read without

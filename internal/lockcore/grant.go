@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -18,9 +19,9 @@ import (
 // Unlock of a hold publishes on the lock's channel, a waiter wakes and
 // sends its acquisition: a release, a message and a round trip before
 // the next holder holds. With it, when the same Client has a goroutine
-// waiting for the lock (of the same kind: a reentrant or a fenced lock),
-// the release hands the lock to that waiter in Redis itself, and the
-// Client hands it to the waiter in the process:
+// waiting for the lock (of the same kind: a reentrant, a fenced or a fair
+// lock), the release hands the lock to that waiter in Redis itself, and
+// the Client hands it to the waiter in the process:
 //
 //   - A waiting acquisition that sleeps, and whose owner holds nothing of
 //     the lock, offers itself to the Client's releases of the lock
@@ -65,6 +66,12 @@ import (
 //     beside the lock: a plain or fenced acquisition is refused there, and
 //     a grant would take the lock past the queue (lock_unlock.lua, KEYS[7]).
 //
+// A fair lock (a QueueKind) grants only to the head of its queue, by its
+// own script's rule (fair_unlock.lua): the Client offers its waiters in
+// the order they queued, and its script counts no subscribers of the
+// channel and reads no knocks (below): the queue decides who is next. A
+// grant its release cannot make wakes the head as before.
+//
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
 // pub/sub). A waiter of another Client or of Redisson subscribes to the
@@ -82,7 +89,7 @@ import (
 const grantWindow = 3 * time.Second
 
 // grantKind is a Kind whose release can grant the lock to a waiter of the
-// Client (the reentrant and the fenced lock).
+// Client (the reentrant, the fenced and the fair lock).
 type grantKind interface {
 	// ReleaseGrant is Release for r with a waiter's field (r.GrantField,
 	// r.GrantLeaseArg): granted reports that the release wrote it, with
@@ -123,7 +130,15 @@ func (c *Core) releaseGrant(ctx context.Context, r Request, fenced bool) (int64,
 	}
 	keys = append(keys, layout.Knocks(r.Name), layout.Token(r.Name), grantees, layout.Queue(r.Name))
 	args = append(args, r.GrantField, r.GrantLeaseArg, c.numsub, layout.GrantedMessage, c.ID, kind, remote, grantWindowMs)
-	res, unsynced := c.runSynced(ctx, lua.LockUnlock, keys, args)
+	return c.RunReleaseGrant(ctx, lua.LockUnlock, keys, args)
+}
+
+// RunReleaseGrant runs a release script that may grant the lock to
+// r.GrantField, for a Kind's ReleaseGrant, and reads its reply as
+// lock_unlock.lua's (see grantReply): the count left, or {0, token} for
+// the grant.
+func (c *Core) RunReleaseGrant(ctx context.Context, s *lua.Script, keys, args []string) (int64, bool, int64, error, error) {
+	res, unsynced := c.runSynced(ctx, s, keys, args)
 	return grantReply(res, unsynced)
 }
 
@@ -264,7 +279,7 @@ func (a *acquisition) offerGrant(offer bool) <-chan struct{} {
 	if c.offers == nil {
 		c.offers = make(map[grantKey][]*grantOffer)
 	}
-	c.offers[k] = append(c.offers[k], o)
+	c.offers[k] = addOffer(c.offers[k], o)
 	a.offer = o
 	if e := a.takeEarlyLocked(true); e != nil {
 		if c.takesGrantLocked(o, e.stamp, e.sent) {
@@ -277,6 +292,28 @@ func (a *acquisition) offerGrant(offer bool) <-chan struct{} {
 	}
 	c.mu.Unlock()
 	return done
+}
+
+// QueueKind is a grant kind whose waiters take the lock in the order they
+// queued (the fair lock): its release script grants only to the head of
+// the lock's queue, so a release offers the lock to the Client's waiter
+// that queued first (see acquisition.queued), not to the one that has
+// slept longest.
+type QueueKind interface {
+	GrantsInQueueOrder()
+}
+
+// addOffer adds o to a lock's open offers: last, or, for a QueueKind,
+// after the offers of the calls that queued before it.
+func addOffer(list []*grantOffer, o *grantOffer) []*grantOffer {
+	if _, queue := o.a.m.kind.(QueueKind); !queue {
+		return append(list, o)
+	}
+	i := len(list)
+	for i > 0 && list[i-1].a.queued > o.a.queued {
+		i--
+	}
+	return slices.Insert(list, i, o)
 }
 
 // dropOfferLocked takes o out of the open offers. c.mu is held.

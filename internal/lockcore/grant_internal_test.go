@@ -928,3 +928,34 @@ func waitLoopAsleep() bool {
 	}
 	return false
 }
+
+// queueKindStub is a QueueKind for the tests of the offers' order.
+type queueKindStub struct{ Reentrant }
+
+func (queueKindStub) GrantsInQueueOrder() {}
+
+// TestOffersInQueueOrder: a QueueKind's offers are kept in the order
+// their calls queued (their first attempts), whatever the order they are
+// made in; another kind's in the order they are made.
+func TestOffersInQueueOrder(t *testing.T) {
+	for _, tc := range []struct {
+		kind Kind
+		want []uint64
+	}{
+		{queueKindStub{}, []uint64{1, 2, 3, 4}},
+		{Reentrant{}, []uint64{3, 1, 4, 2}},
+	} {
+		m := &Mutex{kind: tc.kind}
+		var list []*grantOffer
+		for _, q := range []uint64{3, 1, 4, 2} {
+			list = addOffer(list, &grantOffer{a: &acquisition{m: m, queued: q}})
+		}
+		var got []uint64
+		for _, o := range list {
+			got = append(got, o.a.queued)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%T: offers in order %v, want %v", tc.kind, got, tc.want)
+		}
+	}
+}
