@@ -21,8 +21,10 @@
 // itself: the release writes the head's hold (a count of 1, its lease the
 // confirmation window, 3s, until the Client confirms it), takes it out of
 // the queue, its deadline and its heartbeat (and the thread wait time off
-// the deadlines behind, as an acquisition does), and publishes nothing;
-// the waiter returns holding the lock with no round trip of its own. A
+// the deadlines behind, as an acquisition does), and wakes nobody (it
+// publishes relock's mark "3" on the lock's channel, where no fair waiter
+// listens, for relock top); the waiter returns holding the lock with no
+// round trip of its own. A
 // head of another Client, or Redisson's, is woken as before, and so is a
 // head of the Client that is between two attempts: a release grants only
 // to the head, so the order is the queue's either way. A grant whose

@@ -96,7 +96,7 @@ func (kind) Release(ctx context.Context, r lockcore.Request) (int64, error) {
 func (kind) ReleaseGrant(ctx context.Context, r lockcore.Request) (int64, bool, int64, error, error) {
 	return r.Core.RunReleaseGrant(ctx, lua.FairUnlock, keys(r.Name),
 		[]string{layout.UnlockMessage, r.LeaseArg, r.Field, r.Core.PublishCommand(),
-			strconv.Itoa(r.Target), r.GrantField, r.GrantLeaseArg, waitTimeArg(r.Core)})
+			strconv.Itoa(r.Target), r.GrantField, r.GrantLeaseArg, waitTimeArg(r.Core), layout.GrantedMessage})
 }
 
 // GrantsInQueueOrder marks the fair lock as a lockcore.QueueKind: its

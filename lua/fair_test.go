@@ -369,7 +369,7 @@ func TestFairAbandonQueuedTwiceOrNot(t *testing.T) {
 func (f *fairLock) unlockGranting(field, target, grantee string, window int64) rueidis.RedisMessage {
 	f.t.Helper()
 	msg, err := lua.FairUnlock.Exec(f.t.Context(), f.rdb, f.keys(),
-		[]string{"0", "10000", field, "publish", target, grantee, strconv.FormatInt(window, 10), strconv.Itoa(waitMs)}).ToMessage()
+		[]string{"0", "10000", field, "publish", target, grantee, strconv.FormatInt(window, 10), strconv.Itoa(waitMs), "3"}).ToMessage()
 	require.NoError(f.t, err)
 	return msg
 }
@@ -378,14 +378,15 @@ func (f *fairLock) unlockGranting(field, target, grantee string, window int64) r
 // the waiter it names when that waiter heads the queue (after pruning):
 // the waiter holds it with a count of 1 on the window's lease, out of the
 // queue, its deadline and heartbeat gone, the thread wait time off the
-// deadlines behind, and nobody is woken. It grants nothing (and wakes the
+// deadlines behind, and nobody is woken (the lock's channel gets the mark
+// 3, for relock top). It grants nothing (and wakes the
 // head) when the waiter named is not the head, when levels remain, and
 // when the releasing field held nothing (the lock held by another, or
 // free: a hold that was lost).
 func TestFairUnlockGrantsHead(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	f := newFairLock(t, rdb, "lua-test:fair-grant")
-	l := listen(t, rdb, f.channel+":c:a", f.channel+":c:b")
+	l := listen(t, rdb, f.channel, f.channel+":c:a", f.channel+":c:b")
 	intReply := func(msg rueidis.RedisMessage) int64 {
 		t.Helper()
 		n, err := msg.AsInt64()
@@ -433,7 +434,7 @@ func TestFairUnlockGrantsHead(t *testing.T) {
 	assert.Equal(t, int64(-1), f.score(f.timeouts, "c:b"))
 	assert.Equal(t, int64(-1), f.score(f.alive, "c:b"))
 	assert.Equal(t, late-waitMs, f.score(f.timeouts, "c:late"), "the grant takes the thread wait time off the deadlines behind")
-	assert.Empty(t, l.take(t), "a grant wakes nobody")
+	assert.Equal(t, []string{f.channel + " 3"}, l.take(t), "a grant wakes nobody, and marks the hand-off on the lock's channel")
 
 	// A head that is gone (its heartbeat passed) is pruned before the
 	// grant: the waiter named behind it is granted.

@@ -15,10 +15,14 @@
 -- ARGV[8] with ARGV[6]: the thread wait time in ms (fair_acquire.lua's
 --         ARGV[5]), taken off the deadlines still queued as the grant
 --         takes the lock
+-- ARGV[9] with ARGV[6]: the mark a grant publishes on the lock's channel
+--         KEYS[5] ('3'): no fair waiter listens there (each has its
+--         own), and it tells those who watch (relock top) that the lock
+--         changed hands
 -- Returns -1 when the field holds nothing (nothing is changed), else the
 -- count left, or {0, 0} when the release freed the lock and granted it to
 -- ARGV[6] (then nobody is woken: the head holds it, with a count of 1,
--- out of the queue). Above 0 the count is decremented by HINCRBY when it
+-- out of the queue, and ARGV[9] is published on KEYS[5]). Above 0 the count is decremented by HINCRBY when it
 -- stands at one over the count to leave, and left when it is there
 -- already (an earlier send of this request), so a resent request does not
 -- release twice (see count_down.lua); at 0 the field goes. Whenever the
@@ -42,6 +46,7 @@ if redis.call('exists', KEYS[1]) == 0 then
     take(head, head, tonumber(ARGV[8]))
     redis.call('hincrby', KEYS[1], head, 1)
     redis.call('pexpire', KEYS[1], ARGV[7])
+    redis.call(ARGV[4], KEYS[5], ARGV[9])
     return {0, 0}
   end
   wake(head, ARGV[4], ARGV[1])

@@ -54,7 +54,9 @@ at its end (taken and not yet released); a fenced lock's acquisitions are
 exact, the rise of its fencing counter; a rate limiter's are its grants in
 the interval, a semaphore's the permits that were not held at the last
 refresh. Hand-offs are the releases heard while the name had waiters
-(records at the last refresh), and every fair-lock release to a waiter.
+(records at the last refresh), every fair-lock release to a waiter, and
+every grant on release (relock's mark "3" on the lock's channel: a
+release that wrote the next holder's hold itself and woke nobody).
 The numbers are approximate: a lease that ends (a dead holder) announces
 nothing; a fair lock released with no waiter announces nothing (a hold
 taken and released within one interval is then missed); read holds
@@ -293,7 +295,7 @@ func (tp *topper) heardMessage(m rueidis.PubSubMessage) {
 	}
 	key, handoff := "", false
 	switch c.Role {
-	case layout.RoleChannel: // "0" frees the lock; "1" is a shorter lease, "2" a wake-one mark, "3" a grant on release
+	case layout.RoleChannel: // "0" frees the lock; "1" is a shorter lease, "2" a wake-one mark, "3" a grant on release (a fair lock's too)
 		switch m.Message {
 		case layout.UnlockMessage:
 		case layout.GrantedMessage: // handed to a waiter of the releasing Client

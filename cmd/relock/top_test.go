@@ -89,13 +89,14 @@ func contend(t *testing.T, owners int, lock func(ctx context.Context) error, unl
 	})
 }
 
-// TestTopOnce: top --once shows, for locks that owners contend for, the
-// waiters their records name, the longest wait, and acquisitions and
-// hand-offs per second; a lock nobody uses is not shown.
+// TestTopOnce: top --once shows, for locks that owners contend for (a
+// plain, a fenced and a fair lock), the waiters their records name, the
+// longest wait, and acquisitions and hand-offs per second; a lock nobody
+// uses is not shown.
 func TestTopOnce(t *testing.T) {
 	c := relocktest.Client(t)
-	names, match := testNames(t, 3)
-	plain, fenced, idle := names[0], names[1], names[2]
+	names, match := testNames(t, 4)
+	plain, fenced, idle, fair := names[0], names[1], names[2], names[3]
 	l := c.GetLock(plain)
 	var taken atomic.Int64 // acquisitions of plain
 	contend(t, 3, func(ctx context.Context) error {
@@ -107,6 +108,10 @@ func TestTopOnce(t *testing.T) {
 	}, l.Unlock)
 	f := c.GetFencedLock(fenced)
 	contend(t, 2, f.Lock, f.Unlock)
+	// One Client's goroutines hand a fair lock over by grants on release,
+	// which wake nobody: top hears the mark each grant publishes.
+	fl := c.GetFairLock(fair)
+	contend(t, 3, fl.Lock, fl.Unlock)
 	require.NoError(t, c.GetLock(idle).Lock(rlock.WithOwner(t.Context(), "sleeper")))
 	recordWait(t, "", c.ID(), "worker-9", plain, "lock", 3*time.Second)
 	recordWait(t, "", c.ID(), "worker-8", plain, "lock", time.Second)
@@ -128,9 +133,13 @@ func TestTopOnce(t *testing.T) {
 	// (give or take the holds at the interval's ends).
 	assert.LessOrEqual(t, p.acq*0.5, float64(during+2), "ACQ/S against the %d acquisitions made while top ran:\n%s", during, frame)
 	assert.LessOrEqual(t, p.hand, p.acq+4, "HAND/S above ACQ/S:\n%s", frame)
-	fl, ok := topLineOf(t, frame, fenced)
+	fe, ok := topLineOf(t, frame, fenced)
 	require.True(t, ok, "no line for %s:\n%s", fenced, frame)
-	assert.True(t, fl.acqSet && fl.acq > 0, "ACQ/S of a contended fenced lock:\n%s", frame)
+	assert.True(t, fe.acqSet && fe.acq > 0, "ACQ/S of a contended fenced lock:\n%s", frame)
+	fa, ok := topLineOf(t, frame, fair)
+	require.True(t, ok, "no line for %s:\n%s", fair, frame)
+	assert.True(t, fa.acqSet && fa.acq > 0, "ACQ/S of a contended fair lock:\n%s", frame)
+	assert.True(t, fa.handSet && fa.hand > 0, "HAND/S of a contended fair lock:\n%s", frame)
 	_, ok = topLineOf(t, frame, idle)
 	assert.False(t, ok, "a lock held by one owner that nobody waits for is shown:\n%s", frame)
 }

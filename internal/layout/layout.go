@@ -115,7 +115,8 @@ const (
 	// registered. Redisson's waiters ignore it (neither 0 nor 1).
 	RegistrantWokenMessage = "2"
 	// GrantedMessage (relock's own) is published by a release that
-	// granted the lock to a waiter of its own Client (grant on release):
+	// granted the lock to a waiter of its own Client (grant on release; a
+	// fair lock's on its lock channel, where no fair waiter listens):
 	// it wakes nobody (that Client's waiters ignore it, Redisson's ignore
 	// any integer but 0 and 1) and tells those who watch the channel
 	// (relock top, Watch) that the lock changed hands.
