@@ -28,6 +28,17 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // aliveKey is the key of the heartbeats of relock's waiters on name.
 func aliveKey(name string) string { return layout.Alive(name) }
 
+// heldBy takes l for owner, failing t if it cannot, and returns the
+// owner's context.
+func heldBy(t *testing.T, l *fairlock.Lock, owner string) context.Context {
+	t.Helper()
+	ctx := rlock.WithOwner(t.Context(), owner)
+	if err := l.Lock(ctx); err != nil {
+		t.Fatalf("%s: %v", owner, err)
+	}
+	return ctx
+}
+
 func queue(t *testing.T, raw rueidis.Client, name string) []string {
 	t.Helper()
 	q, err := raw.Do(t.Context(), raw.B().Lrange().Key(layout.Queue(name)).Start(0).Stop(-1).Build()).AsStrSlice()
@@ -45,10 +56,7 @@ func TestArrivalOrder(t *testing.T) {
 	c2 := relocktest.Client(t)
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
-	holder := rlock.WithOwner(t.Context(), "holder")
-	if err := c1.GetFairLock(name).Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldBy(t, c1.GetFairLock(name), "holder")
 
 	const n = 6
 	var (
@@ -99,11 +107,8 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 	c := relocktest.Client(t)
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
-	holder := rlock.WithOwner(t.Context(), "holder")
 	l := c.GetFairLock(name)
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldBy(t, l, "holder")
 	ctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "quitter"))
 	errc := make(chan error, 1)
 	go func() { errc <- l.Lock(ctx) }()
@@ -141,8 +146,7 @@ func TestDeadWaiterDoesNotStall(t *testing.T) {
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
 	l := c.GetFairLock(name)
-	holder := rlock.WithOwner(t.Context(), "holder")
-	require.NoError(t, l.Lock(holder))
+	holder := heldBy(t, l, "holder")
 	// A vanished Client's waiter: queued, with a heartbeat that runs out
 	// WaiterTimeout from now, then gone.
 	ghost := "0b5e55ed-0000-4000-8000-000000000000:ghost"
@@ -224,10 +228,7 @@ func TestTryOnceRespectsQueue(t *testing.T) {
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
 	l := c.GetFairLock(name)
-	holder := rlock.WithOwner(t.Context(), "holder")
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldBy(t, l, "holder")
 	waiter := rlock.WithOwner(t.Context(), "waiter")
 	done := make(chan error, 1)
 	go func() {

@@ -86,10 +86,7 @@ func TestReleaseGrantsOnlyTheHead(t *testing.T) {
 	c2 := relocktest.Client(t)
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
-	holder := rlock.WithOwner(t.Context(), "holder")
-	if err := c1.GetFairLock(name).Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldBy(t, c1.GetFairLock(name), "holder")
 	type result struct {
 		who string
 		err error
@@ -139,10 +136,7 @@ func TestGrantsKeepQueueOrder(t *testing.T) {
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
 	l := c.GetFairLock(name)
-	holder := rlock.WithOwner(t.Context(), "holder")
-	if err := l.Lock(holder); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldBy(t, l, "holder")
 	const n = 6
 	var (
 		mu    sync.Mutex

@@ -92,8 +92,7 @@ func TestDeadWaiterCostsAboutASecond(t *testing.T) {
 			c := relocktest.Client(t)
 			raw := relocktest.Raw(t)
 			name := relocktest.Name(t)
-			holder := rlock.WithOwner(t.Context(), "holder")
-			require.NoError(t, holderClient.GetFairLock(name).Lock(holder))
+			holder := heldBy(t, holderClient.GetFairLock(name), "holder")
 			d := startDoomed(t, name)
 			relocktest.Eventually(t, 5*time.Second, "the doomed waiter queued", func() bool {
 				return len(queue(t, raw, name)) == 1
