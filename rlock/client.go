@@ -155,9 +155,11 @@ func WithWakeOne() Option {
 // granted hold's lease in Redis is a confirmation window of at most 3s
 // (its own lease when that is shorter) until the Client renews it, a
 // third of the window later: a process that dies in between keeps the
-// lock from others for at most the window. With WithWakeOne, a release
-// also grants the lock to a waiter of the registered Client whose turn it
-// is. With this option every release publishes (or wakes one Client) and
+// lock from others for at most the window. The last Unlock of a fair
+// lock (GetFairLock) grants it so to a goroutine of the same Client that
+// heads its queue, whoever else waits (the queue decides who is next).
+// With WithWakeOne, a release also grants a Lock or a FencedLock to a
+// waiter of the registered Client whose turn it is. With this option every release publishes (or wakes one Client) and
 // the woken waiter acquires, as Redisson's do. The package
 // documentation (Grant on release) says more.
 func WithoutGrantOnRelease() Option {

@@ -306,6 +306,15 @@
 // never free for them. Turn grants off (WithoutGrantOnRelease) on Clients
 // that share names with Redisson spin locks.
 //
+// A fair lock (GetFairLock) grants by its queue's rule instead: its last
+// Unlock grants it to a sleeping goroutine of the same Client only when
+// that goroutine heads the queue (after the dead are pruned), taking it
+// out of the queue as its acquisition would, whoever else waits behind;
+// any other head is woken as before (package fairlock). The Client offers
+// its fair waiters to its releases in the order they queued. Such a
+// grant publishes relock's mark "3" on the lock's channel for relock top;
+// no fair waiter listens there.
+//
 // A granted hold's lease in Redis is a confirmation window, 3s (or the
 // waiter's own lease when that is shorter), until the Client confirms it a
 // third of the window later: on the watchdog lease by bringing the hold's
