@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -522,4 +523,81 @@ func TestReview12RedissonBesideGrants(t *testing.T) {
 		}
 		t.Skipf("no release granted the lock in %d tries", grantTries)
 	})
+}
+
+// TestReview12CancelWithGrantReplyLost: the waiter's context ends while
+// the release that granted it the lock is on its way, and that release's
+// reply is lost (or never comes). The waiter returns at once, not
+// acquired; the grant is settled (given back) or ends with its window,
+// and the waiter of another Client queued behind takes the lock, alone,
+// within the window's bound.
+func TestReview12CancelWithGrantReplyLost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule func(after func([]string)) *relocktest.Rule
+	}{
+		{"lost", func(after func([]string)) *relocktest.Rule {
+			return &relocktest.Rule{Run: true, Reply: relocktest.LostReply(), After: after}
+		}},
+		{"never", func(after func([]string)) *relocktest.Rule {
+			return &relocktest.Rule{Run: true, Hang: true, After: after}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGrantFixture(t)
+			h := rlock.WithOwner(t.Context(), "holder")
+			wField, xField := fairField(g.c, "w"), fairField(g.other, "x")
+			xCtx := rlock.WithOwner(t.Context(), "x")
+			for try := range grantTries {
+				require.NoError(t, g.l.Lock(h))
+				wctx, cancel := context.WithCancel(rlock.WithOwner(t.Context(), "w"))
+				werr := g.start(t, func() error { return g.l.Lock(wctx) }, wField)
+				var xAt atomic.Pointer[time.Time]
+				xerr := g.start(t, func() error {
+					err := g.other.GetFairLock(g.name).Lock(xCtx)
+					now := time.Now()
+					xAt.Store(&now)
+					return err
+				}, wField, xField)
+				var got error
+				returned := false
+				var wEnded time.Time
+				rule := g.grantRule(wField, tc.rule(func([]string) {
+					cancel()
+					select {
+					case got = <-werr:
+						returned = true
+						wEnded = time.Now()
+					case <-time.After(5 * time.Second):
+					}
+				}))
+				uerr := g.l.Unlock(h)
+				g.f.Clear()
+				if rule.Hits() == 0 {
+					require.NoError(t, uerr)
+					require.NoError(t, relocktest.Receive(t, werr, 5*time.Second, "w's Lock"))
+					require.NoError(t, g.l.Unlock(rlock.WithOwner(t.Context(), "w")))
+					cancel()
+					require.NoError(t, relocktest.Receive(t, xerr, 5*time.Second, "x's Lock"))
+					require.NoError(t, g.other.GetFairLock(g.name).Unlock(xCtx))
+					g.clean(t)
+					continue
+				}
+				t.Logf("the releasing Unlock returned %v", uerr)
+				require.True(t, returned, "w's Lock did not return at once")
+				assert.ErrorIs(t, got, rlock.ErrNotAcquired)
+				assert.ErrorIs(t, got, context.Canceled)
+				require.NoError(t, relocktest.Receive(t, xerr, 10*time.Second, "x's Lock"))
+				waited := xAt.Load().Sub(wEnded)
+				t.Logf("x took the lock %v after w's Lock returned", waited)
+				assert.Less(t, waited, 3*time.Second+fairlock.RefreshInterval+time.Second, "x waited past the window")
+				assert.Equal(t, map[string]string{xField: "1"}, relocktest.HGetAll(t, g.raw, g.name))
+				require.NoError(t, g.other.GetFairLock(g.name).Unlock(xCtx))
+				g.clean(t)
+				t.Logf("granted on try %d", try+1)
+				return
+			}
+			t.Skipf("no release carried a grant in %d tries", grantTries)
+		})
+	}
 }
