@@ -19,8 +19,16 @@ import (
 // and takes the lock again on a shorter fixed lease. The confirmation,
 // which was for the hold that ended, does not set the rest of that
 // hold's lease on the new one: the new hold ends when its own lease
-// does.
+// does. Nor on a re-entry on the shorter lease made meanwhile.
 func TestReview12ConfirmationOfAnEndedGrant(t *testing.T) {
+	for _, reenter := range []bool{false, true} {
+		t.Run(map[bool]string{false: "locked again", true: "re-entered"}[reenter], func(t *testing.T) {
+			confirmationOfAnEndedGrant(t, reenter)
+		})
+	}
+}
+
+func confirmationOfAnEndedGrant(t *testing.T, reenter bool) {
 	g := newGrantFixture(t)
 	h := rlock.WithOwner(t.Context(), "holder")
 	w := rlock.WithOwner(t.Context(), "w")
@@ -49,15 +57,21 @@ func TestReview12ConfirmationOfAnEndedGrant(t *testing.T) {
 	relocked := make(chan error, 1)
 	go func() {
 		defer close(proceed)
-		if err := g.l.Unlock(w); err != nil {
-			relocked <- err
-			return
+		if !reenter {
+			if err := g.l.Unlock(w); err != nil {
+				relocked <- err
+				return
+			}
 		}
 		relocked <- g.l.LockLease(w, short)
 	}()
 	require.NoError(t, relocktest.Receive(t, relocked, 5*time.Second, "Unlock and LockLease"))
 	relocktest.Eventually(t, 5*time.Second, "the confirmation answered", func() bool { return renew.Hits() == 1 })
 	assert.LessOrEqual(t, g.pttl(t), short.Milliseconds(), "the new hold's lease after the old grant's confirmation")
-	_ = g.l.Unlock(w)
+	for {
+		if err := g.l.Unlock(w); err != nil {
+			break
+		}
+	}
 	g.clean(t)
 }
