@@ -73,7 +73,7 @@ func TestReview12RandomGrants(t *testing.T) {
 					case 1:
 						ok, err = l.TryLock(base, time.Duration(rng.IntN(150))*time.Millisecond, 0)
 					case 2:
-						ok, err = l.TryLock(base, time.Duration(rng.IntN(150))*time.Millisecond, 2*time.Second)
+						ok, err = l.TryLock(base, time.Duration(rng.IntN(150))*time.Millisecond, 4*time.Second)
 					default:
 						ctx, cancel := context.WithTimeout(base, time.Duration(rng.IntN(300))*time.Millisecond)
 						err = l.LockLease(ctx, 2*time.Second)
