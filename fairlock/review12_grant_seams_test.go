@@ -601,3 +601,55 @@ func TestReview12CancelWithGrantReplyLost(t *testing.T) {
 		})
 	}
 }
+
+// TestReview12ClaimedHeadPrunedFirst: the head's heartbeat has passed
+// when the release that carries a grant to it runs (the waiter's Client
+// claimed its offer, so its refresh waits for the claim). The release
+// prunes it and wakes the waiter of another Client behind, which takes
+// the lock; the pruned waiter, alive, queues again and takes the lock
+// after.
+func TestReview12ClaimedHeadPrunedFirst(t *testing.T) {
+	g := newGrantFixture(t)
+	h := rlock.WithOwner(t.Context(), "holder")
+	w := rlock.WithOwner(t.Context(), "w")
+	wField, xField := fairField(g.c, "w"), fairField(g.other, "x")
+	x := rlock.WithOwner(t.Context(), "x")
+	for try := range grantTries {
+		require.NoError(t, g.l.Lock(h))
+		werr := g.start(t, func() error { return g.l.Lock(w) }, wField)
+		xerr := g.start(t, func() error { return g.other.GetFairLock(g.name).Lock(x) }, wField, xField)
+		rule := g.grantRule(wField, &relocktest.Rule{Run: true, Keep: true, Before: func([]string) {
+			// The head's heartbeat, as if its refresh had not come.
+			_ = g.raw.Do(context.WithoutCancel(t.Context()),
+				g.raw.B().Zadd().Key(aliveKey(g.name)).ScoreMember().ScoreMember(1, wField).Build()).Error()
+		}})
+		require.NoError(t, g.l.Unlock(h))
+		g.f.Clear()
+		if rule.Hits() == 0 {
+			require.NoError(t, relocktest.Receive(t, werr, 5*time.Second, "w's Lock"))
+			require.NoError(t, g.l.Unlock(w))
+			require.NoError(t, relocktest.Receive(t, xerr, 5*time.Second, "x's Lock"))
+			require.NoError(t, g.other.GetFairLock(g.name).Unlock(x))
+			g.clean(t)
+			continue
+		}
+		require.NoError(t, relocktest.Receive(t, xerr, 5*time.Second, "x's Lock"))
+		assert.Equal(t, map[string]string{xField: "1"}, relocktest.HGetAll(t, g.raw, g.name), "x holds the lock alone")
+		relocktest.Eventually(t, 5*time.Second, "w queued again", func() bool {
+			return slices.Equal(queue(t, g.raw, g.name), []string{wField})
+		})
+		select {
+		case err := <-werr:
+			t.Fatalf("w's Lock returned %v while x holds the lock", err)
+		default:
+		}
+		require.NoError(t, g.other.GetFairLock(g.name).Unlock(x))
+		require.NoError(t, relocktest.Receive(t, werr, 5*time.Second, "w's Lock"))
+		assert.Equal(t, map[string]string{wField: "1"}, relocktest.HGetAll(t, g.raw, g.name))
+		require.NoError(t, g.l.Unlock(w))
+		g.clean(t)
+		t.Logf("pruned at the claim on try %d", try+1)
+		return
+	}
+	t.Skipf("no release carried a grant in %d tries", grantTries)
+}
