@@ -710,12 +710,30 @@ func (h *hold) confirm() {
 	}
 	end := h.leaseAt.Add(h.lease)
 	c.background.Add(1)
+	h.users++ // the record stays while the confirmation goes on
 	name, field := h.key.name, h.field
 	c.mu.Unlock()
 	go func() {
 		defer c.background.Done()
+		defer c.leave(h)
 		ctx, cancel := context.WithDeadline(c.root, by)
 		defer cancel()
+		// Under the owner's call slot, as a renewal stops before the
+		// last release: the confirmation sets the lease of the hold it
+		// confirms, never that of a later hold of the owner (the hold
+		// released, or re-entered, and the lock taken again on another
+		// lease while the confirmation was on its way).
+		if h.acquire(ctx) != nil {
+			h.retryConfirm(gen, by)
+			return
+		}
+		c.mu.Lock()
+		current := h.gen == gen && h.want > 0 && h.confirmBy.Equal(by)
+		c.mu.Unlock()
+		if !current {
+			h.release()
+			return
+		}
 		arg := strconv.FormatInt(max(1, Millis(time.Until(end))), 10)
 		// The rest of the lease may be shorter than the window's lease
 		// left in Redis (a grant through the registry counts the lease
@@ -724,6 +742,7 @@ func (h *hold) confirm() {
 		// until its end) looks again.
 		n, err := lua.LockRenew.Exec(ctx, c.RDB, []string{name, layout.Channel(name)},
 			[]string{arg, field, c.publish}).AsInt64()
+		h.release()
 		switch {
 		case err == nil && n == 0:
 			h.lose(gen, h.loss(h.goneWhy("confirmation of its grant"), nil))
@@ -735,15 +754,21 @@ func (h *hold) confirm() {
 			}
 			c.mu.Unlock()
 		default:
-			// No answer: try again within the window; at its end the
-			// hold is lost (the timer finds the window over).
-			c.mu.Lock()
-			if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) && c.CheckOpen() == nil {
-				h.confirmIn(min(confirmRetry, max(0, time.Until(by))))
-			}
-			c.mu.Unlock()
+			h.retryConfirm(gen, by)
 		}
 	}()
+}
+
+// retryConfirm sets the next try of hold gen's confirmation, which got no
+// answer, within its window (by); at its end the hold is lost (the timer
+// finds the window over).
+func (h *hold) retryConfirm(gen uint64, by time.Time) {
+	c := h.core
+	c.mu.Lock()
+	if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) && c.CheckOpen() == nil {
+		h.confirmIn(min(confirmRetry, max(0, time.Until(by))))
+	}
+	c.mu.Unlock()
 }
 
 // confirmRetry spaces the tries of a confirmation that got no answer.
