@@ -24,8 +24,17 @@ func fairField(c *rlock.Client, owner string) string { return layout.Field(c.ID(
 // its Client confirms the hold (its lease goes from the window to the
 // watchdog's). A waiter is granted only while it sleeps (it offers
 // itself then): a release that finds it between two attempts wakes it,
-// and the test tries again, up to ten times.
+// and the test tries again, up to ten times. A poller of the Client
+// (TryLock with wait 0) refused just before the release does not hold the
+// grant back, as it holds a plain lock's: it could not take the lock past
+// the queue anyway.
 func TestReleaseGrantsHeadOfItsClient(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		t.Run("poller refused "+strconv.FormatBool(poll), func(t *testing.T) { releaseGrantsHead(t, poll) })
+	}
+}
+
+func releaseGrantsHead(t *testing.T, poll bool) {
 	c := relocktest.Client(t)
 	raw := relocktest.Raw(t)
 	name := relocktest.Name(t)
@@ -44,6 +53,11 @@ func TestReleaseGrantsHeadOfItsClient(t *testing.T) {
 		relocktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool {
 			return slices.Equal(queue(t, raw, name), []string{fairField(c, "waiter")})
 		})
+		if poll {
+			if ok, err := l.TryLock(rlock.WithOwner(t.Context(), "poller"), 0, 0); ok || err != nil {
+				t.Fatalf("poller: %v %v, want refused", ok, err)
+			}
+		}
 		g0 := lockcore.GrantsMade()
 		if err := l.Unlock(holder); err != nil {
 			t.Fatal(err)

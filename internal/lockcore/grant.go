@@ -69,8 +69,10 @@ import (
 // A fair lock (a QueueKind) grants only to the head of its queue, by its
 // own script's rule (fair_unlock.lua): the Client offers its waiters in
 // the order they queued, and its script counts no subscribers of the
-// channel and reads no knocks (below): the queue decides who is next. A
-// grant its release cannot make wakes the head as before.
+// channel and reads no knocks (below), nor does the Client remember its
+// own fair pollers' refusals (noteRefused): the queue decides who is
+// next, and a poller is refused while others are queued. A grant its
+// release cannot make wakes the head as before.
 //
 // Fairness across Clients: a Client grants only while the lock's channel
 // has no subscriber but its own (PUBSUB NUMSUB, SHARDNUMSUB with sharded
@@ -523,6 +525,11 @@ var grantKinds = [...]Kind{Reentrant{}, Fenced{}}
 // a kind that shares its hash with a kind whose releases grant.
 func (c *Core) noteRefused(m *Mutex) {
 	if _, spin := m.kind.(Spinner); c.noGrant || !spin && !c.grants(m) {
+		return
+	}
+	if _, queue := m.kind.(QueueKind); queue {
+		// A fair poller is refused while others are queued, free or
+		// not: holding grants back would give it nothing.
 		return
 	}
 	c.mu.Lock()
