@@ -735,7 +735,7 @@ func (h *hold) confirm() {
 			return
 		}
 		c.mu.Lock()
-		current := h.gen == gen && h.want > 0 && h.confirmBy.Equal(by)
+		current := h.confirmingLocked(gen, by)
 		c.mu.Unlock()
 		if !current {
 			h.release()
@@ -755,7 +755,7 @@ func (h *hold) confirm() {
 			h.lose(gen, h.loss(h.goneWhy("confirmation of its grant"), nil))
 		case err == nil:
 			c.mu.Lock()
-			if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) {
+			if h.confirmingLocked(gen, by) {
 				h.confirmBy = time.Time{}
 				h.armExpiryLocked()
 			}
@@ -772,10 +772,16 @@ func (h *hold) confirm() {
 func (h *hold) retryConfirm(gen uint64, by time.Time) {
 	c := h.core
 	c.mu.Lock()
-	if h.gen == gen && h.want > 0 && h.confirmBy.Equal(by) && c.CheckOpen() == nil {
+	if h.confirmingLocked(gen, by) && c.CheckOpen() == nil {
 		h.confirmIn(min(confirmRetry, max(0, time.Until(by))))
 	}
 	c.mu.Unlock()
+}
+
+// confirmingLocked reports whether h is still hold gen, held, and
+// waiting for the confirmation due by by. c.mu is held.
+func (h *hold) confirmingLocked(gen uint64, by time.Time) bool {
+	return h.gen == gen && h.want > 0 && h.confirmBy.Equal(by)
 }
 
 // confirmRetry spaces the tries of a confirmation that got no answer.
